@@ -1,0 +1,214 @@
+"""`boe replay`: evaluate policies and budgets offline on stored ledgers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+from boe.cli.common import err_console, out_console, parse_budgets, parse_list
+
+if TYPE_CHECKING:
+    from boe.core.experiment import Experiment
+    from boe.core.ledger import LedgerRecord
+    from collections.abc import Iterator
+
+__all__ = ["register"]
+
+
+def _fmt_num(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.{digits}f}"
+
+
+def _fmt_budget(b: float) -> str:
+    return str(int(b)) if float(b).is_integer() else f"{b:g}"
+
+
+def _records(
+    ledgers: list[Path], db: str | None, run: str | None, strict: bool, bad: list[str]
+) -> Iterator[LedgerRecord]:
+    from boe.core.ledger import read_ledger
+    from boe.errors import ConfigError, RecordError
+
+    def on_error(err: RecordError) -> None:
+        bad.append(err.describe())
+        err_console().print(f"[yellow]skipped[/] {err.describe()}", highlight=False, markup=True)
+
+    if db is not None:
+        if ledgers:
+            raise ConfigError("give ledger files or --db/--run, not both")
+        if not run:
+            raise ConfigError("--db needs --run NAME")
+        from boe.db import Store
+
+        store = Store(db)
+        try:
+            yield from store.iter_records(run, strict=strict, on_error=on_error)
+        finally:
+            store.close()
+        return
+    if not ledgers:
+        raise ConfigError("give at least one ledger file (or --db URL --run NAME)")
+    yield from read_ledger(ledgers, strict=strict, on_error=on_error)
+
+
+def replay_command(
+    ledgers: list[Path] = typer.Argument(None, help="Ledger-v1 JSONL files.", show_default=False),
+    policy: str = typer.Option("boe", "--policy", help="Comma-separated: raw, boe, boe-factor, random-factor, whole, label-guided, bayes, bayes-lookahead."),
+    budget: str = typer.Option("16", "--budget", help="Comma-separated budgets."),
+    calibration: str = typer.Option("fit", "--calibration", help="fit (same ledger, the paper's protocol), crossfit[:K] (K-fold by question, held out), or a calibration FILE.json."),
+    cheap_kappa: Optional[float] = typer.Option(None, "--cheap-kappa", help="kappa of the cheap prior [default: 0.55, or the calibration file's]."),
+    eta: float = typer.Option(0.0, "--eta", help="Stop when the best value per cost is <= eta."),
+    seed: int = typer.Option(0, "--seed", help="Seed of random-factor, cross-fit folds and the bootstrap."),
+    transcripts_out: Optional[Path] = typer.Option(None, "--transcripts", help="Write one transcript line per question x policy x budget."),
+    save_calibration: Optional[Path] = typer.Option(None, "--save-calibration", help="Write the calibration fitted on all given questions."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as one JSON document on stdout."),
+    compare: Optional[list[str]] = typer.Option(None, "--compare", help="A:B - paired 95% interval and McNemar p of policy A vs B (repeatable)."),
+    strict: bool = typer.Option(False, "--strict", help="A bad record is fatal."),
+    resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples for --compare."),
+    db: Optional[str] = typer.Option(None, "--db", help="Replay a stored run instead of files (sqlite:///file.db, postgresql+psycopg://...)."),
+    run: Optional[str] = typer.Option(None, "--run", help="Run name in --db."),
+) -> None:
+    """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
+    from boe.core.calibration import Calibration, fit_groups, load_calibration, save_calibration as save_cal
+    from boe.core.experiment import load_questions, run_experiment
+    from boe.core.policies import POLICIES, _load_plugins
+    from boe.core.replay import stats_matrix, transcripts
+    from boe.errors import ConfigError
+
+    _load_plugins()
+    policies = parse_list(policy)
+    for p in policies:
+        if p not in POLICIES:
+            raise ConfigError(f"--policy: unknown policy {p!r}; known: {', '.join(sorted(POLICIES))}")
+    budgets = parse_budgets(budget)
+    pairs = []
+    for c in compare or []:
+        a, sep, b = c.partition(":")
+        if not sep or not a or not b:
+            raise ConfigError(f"--compare expects A:B, got {c!r}")
+        pairs.append((a, b))
+    if cheap_kappa is not None and not 0 < cheap_kappa < 1:
+        raise ConfigError(f"--cheap-kappa must lie in (0, 1), got {cheap_kappa}")
+    cal_arg: str | Calibration
+    if calibration == "fit" or calibration.startswith("crossfit"):
+        if calibration.startswith("crossfit:"):
+            k_text = calibration.split(":", 1)[1]
+            if not k_text.isdigit() or int(k_text) < 2:
+                raise ConfigError(f"--calibration {calibration}: K must be an integer >= 2")
+        elif calibration != "crossfit" and calibration != "fit":
+            raise ConfigError(f"--calibration: unknown mode {calibration!r}")
+        cal_arg = calibration
+    else:
+        cal_arg = load_calibration(calibration)
+
+    bad: list[str] = []
+    console = err_console()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    show = console.is_terminal and not as_json
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True, disable=not show,
+    ) as prog:
+        t_load = prog.add_task("loading", total=None)
+
+        def counted() -> Iterator[LedgerRecord]:
+            for rec in _records(ledgers or [], db, run, strict, bad):
+                prog.advance(t_load)
+                yield rec
+
+        questions, groups = load_questions(counted())
+        if not questions:
+            console.print("[bold red]error:[/] nothing could be replayed (no valid record)")
+            raise typer.Exit(1)
+        t_rep = prog.add_task("replaying", total=len(questions))
+        exp = run_experiment(
+            questions, groups.keys, policies, budgets, calibration=cal_arg, cheap_kappa=cheap_kappa, eta=eta,
+            seed=seed, compare_pairs=pairs, resamples=resamples,
+            progress=lambda n: prog.advance(t_rep, n),
+        )
+    exp.settings["inputs"] = [str(p) for p in ledgers or []] if db is None else {"db": _safe_url(db), "run": run}
+    exp.settings["bad_records"] = len(bad)
+
+    if transcripts_out is not None:
+        with transcripts_out.open("w", encoding="utf-8") as fh:
+            for r in exp.runs:
+                for line in transcripts(r, questions):
+                    fh.write(json.dumps(line, separators=(",", ":")) + "\n")
+    if save_calibration is not None:
+        if isinstance(cal_arg, Calibration):
+            to_save = exp.plan.calibrations[0]
+        elif cal_arg == "fit":
+            to_save = exp.plan.calibrations[0]
+        else:  # cross-fit: save the deployable fit on all questions
+            stats, g, _ = stats_matrix(questions, len(groups))
+            import numpy as np
+
+            summed = np.zeros((len(groups), 7))
+            for c in range(7):
+                summed[:, c] = np.bincount(g, weights=stats[:, c], minlength=len(groups))
+            to_save = fit_groups(summed, groups.keys, exp.plan.calibrations[0].cheap_kappa)
+            for p in policies:
+                from boe.core.policies import make_policy
+
+                pol = make_policy(p)
+                if hasattr(pol, "fit_extra"):
+                    to_save = pol.fit_extra(questions, np.ones(len(questions), bool), to_save)
+        save_cal(to_save, save_calibration)
+
+    if as_json:
+        sys.stdout.write(json.dumps(exp.to_json(), indent=2) + "\n")
+    else:
+        _print_tables(exp, bad)
+
+
+def _safe_url(url: str) -> str:
+    from boe.util import redact_url
+
+    return redact_url(url)
+
+
+def _print_tables(exp: Experiment, bad: list[str]) -> None:
+    from rich.table import Table
+
+    out = out_console()
+    plan = exp.plan
+    note = {
+        "fit": "fit on the replayed questions (in-sample, the paper's protocol)",
+        "file": f"from {plan.calibrations[0].source}",
+    }.get(plan.mode, f"{plan.mode}: each question replayed under a calibration fitted without its fold (seed {plan.seed})")
+    out.print(f"[bold]{len(exp.questions)}[/] questions, calibration {note}" + (f"; {len(bad)} bad record(s) skipped" if bad else ""))
+    by_ds: dict[str, list] = {}
+    for row in exp.rows:
+        by_ds.setdefault(row.dataset, []).append(row)
+    for ds, rows in by_ds.items():
+        t = Table(title=f"{ds}  (N={rows[0].n}, Oracle@K={rows[0].oracle_at_k:.3f}, MajorityWrong={rows[0].majority_wrong})")
+        for col in ("policy", "budget", "accuracy", "Oracle@K", "rescue", "corr", "harms", "ΔAcc vs raw", "mean cost", "Sharp"):
+            t.add_column(col, justify="left" if col == "policy" else "right")
+        for r in rows:
+            t.add_row(
+                r.policy, _fmt_budget(r.budget), _fmt_num(r.accuracy), _fmt_num(r.oracle_at_k), _fmt_num(r.rescue_rate),
+                str(r.corrections), str(r.harms), f"{100 * r.delta_acc:+.2f} pp", _fmt_num(r.mean_cost, 2), f"{r.sharp:+.3f}",
+            )
+        out.print(t)
+    if exp.comparisons:
+        t = Table(title=f"paired comparisons (bootstrap {exp.settings['resamples']} resamples, seed {exp.settings['seed']}; exact McNemar)")
+        for col in ("dataset", "budget", "A", "B", "N", "acc A", "acc B", "A - B", "95% interval", "A only", "B only", "McNemar p"):
+            t.add_column(col, justify="left" if col in ("dataset", "A", "B") else "right")
+        for c in exp.comparisons:
+            t.add_row(
+                c.dataset, _fmt_budget(c.budget), c.a, c.b, str(c.n), _fmt_num(c.accuracy_a), _fmt_num(c.accuracy_b),
+                f"{100 * c.diff:+.2f} pp", f"[{100 * c.ci95[0]:+.2f}, {100 * c.ci95[1]:+.2f}] pp",
+                str(c.a_only_correct), str(c.b_only_correct), f"{c.mcnemar_p:.4g}",
+            )
+        out.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay")(replay_command)

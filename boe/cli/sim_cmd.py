@@ -1,0 +1,80 @@
+"""`boe sim ...`: synthetic ledgers (and, from the simulator package, datasets and the endpoint)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+__all__ = ["register", "sim_app"]
+
+sim_app = typer.Typer(help="The built-in simulator: synthetic ledgers, synthetic scans, a simulated VLM endpoint.", no_args_is_help=True)
+
+
+@sim_app.command("ledger")
+def ledger_command(
+    kind: str = typer.Option(..., "--kind", help="factor-code | pool"),
+    n: int = typer.Option(100, "--n", min=0, help="Number of questions."),
+    seed: int = typer.Option(0, "--seed"),
+    m: int = typer.Option(6, "--m", help="factor-code: number of binary factors (K = 2^m)."),
+    rho: float = typer.Option(1.0, "--rho", help="factor-code: factor channel accuracy (1 = exact, <1 binary-symmetric)."),
+    whole_rho: float = typer.Option(1.0, "--whole-rho", help="factor-code: candidate-check accuracy."),
+    factor_cost: float = typer.Option(4, "--factor-cost"),
+    whole_cost: float = typer.Option(8, "--whole-cost"),
+    no_whole: bool = typer.Option(False, "--no-whole", help="factor-code: no candidate checks."),
+    profile: str = typer.Option("default", "--profile", help="pool: default | easy | hard | weak-judge | strong-structured | whole-strong"),
+    k: Optional[int] = typer.Option(None, "--k", help="pool: candidates per question [16]."),
+    structured_acc: Optional[float] = typer.Option(None, "--structured-acc"),
+    vlm_acc: Optional[float] = typer.Option(None, "--vlm-acc"),
+    grounded_acc: Optional[float] = typer.Option(None, "--grounded-acc"),
+    whole_acc: Optional[float] = typer.Option(None, "--whole-acc"),
+    unresolved: Optional[float] = typer.Option(None, "--unresolved", help="pool: unresolved rate of every channel."),
+    costs: Optional[str] = typer.Option(None, "--costs", help="pool: structured,vlm,grounded,whole costs [1,4,4,8]."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Dataset name written in each record."),
+) -> None:
+    """Write a synthetic ledger-v1 (JSONL) to stdout."""
+    from dataclasses import replace
+
+    from boe.errors import ConfigError
+    from boe.sim.ledgers import factor_code_ledger, pool_ledger, pool_spec, write_jsonl
+
+    if kind == "factor-code":
+        if not 1 <= m <= 12:
+            raise ConfigError("--m must lie in 1..12")
+        for name, v in (("--rho", rho), ("--whole-rho", whole_rho)):
+            if not 0 <= v <= 1:
+                raise ConfigError(f"{name} must lie in [0, 1]")
+        recs = factor_code_ledger(
+            n, m=m, seed=seed, rho=rho, whole_rho=whole_rho, factor_cost=factor_cost, whole_cost=whole_cost,
+            with_whole=not no_whole, dataset=dataset or "factor-code",
+        )
+    elif kind == "pool":
+        try:
+            spec = pool_spec(profile, k=k, dataset=dataset)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        cost_list = [float(x) for x in costs.split(",")] if costs else None
+        if cost_list is not None and len(cost_list) != 4:
+            raise ConfigError("--costs expects four numbers: structured,vlm,grounded,whole")
+        for i, (name, acc) in enumerate(
+            (("structured", structured_acc), ("vlm", vlm_acc), ("grounded", grounded_acc), ("whole", whole_acc))
+        ):
+            ch = getattr(spec, name)
+            ch = replace(
+                ch,
+                acc=ch.acc if acc is None else acc,
+                unresolved=ch.unresolved if unresolved is None else unresolved,
+                cost=ch.cost if cost_list is None else cost_list[i],
+            )
+            if not (0 <= ch.acc <= 1 and 0 <= ch.unresolved <= 1 and ch.cost > 0):
+                raise ConfigError(f"{name} channel: accuracy and unresolved rate in [0, 1], cost > 0")
+            spec = replace(spec, **{name: ch})
+        recs = pool_ledger(n, seed=seed, spec=spec)
+    else:
+        raise ConfigError(f"--kind must be factor-code or pool, got {kind!r}")
+    write_jsonl(recs, sys.stdout)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(sim_app, name="sim")

@@ -1,0 +1,144 @@
+"""One replay experiment: questions x policies x budgets under a calibration plan, with metrics.
+
+This is what `boe replay` runs (from files or from the store) and what the
+report draws; it does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from boe import __version__
+from boe.core.calibration import Calibration
+from boe.core.graph import GroupIndex, Question
+from boe.core.ledger import LedgerRecord
+from boe.core.metrics import Comparison, MetricRow, compare, summarize
+from boe.core.policies import make_policy
+from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay
+from boe.errors import ConfigError
+
+__all__ = ["Experiment", "load_questions", "run_experiment"]
+
+REPORT_FORMAT = "boe-replay/1"
+
+
+def load_questions(records: Iterable[LedgerRecord], groups: GroupIndex | None = None) -> tuple[list[Question], GroupIndex]:
+    """Turn records into compact `Question`s (records are not kept)."""
+    groups = groups or GroupIndex()
+    return [Question.from_record(r, groups) for r in records], groups
+
+
+@dataclass(eq=False)
+class Experiment:
+    questions: list[Question]
+    group_keys: list[str]
+    plan: CalibrationPlan
+    runs: list[ReplayRun]
+    raw: ReplayRun
+    rows: list[MetricRow]
+    comparisons: list[Comparison]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def run(self, policy: str, budget: float) -> ReplayRun:
+        for r in self.runs:
+            if r.policy == policy and r.budget == float(budget):
+                return r
+        raise KeyError((policy, budget))
+
+    def to_json(self) -> dict[str, Any]:
+        """The machine-readable summary printed by `boe replay --json`."""
+        plan = self.plan
+        cal: dict[str, Any] = {"mode": plan.mode}
+        if plan.mode.startswith("crossfit"):
+            cal.update(folds=plan.folds, seed=plan.seed)
+        if plan.mode == "file":
+            cal["file"] = plan.calibrations[0].source
+        cal["groups"] = {
+            k: {"kappa": g.kappa, "p": g.p}
+            for k, g in (plan.calibrations[0].groups.items() if len(plan.calibrations) == 1 else [])
+        }
+        if len(plan.calibrations) > 1:
+            cal["groups_by_fold"] = [
+                {k: {"kappa": g.kappa, "p": g.p} for k, g in c.groups.items()} for c in plan.calibrations
+            ]
+        cal["cheap_kappa"] = plan.calibrations[0].cheap_kappa
+        return {
+            "format": REPORT_FORMAT,
+            "boe_version": __version__,
+            "settings": self.settings,
+            "questions": len(self.questions),
+            "labelled_questions": sum(1 for q in self.questions if q.labelled),
+            "calibration": cal,
+            "bootstrap": {"resamples": self.settings.get("resamples"), "seed": self.settings.get("seed")},
+            "results": [r.as_dict() for r in self.rows],
+            "comparisons": [c.as_dict() for c in self.comparisons],
+        }
+
+
+def run_experiment(
+    questions: list[Question],
+    group_keys: list[str],
+    policies: Sequence[str],
+    budgets: Sequence[float],
+    *,
+    calibration: str | Calibration = "fit",
+    cheap_kappa: float | None = None,
+    eta: float = 0.0,
+    seed: int = 0,
+    compare_pairs: Sequence[tuple[str, str]] = (),
+    resamples: int = 2000,
+    progress: Callable[[int], None] | None = None,
+) -> Experiment:
+    """Calibrate, replay every (policy, budget), and compute metrics and comparisons."""
+    if not questions:
+        raise ConfigError("no questions to replay")
+    for a, b in compare_pairs:
+        for p in (a, b):
+            if p not in policies:
+                raise ConfigError(f"--compare {a}:{b}: policy {p!r} is not among --policy {','.join(policies)}")
+    options = {"eta": eta, "seed": seed}
+    built = [make_policy(p, **options) for p in policies]
+    extra_fits = [getattr(p, "fit_extra") for p in built if hasattr(p, "fit_extra")]
+
+    def extra_fit(qs: Sequence[Question], train: np.ndarray, cal: Calibration) -> Calibration:
+        for fit in extra_fits:
+            cal = fit(qs, train, cal)
+        return cal
+
+    if isinstance(calibration, Calibration):
+        plan = plan_calibration(questions, group_keys, "file", cheap_kappa=cheap_kappa, file_calibration=calibration)
+        if extra_fits:
+            missing = [p.name for p in built if hasattr(p, "fit_extra") and not p.fit_extra_present(calibration)]  # type: ignore[attr-defined]
+            if missing:
+                raise ConfigError(
+                    f"the calibration file {calibration.source} has no fitted parameters for {', '.join(missing)}; "
+                    "fit them with --calibration fit|crossfit and --save-calibration"
+                )
+    else:
+        plan = plan_calibration(
+            questions, group_keys, calibration, cheap_kappa=cheap_kappa, seed=seed,
+            extra_fit=extra_fit if extra_fits else None,
+        )
+    runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress)
+    raw_runs = [r for r in runs if r.policy == "raw"]
+    raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan)[0]
+    rows = summarize(questions, runs, raw)
+    comps: list[Comparison] = []
+    by_key = {(r.policy, r.budget): r for r in runs}
+    for a, b in compare_pairs:
+        for budget in budgets:
+            comps.extend(compare(questions, by_key[a, float(budget)], by_key[b, float(budget)], resamples, seed))
+    settings = {
+        "policies": list(policies),
+        "budgets": [float(b) for b in budgets],
+        "calibration": calibration if isinstance(calibration, str) else "file",
+        "cheap_kappa": cheap_kappa,
+        "eta": eta,
+        "seed": seed,
+        "resamples": resamples,
+    }
+    return Experiment(questions, group_keys, plan, runs, raw, rows, comps, settings)

@@ -1,0 +1,313 @@
+"""Selection policies (spec section 6) behind one small interface.
+
+A policy looks at an `EvidenceState` (a batch of questions) and returns, for
+every row, the index of the next action to buy or -1 to stop. The replay
+engine reveals stored outcomes; the agent runs the tool. Both then call
+`EvidenceState.reveal` and `Policy.observe`, so online and offline runs go
+through the same code.
+
+Policies register by name; `make_policy("boe", eta=0.0)` builds one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from boe.core.scoring import TIE_TOL, first_max, sigmoid
+from boe.core.state import EvidenceState
+from boe.errors import ConfigError
+
+__all__ = [
+    "POLICIES",
+    "BoE",
+    "LabelGuided",
+    "Policy",
+    "RandomFactor",
+    "Raw",
+    "ScorePolicy",
+    "Whole",
+    "make_policy",
+    "plugin_values",
+    "register_policy",
+]
+
+IntArr = npt.NDArray[np.intp]
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What the replay engine and the agent need from a policy."""
+
+    name: str
+    deployable: bool
+    reads_labels: bool
+
+    def start(self, state: EvidenceState) -> None:
+        """Prepare policy-private arrays (in ``state.extra``) before the first step."""
+
+    def choose(self, state: EvidenceState) -> IntArr:
+        """Next action per row (index into the menu), -1 to stop."""
+        ...
+
+    def observe(self, state: EvidenceState, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
+        """Called after ``state.reveal`` with the same arguments."""
+
+    def select(self, state: EvidenceState) -> IntArr:
+        """The selected candidate per row."""
+        ...
+
+    def final_scores(self, state: EvidenceState) -> npt.NDArray[np.float64]:
+        """Scores reported in transcripts (s_i, padding 0)."""
+        ...
+
+
+POLICIES: dict[str, Callable[..., Policy]] = {}
+
+
+def register_policy(name: str) -> Callable[[type], type]:
+    """Class decorator: make a policy available by name to `make_policy`, the CLI and the agent."""
+
+    def deco(cls: type) -> type:
+        POLICIES[name] = cls
+        return cls
+
+    return deco
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """Build a registered policy; options it does not take are ignored."""
+    if name not in POLICIES:
+        _load_plugins()
+    try:
+        factory = POLICIES[name]
+    except KeyError:
+        raise ConfigError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
+    accepted = getattr(factory, "OPTIONS", ())
+    return factory(**{k: v for k, v in options.items() if k in accepted})
+
+
+def _load_plugins() -> None:
+    """Import policy modules that register themselves (kept lazy so `boe.core` stays light)."""
+    import importlib
+
+    for mod in ("boe.core.bayes",):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+
+
+class ScorePolicy:
+    """Base for the spec's policies: select by the logit scores, never stop early."""
+
+    name: ClassVar[str] = ""
+    deployable: ClassVar[bool] = True
+    reads_labels: ClassVar[bool] = False
+    OPTIONS: ClassVar[tuple[str, ...]] = ()
+
+    def start(self, state: EvidenceState) -> None:
+        return None
+
+    def observe(self, state: EvidenceState, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
+        return None
+
+    def select(self, state: EvidenceState) -> IntArr:
+        return state.selection()
+
+    def final_scores(self, state: EvidenceState) -> npt.NDArray[np.float64]:
+        return np.where(state.candidate, state.scores(), 0.0)
+
+    def choose(self, state: EvidenceState) -> IntArr:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.OPTIONS)
+        return f"{type(self).__name__}({opts})"
+
+
+@register_policy("raw")
+class Raw(ScorePolicy):
+    """Buy nothing; the cheap prior's argmax is the raw majority answer."""
+
+    name = "raw"
+
+    def choose(self, state: EvidenceState) -> IntArr:
+        return np.full(state.n, -1, dtype=np.intp)
+
+
+def plugin_values(state: EvidenceState, buf: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
+    """Plug-in EVSI(e | t) of every action (spec section 5), shape (Q, A).
+
+    max_i s_i = sigmoid(max_i logit_i) because the logistic map is monotone,
+    so the maximum is taken on logits and only the maxima are transformed.
+    The sum runs over outcomes in the order confirm, reject, unresolved.
+    """
+    lx = state.logit[:, None, :]
+    if buf is None or buf.shape != state.delta.shape:
+        buf = np.empty_like(state.delta)
+    np.add(lx, state.delta, out=buf)
+    m_conf = buf.max(axis=2)
+    np.subtract(lx, state.delta, out=buf)
+    m_rej = buf.max(axis=2)
+    s_now = sigmoid(state.logit.max(axis=1))[:, None]
+    p = state.p
+    return ((p[:, :, 0] * sigmoid(m_conf) + p[:, :, 1] * sigmoid(m_rej)) + p[:, :, 2] * s_now) - s_now
+
+
+def _literal_value(logit: list[float], alpha: list[int], w: float, p: tuple[float, float, float], cost: float) -> float:
+    """EVSI / cost of one action computed term by term with scalar math (as a literal reading of the spec)."""
+
+    def s(x: float) -> float:
+        return 1.0 / (1.0 + math.exp(-x))
+
+    best = max(s(x) for x in logit)
+    total = 0.0
+    for sign, mass in ((1, p[0]), (-1, p[1]), (0, p[2])):
+        total += mass * max(s(x + (sign * a) * w) for x, a in zip(logit, alpha, strict=True))
+    return (total - best) / cost
+
+
+@register_policy("boe")
+class BoE(ScorePolicy):
+    """Greedy plug-in EVSI per cost; stop when the chosen value is <= eta."""
+
+    name = "boe"
+    OPTIONS = ("eta", "factor_only")
+
+    def __init__(self, eta: float = 0.0, factor_only: bool = False) -> None:
+        if not math.isfinite(eta):
+            raise ConfigError(f"eta must be finite, got {eta}")
+        self.eta = float(eta)
+        self.factor_only = factor_only
+        self._buf: npt.NDArray[np.float64] | None = None
+
+    def choose(self, state: EvidenceState) -> IntArr:
+        feasible = state.feasible()
+        if self.factor_only:
+            feasible &= state.factor
+        if self._buf is None or self._buf.shape != state.delta.shape:
+            self._buf = np.empty_like(state.delta)
+        value = plugin_values(state, self._buf) / state.cost
+        choice = first_max(value, feasible)
+        rows = np.nonzero(choice >= 0)[0]
+        chosen = value[rows, choice[rows]]
+        stop = chosen <= self.eta
+        # Near eta the sign of a value can hinge on the last bit of exp(); decide
+        # those few cases with scalar arithmetic, the way a literal reading computes them.
+        close = np.nonzero(np.abs(chosen - self.eta) <= 1e-9)[0]
+        for j in close:
+            q, a = int(rows[j]), int(choice[rows[j]])
+            k = state.candidate[q]
+            v = _literal_value(
+                state.logit[q, k].tolist(),
+                state.alpha[q, a, k].tolist(),
+                float(state.weight[q, a]),
+                tuple(state.p[q, a].tolist()),  # type: ignore[arg-type]
+                float(state.cost[q, a]),
+            )
+            stop[j] = v <= self.eta
+        choice[rows[stop]] = -1
+        return choice
+
+
+@register_policy("boe-factor")
+class BoEFactor(BoE):
+    """`boe` restricted to factor actions (the matched-menu comparison)."""
+
+    name = "boe-factor"
+    OPTIONS = ("eta",)
+
+    def __init__(self, eta: float = 0.0) -> None:
+        super().__init__(eta=eta, factor_only=True)
+
+
+def _splitmix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def action_priorities(question_ids: list[str], n_actions: int, seed: int) -> npt.NDArray[np.float64]:
+    """Uniform [0, 1) draws per (question, action), reproducible from (seed, question id) alone."""
+    qh = np.array(
+        [int.from_bytes(hashlib.sha256(f"{seed}\x00{q}".encode()).digest()[:8], "little") for q in question_ids],
+        dtype=np.uint64,
+    )
+    idx = np.arange(1, n_actions + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        x = qh[:, None] ^ (idx[None, :] * np.uint64(0xD1B54A32D192ED03))
+    return (_splitmix64(_splitmix64(x)) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+@register_policy("random-factor")
+class RandomFactor(ScorePolicy):
+    """Uniform draws among feasible factor actions until none is feasible.
+
+    Each question gets a private stream seeded by (seed, question id): a
+    random priority per action, and each step takes the feasible factor
+    action of highest priority. Because feasibility only shrinks, this is a
+    uniform draw among the feasible actions at every step.
+    """
+
+    name = "random-factor"
+    OPTIONS = ("seed",)
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = int(seed)
+
+    def start(self, state: EvidenceState) -> None:
+        state.extra["priority"] = action_priorities(state.question_ids, state.cost.shape[1], self.seed)
+
+    def choose(self, state: EvidenceState) -> IntArr:
+        feasible = state.feasible() & state.factor
+        pr = np.where(feasible, state.extra["priority"], -1.0)
+        choice = np.argmax(pr, axis=1)
+        return np.where(feasible.any(axis=1), choice, -1)
+
+
+@register_policy("whole")
+class Whole(ScorePolicy):
+    """Whole-response checks on the currently best-scored candidate until none is feasible."""
+
+    name = "whole"
+
+    def choose(self, state: EvidenceState) -> IntArr:
+        feasible = state.feasible() & state.whole
+        s = state.scores()
+        s_target = np.take_along_axis(s, np.maximum(state.target, 0), axis=1)
+        s_target = np.where(feasible, s_target, -np.inf)
+        top = s_target.max(axis=1, keepdims=True)
+        hit = feasible & (s_target >= top - TIE_TOL)
+        n_act = state.cost.shape[1]
+        key = np.where(hit, state.target.astype(np.int64) * n_act + np.arange(n_act), np.iinfo(np.int64).max)
+        choice = np.argmin(key, axis=1)
+        return np.where(hit.any(axis=1), choice, -1)
+
+
+@register_policy("label-guided")
+class LabelGuided(ScorePolicy):
+    """Non-deployable diagnostic: the factor whose revealed outcome gives the best selection utility."""
+
+    name = "label-guided"
+    deployable = False
+    reads_labels = True
+
+    def choose(self, state: EvidenceState) -> IntArr:
+        labels = state.labels
+        if labels is None:
+            raise RuntimeError("label-guided needs the evaluation labels")
+        feasible = state.feasible() & state.factor
+        sign = labels.outcome.astype(np.float64)[:, :, None]
+        s = sigmoid(state.logit[:, None, :] + sign * state.delta)  # (Q, A, K)
+        sel = first_max(s, np.broadcast_to(state.candidate[:, None, :], s.shape))
+        util = np.take_along_axis(labels.utility, np.maximum(sel, 0), axis=1)
+        return first_max(util, feasible)

@@ -1,0 +1,1 @@
+"""The built-in simulator: synthetic ledgers, synthetic scans and a simulated VLM endpoint."""

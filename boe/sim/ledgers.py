@@ -1,0 +1,269 @@
+"""Synthetic ledger-v1 generators.
+
+* `factor_code_ledger`: the paper's Appendix construction. K = 2^M candidates,
+  one per assignment of M binary claims; utility 1 for the true assignment.
+  Factor checks read one coordinate through an exact or binary-symmetric
+  channel; candidate checks say whether a whole assignment is the truth.
+* `pool_ledger`: a noisy medical-VQA-like pool. A true answer, K sampled
+  answers (plurality can be wrong), five slots whose values are exclusive
+  (+1 for the asserted value, -1 for the rivals a candidate asserts
+  against), and four channels (structured, VLM, grounded, whole response)
+  with configurable accuracy, unresolved rate and cost.
+
+Both are deterministic functions of their parameters and seed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["POOL_PROFILES", "ChannelSpec", "PoolSpec", "factor_code_ledger", "pool_ledger", "write_jsonl"]
+
+SLOTS = ("modality", "region", "plane", "finding", "attribute")
+SLOT_VALUES: dict[str, tuple[str, ...]] = {
+    "modality": ("ct", "mr", "xr", "us", "angiography", "pet"),
+    "region": ("head", "chest", "abdomen", "pelvis", "spine", "limb"),
+    "plane": ("axial", "coronal", "sagittal", "pa", "ap", "lateral"),
+    "finding": ("mass", "nodule", "effusion", "fracture", "hemorrhage", "normal"),
+}
+
+
+def _outcome(rng: np.random.Generator, truth: bool, acc: float, unresolved: float) -> str:
+    if rng.random() < unresolved:
+        return "unresolved"
+    correct = rng.random() < acc
+    return "confirm" if truth == correct else "reject"
+
+
+def factor_code_ledger(
+    n: int,
+    *,
+    m: int = 6,
+    seed: int = 0,
+    rho: float = 1.0,
+    whole_rho: float = 1.0,
+    factor_cost: float = 4,
+    whole_cost: float = 8,
+    factor_kind: str = "vlm_factor",
+    with_whole: bool = True,
+    with_factors: bool = True,
+    dataset: str = "factor-code",
+) -> Iterator[dict[str, Any]]:
+    """The factor-code construction; ``rho = 1`` is the exact channel, ``rho < 1`` binary-symmetric."""
+    if m < 1 or m > 12:
+        raise ValueError("m must be in 1..12")
+    rng = np.random.default_rng(seed)
+    k = 2**m
+    codes = [format(c, f"0{m}b") for c in range(k)]
+    for q in range(n):
+        theta = rng.integers(0, 2, size=m)
+        truth = "".join(str(b) for b in theta)
+        # candidates in a random order so that index does not reveal the code
+        order = rng.permutation(k)
+        cands = [codes[c] for c in order]
+        candidates = [
+            {"index": i, "answer": code, "valid": True, "utility": 1.0 if code == truth else 0.0}
+            for i, code in enumerate(cands)
+        ]
+        claims = [{"id": f"bit{j}=1", "slot": f"bit{j}", "value": "1", "figure": None} for j in range(m)]
+        edges = [
+            {"candidate": i, "claim": f"bit{j}=1", "sign": 1 if code[j] == "1" else -1}
+            for j in range(m)
+            for i, code in enumerate(cands)
+        ]
+        actions: list[dict[str, Any]] = []
+        if with_factors:
+            for j in range(m):
+                bit = bool(theta[j])
+                seen = bit if rng.random() < rho else not bit
+                actions.append(
+                    {
+                        "id": f"f:bit{j}", "kind": factor_kind, "claim": f"bit{j}=1", "candidate": None,
+                        "cost": factor_cost, "group": "factor", "outcome": "confirm" if seen else "reject",
+                    }
+                )
+        if with_whole:
+            for i, code in enumerate(cands):
+                right = code == truth
+                seen = right if rng.random() < whole_rho else not right
+                actions.append(
+                    {
+                        "id": f"w:{i}", "kind": "whole_response", "claim": None, "candidate": i,
+                        "cost": whole_cost, "group": "whole", "outcome": "confirm" if seen else "reject",
+                    }
+                )
+        yield {
+            "format": "boe-ledger/1",
+            "question_id": f"{dataset}-{seed}-{q:06d}",
+            "dataset": dataset,
+            "task": {"question": "which code is the true assignment?", "image": None, "options": None},
+            "reference": truth,
+            "candidates": candidates,
+            "claims": claims,
+            "edges": edges,
+            "actions": actions,
+        }
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """One evidence channel: accuracy of a resolved verdict, unresolved rate, cost."""
+
+    acc: float
+    unresolved: float
+    cost: float
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """Parameters of the noisy medical-VQA-like pool."""
+
+    k: int = 16
+    answers: int = 6  # size of the answer vocabulary of a question
+    difficulty: tuple[float, float] = (2.0, 2.0)  # Beta prior of a question's P(candidate correct)
+    slot_good: float = 0.85  # P(slot value true | candidate correct)
+    slot_bad: float = 0.45  # P(slot value true | candidate wrong)
+    invalid: float = 0.05
+    empty_slot: float = 0.1  # P(a candidate leaves a slot empty)
+    structured_slots: tuple[str, ...] = ("modality", "region", "plane")
+    structured: ChannelSpec = ChannelSpec(0.9, 0.3, 1)
+    vlm: ChannelSpec = ChannelSpec(0.7, 0.15, 4)
+    grounded: ChannelSpec = ChannelSpec(0.78, 0.2, 4)
+    whole: ChannelSpec = ChannelSpec(0.72, 0.1, 8)
+    dataset: str = "pool"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+POOL_PROFILES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "easy": {"difficulty": (4.0, 2.0), "vlm": ChannelSpec(0.8, 0.1, 4), "grounded": ChannelSpec(0.85, 0.1, 4)},
+    "hard": {"difficulty": (1.5, 3.0), "slot_good": 0.75, "slot_bad": 0.5},
+    "weak-judge": {"vlm": ChannelSpec(0.58, 0.2, 4), "grounded": ChannelSpec(0.62, 0.2, 4), "whole": ChannelSpec(0.6, 0.1, 8)},
+    "strong-structured": {"structured": ChannelSpec(0.97, 0.1, 1), "slot_bad": 0.35},
+    "whole-strong": {"whole": ChannelSpec(0.9, 0.05, 8), "vlm": ChannelSpec(0.6, 0.2, 4)},
+}
+
+
+def pool_spec(profile: str = "default", **overrides: Any) -> PoolSpec:
+    """A `PoolSpec` from a named profile plus overrides."""
+    if profile not in POOL_PROFILES:
+        raise ValueError(f"unknown pool profile {profile!r}; known: {', '.join(POOL_PROFILES)}")
+    params = {**POOL_PROFILES[profile], **{k: v for k, v in overrides.items() if v is not None}}
+    if "dataset" not in params:
+        params["dataset"] = f"pool-{profile}" if profile != "default" else "pool"
+    return PoolSpec(**params)
+
+
+def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Iterator[dict[str, Any]]:
+    """Noisy medical-VQA-like ledgers (see module docstring)."""
+    spec = spec or PoolSpec()
+    rng = np.random.default_rng(seed)
+    answer_pool = [f"answer-{i}" for i in range(spec.answers)]
+    for q in range(n):
+        truth_slots = {s: str(rng.choice(SLOT_VALUES[s])) for s in SLOTS if s != "attribute"}
+        answers = list(rng.permutation(answer_pool))
+        true_answer = answers[0]
+        truth_slots["attribute"] = true_answer
+        p_correct = float(rng.beta(*spec.difficulty))
+        # wrong answers follow a skewed distribution so that a wrong plurality happens
+        wrong_w = 1.0 / np.arange(1, len(answers))
+        wrong_w /= wrong_w.sum()
+        candidates = []
+        slots_of: list[dict[str, str | None]] = []
+        for i in range(spec.k):
+            if rng.random() < spec.invalid:
+                candidates.append({"index": i, "answer": None, "valid": False, "utility": 0.0})
+                slots_of.append({})
+                continue
+            correct = rng.random() < p_correct
+            ans = true_answer if correct else str(answers[1 + rng.choice(len(answers) - 1, p=wrong_w)])
+            slots: dict[str, str | None] = {}
+            for s in SLOTS:
+                if s == "attribute":
+                    slots[s] = ans
+                    continue
+                if rng.random() < spec.empty_slot:
+                    slots[s] = None
+                    continue
+                good = rng.random() < (spec.slot_good if correct else spec.slot_bad)
+                if good:
+                    slots[s] = truth_slots[s]
+                else:
+                    rivals = [v for v in SLOT_VALUES[s] if v != truth_slots[s]]
+                    slots[s] = str(rivals[rng.integers(len(rivals))])
+            candidates.append(
+                {"index": i, "answer": ans, "valid": True, "utility": 1.0 if ans == true_answer else 0.0,
+                 "slots": slots}
+            )
+            slots_of.append(slots)
+        # canonical claims in first-seen order; exclusive slots give -1 to rival assertions
+        claims: list[dict[str, Any]] = []
+        seen: dict[tuple[str, str], str] = {}
+        for slots in slots_of:
+            for s in SLOTS:
+                v = slots.get(s)
+                if v is not None and (s, v) not in seen:
+                    cid = f"{s}={v}"
+                    seen[s, v] = cid
+                    claims.append({"id": cid, "slot": s, "value": v, "figure": None})
+        edges = []
+        for i, slots in enumerate(slots_of):
+            for claim in claims:
+                v = slots.get(claim["slot"])
+                if v is None:
+                    continue
+                edges.append({"candidate": i, "claim": claim["id"], "sign": 1 if v == claim["value"] else -1})
+        actions: list[dict[str, Any]] = []
+        for claim in claims:
+            true = truth_slots[claim["slot"]] == claim["value"]
+            if claim["slot"] in spec.structured_slots:
+                ch = spec.structured
+                actions.append(
+                    {"id": f"s:{claim['id']}", "kind": "structured", "claim": claim["id"], "candidate": None,
+                     "cost": ch.cost, "group": f"structured/{claim['slot']}",
+                     "outcome": _outcome(rng, true, ch.acc, ch.unresolved)}
+                )
+            for kind, tag, ch in (("vlm_factor", "v", spec.vlm), ("grounded_factor", "g", spec.grounded)):
+                actions.append(
+                    {"id": f"{tag}:{claim['id']}", "kind": kind, "claim": claim["id"], "candidate": None,
+                     "cost": ch.cost, "group": "vlm" if tag == "v" else "grounded",
+                     "outcome": _outcome(rng, true, ch.acc, ch.unresolved)}
+                )
+        for i, c in enumerate(candidates):
+            if not c["valid"]:
+                continue
+            ch = spec.whole
+            actions.append(
+                {"id": f"w:{i}", "kind": "whole_response", "claim": None, "candidate": i, "cost": ch.cost,
+                 "group": "whole", "outcome": _outcome(rng, c["utility"] == 1.0, ch.acc, ch.unresolved)}
+            )
+        yield {
+            "format": "boe-ledger/1",
+            "question_id": f"{spec.dataset}-{seed}-{q:06d}",
+            "dataset": spec.dataset,
+            "task": {"question": "what is shown?", "image": None, "options": None},
+            "reference": true_answer,
+            "candidates": candidates,
+            "claims": claims,
+            "edges": edges,
+            "actions": actions,
+        }
+
+
+def spec_dict(spec: PoolSpec) -> dict[str, Any]:
+    """The parameters of a pool spec as plain JSON."""
+    return asdict(spec)
+
+
+def write_jsonl(records: Iterator[dict[str, Any]], out: Any) -> int:
+    """Write records as JSON lines; returns the count."""
+    n = 0
+    for rec in records:
+        out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        n += 1
+    return n
