@@ -1,0 +1,352 @@
+"""The agent's Python API: `ask` for one question, `Agent` for many.
+
+    >>> import boe
+    >>> result = boe.ask("scan.png", "what imaging modality was used?",
+    ...                  base_url="http://127.0.0.1:8000/v1", model="my-vlm")   # doctest: +SKIP
+    >>> result.answer, result.raw_answer, result.evidence                       # doctest: +SKIP
+
+An `Agent` keeps its model clients, store, run and checkpointer open across
+questions (``async with Agent(config) as agent: await agent.ask(...)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from boe.agent.configuration import AgentConfig, make_config
+from boe.core.calibration import Calibration
+from boe.errors import ConfigError, InputError, MissingExtraError
+
+__all__ = ["Agent", "AskResult", "ask", "ask_async", "parse_options"]
+
+
+@dataclass
+class AskResult:
+    """One answered question: the selection, the raw majority beside it, and the evidence log."""
+
+    question_id: str
+    question: str
+    options: dict[str, str] | None
+    reference: str | None
+    selected: int
+    raw_selected: int
+    candidates: list[dict[str, Any]]
+    evidence: list[dict[str, Any]]
+    scores: list[float]
+    cost: float
+    budget: float
+    policy: str
+    transcript: dict[str, Any]
+    record: dict[str, Any]
+    calls: list[dict[str, Any]]
+    run: str | None = None
+    resumed: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def answer(self) -> str | None:
+        """The selected candidate's canonical answer."""
+        return self.candidates[self.selected]["answer"] if self.selected >= 0 else None
+
+    @property
+    def answer_text(self) -> str | None:
+        return self.candidates[self.selected]["answer_text"] if self.selected >= 0 else None
+
+    @property
+    def raw_answer(self) -> str | None:
+        """The raw-majority answer (zero evidence)."""
+        return self.candidates[self.raw_selected]["answer"] if self.raw_selected >= 0 else None
+
+    @property
+    def correct(self) -> bool | None:
+        u = self.candidates[self.selected].get("utility") if self.selected >= 0 else None
+        return None if u is None else u >= 0.5
+
+    @property
+    def raw_correct(self) -> bool | None:
+        u = self.candidates[self.raw_selected].get("utility") if self.raw_selected >= 0 else None
+        return None if u is None else u >= 0.5
+
+    def usage(self) -> dict[str, int]:
+        """Model calls and tokens this question paid for (cache hits are not paid)."""
+        paid = [c for c in self.calls if not c.get("cache_hit")]
+        return {
+            "calls": len(paid),
+            "requests": sum(int(c.get("requests", 0)) for c in paid),
+            "prompt_tokens": sum(int(c.get("prompt_tokens", 0)) for c in paid),
+            "completion_tokens": sum(int(c.get("completion_tokens", 0)) for c in paid),
+            "cached_calls": len(self.calls) - len(paid),
+            "failed_calls": sum(1 for c in paid if c.get("error")),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """What `boe ask --json` prints."""
+        return {
+            "question_id": self.question_id,
+            "question": self.question,
+            "options": self.options,
+            "answer": self.answer,
+            "answer_text": self.answer_text,
+            "selected": self.selected,
+            "raw_majority": {"selected": self.raw_selected, "answer": self.raw_answer},
+            "reference": self.reference,
+            "correct": self.correct,
+            "raw_correct": self.raw_correct,
+            "policy": self.policy,
+            "budget": self.budget,
+            "cost": self.cost,
+            "scores": self.scores,
+            "candidates": [
+                {k: c.get(k) for k in ("index", "answer", "answer_text", "valid", "slots", "error", "utility")}
+                for c in self.candidates
+            ],
+            "evidence": [{k: v for k, v in e.items() if k != "scores"} for e in self.evidence],
+            "transcript": self.transcript,
+            "usage": self.usage(),
+            "run": self.run,
+            "resumed": self.resumed,
+            "notes": self.notes,
+        }
+
+
+def parse_options(text: str | Mapping[str, str] | None) -> dict[str, str] | None:
+    """``"A=CT,B=MRI"`` (or a mapping) as ``{"A": "CT", "B": "MRI"}``; None for none."""
+    if text is None:
+        return None
+    if isinstance(text, Mapping):
+        items = [(str(k), str(v)) for k, v in text.items()]
+    else:
+        items = []
+        for part in str(text).split(","):
+            if not part.strip():
+                continue
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip() or not value.strip():
+                raise ConfigError(f"--options: expected LETTER=text pairs separated by commas, got {part.strip()!r}")
+            items.append((key.strip(), value.strip()))
+    out: dict[str, str] = {}
+    for k, v in items:
+        if k in out:
+            raise ConfigError(f"--options: option {k!r} given twice")
+        out[k] = v
+    if len(out) < 2:
+        raise ConfigError("--options: a multiple-choice question needs at least two options")
+    return out
+
+
+def question_key(image_id: str, question: str, options: Mapping[str, str] | None) -> str:
+    blob = json.dumps([image_id, question, options], sort_keys=True)
+    return "q-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
+
+
+class Agent:
+    """Answers questions with one configuration, one pair of model clients, one store run."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        api_key: str | None = None,
+        store: Any = None,
+        run_name: str | None = None,
+        checkpoint: str | Path | None = None,
+        calibration: Calibration | None = None,
+        http_client: Any = None,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
+        cache: Any = None,
+    ) -> None:
+        self.config = config
+        self._api_key = api_key
+        self._store_arg = store
+        self.run_name = run_name
+        self.checkpoint = None if checkpoint is None else str(checkpoint)
+        self.calibration = calibration if calibration is not None else config.load_calibration()
+        self._http_client = http_client
+        self.on_step = on_step
+        self._cache_arg = cache
+        self.notes: list[str] = []
+        self._stack: AsyncExitStack | None = None
+        self.store: Any = None
+        self.run_id: Any = None
+        prefix = f"{config.dataset}/"
+        if not any(k.startswith(prefix) for k in self.calibration.groups):
+            self.notes.append(
+                f"the calibration ({self.calibration.source}) has no groups for dataset {config.dataset!r}: "
+                "every check has weight 0, so the selection is the raw majority"
+            )
+
+    async def __aenter__(self) -> Agent:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        """Create the clients, tools, store run and checkpointer."""
+        try:
+            from boe.agent.graph import build_graph
+            from boe.tools.client import ModelClient
+            from boe.tools.protocol import make_tool
+        except ImportError as exc:
+            raise MissingExtraError("agent", exc.name or "langgraph", "the agent") from exc
+        cfg = self.config
+        self._stack = AsyncExitStack()
+        cache = self._cache_arg
+        if self._store_arg is not None:
+            from boe.agent.persist import open_store
+
+            self.store, self.run_id, self.run_name, store_cache = open_store(
+                self._store_arg, cfg, self.calibration, self.run_name
+            )
+            self._stack.callback(self.store.close)
+            if cache is None:
+                cache = store_cache
+        common = {
+            "api_key": self._api_key, "timeout": cfg.timeout, "max_retries": cfg.max_retries, "backoff": cfg.backoff,
+            "concurrency": cfg.concurrency, "cache": cache, "use_n": cfg.use_n, "json_schema": cfg.json_schema,
+            "max_tokens": cfg.max_tokens, "http_client": self._http_client,
+        }
+        self.generator = ModelClient(base_url=cfg.base_url, model=cfg.model, role="generator", **common)
+        self.judge = ModelClient(base_url=cfg.judge_url, model=cfg.judge, role="judge", **common)
+        self._stack.push_async_callback(self.generator.aclose)
+        self._stack.push_async_callback(self.judge.aclose)
+        self.tools = {}
+        for kind in cfg.kinds:
+            if kind == "structured":
+                self.tools[kind] = make_tool(kind)
+            elif kind == "grounded_factor":
+                self.tools[kind] = make_tool(kind, client=self.judge, temperature=cfg.judge_temperature,
+                                             pad=cfg.crop_pad, min_frac=cfg.crop_min)
+            else:
+                self.tools[kind] = make_tool(kind, client=self.judge, temperature=cfg.judge_temperature)
+        saver = None
+        if self.checkpoint is not None:
+            try:
+                from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+            except ImportError as exc:
+                raise MissingExtraError("agent", "langgraph-checkpoint-sqlite", "checkpointing") from exc
+            saver = await self._stack.enter_async_context(AsyncSqliteSaver.from_conn_string(self.checkpoint))
+        self.graph = build_graph(saver)
+        self._saver = saver
+
+    async def aclose(self) -> None:
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.aclose()
+
+    def describe(self) -> dict[str, Any]:
+        """The run's configuration as stored: tools and clients by name and arguments, no secrets."""
+        return {
+            "config": self.config.public(),
+            "calibration": self.calibration.source,
+            "tools": {k: t.describe() for k, t in self.tools.items()},
+        }
+
+    def _thread(self, question_id: str) -> str:
+        blob = json.dumps([self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
+                          sort_keys=True, default=str)
+        return f"{question_id}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+    def _recursion_limit(self) -> int:
+        from boe.agent.graph import recursion_limit
+
+        cfg = self.config
+        min_cost = min((cfg.costs.of(k) for k in cfg.kinds), default=1.0)
+        if math.isinf(cfg.budget):
+            return 100_000
+        return recursion_limit(10**9, cfg.budget, min_cost)
+
+    async def ask(
+        self,
+        image: str | Path,
+        question: str,
+        *,
+        options: Mapping[str, str] | str | None = None,
+        reference: str | None = None,
+        question_id: str | None = None,
+    ) -> AskResult:
+        """Answer one question about one image; the record is stored when the agent has a store."""
+        if self._stack is None:
+            raise RuntimeError("the agent is not open: use 'async with Agent(...)' or await agent.open()")
+        from boe.agent.claims import analyse_question
+        from boe.agent.state import AgentContext
+        from boe.tools.images import open_image
+
+        if not isinstance(question, str) or not question.strip():
+            raise InputError("the question is empty")
+        opts = parse_options(options)
+        img = open_image(image, self.config.root)
+        qid = question_id or question_key(img.ref.image_id, question, opts)
+        ctx = AgentContext(
+            config=self.config, calibration=self.calibration, generator=self.generator, judge=self.judge,
+            tools=self.tools, images={img.ref.image_id: img}, store=self.store, run_id=self.run_id,
+            on_step=self.on_step,
+        )
+        run_config = {"configurable": {"thread_id": self._thread(qid)}, "recursion_limit": self._recursion_limit()}
+        state_in = {
+            "question_id": qid, "question": question.strip(), "options": opts, "reference": reference,
+            "image": img.ref.as_dict(), "analysis": analyse_question(question, opts, img.ref.metadata), "calls": [],
+        }
+        resumed = False
+        out: dict[str, Any] | None = None
+        if self._saver is not None:
+            snap = await self.graph.aget_state(run_config)
+            if snap.next:
+                resumed = True
+                out = await self.graph.ainvoke(None, run_config, context=ctx)
+            elif snap.values.get("record"):
+                resumed = True
+                out = dict(snap.values)
+        if out is None:
+            out = await self.graph.ainvoke(state_in, run_config, context=ctx)
+        return AskResult(
+            question_id=qid, question=out["question"], options=out.get("options"), reference=out.get("reference"),
+            selected=out["selected"], raw_selected=out["raw_selected"], candidates=out["candidates"],
+            evidence=out.get("bought") or [], scores=out["scores"], cost=out["cost"], budget=self.config.budget,
+            policy=self.config.policy, transcript=out["transcript"], record=out["record"], calls=out.get("calls") or [],
+            run=self.run_name, resumed=resumed, notes=list(self.notes),
+        )
+
+
+async def ask_async(
+    image: str | Path,
+    question: str,
+    *,
+    options: Mapping[str, str] | str | None = None,
+    reference: str | None = None,
+    config: AgentConfig | None = None,
+    api_key: str | None = None,
+    db: str | None = None,
+    run_name: str | None = None,
+    checkpoint: str | Path | None = None,
+    **settings: Any,
+) -> AskResult:
+    """`ask` inside a running event loop."""
+    cfg = config if config is not None else make_config(**settings)
+    if config is not None and settings:
+        cfg = make_config(**{**config.model_dump(), **settings})
+    async with Agent(cfg, api_key=api_key, store=db, run_name=run_name, checkpoint=checkpoint) as agent:
+        return await agent.ask(image, question, options=options, reference=reference)
+
+
+def ask(image: str | Path, question: str, **kwargs: Any) -> AskResult:
+    """Answer one image question: K candidates, evidence bought under the budget, the selection and its log.
+
+    Keyword arguments are `AgentConfig` fields (``base_url``, ``model``,
+    ``judge_model``, ``k``, ``budget``, ``policy``, ...) plus ``options``,
+    ``reference``, ``api_key``, ``db``, ``run_name`` and ``checkpoint``.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(ask_async(image, question, **kwargs))
+    raise RuntimeError("boe.ask() was called inside a running event loop; use 'await boe.agent.ask_async(...)'")

@@ -1,0 +1,256 @@
+"""From replies to a signed candidate–claim graph and an action menu (pure functions, no I/O).
+
+* `analyse_question`: the question's VQA-RAD type, the slot its answer fills,
+  and what the record itself states (modality / region / plane named in the
+  question text or in DICOM tags) for the structured check.
+* `parse_candidate`: one generation reply -> answer + five slots; a reply
+  that is not readable JSON is kept as an *invalid* candidate.
+* `canonicalise`: slot values and the answer through the vocabularies; the
+  answer fills the asked slot (the answer to "which modality?" *is* a
+  modality claim); multiple-choice answers become option letters.
+* `build_graph`: canonical claims, +1 edges to the candidates asserting a
+  claim and -1 edges to those asserting a rival value of an exclusive slot.
+* `build_menu`: structured (closed slots and options), vlm_factor and
+  grounded_factor per claim, whole_response per valid candidate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from boe.tools.crop import LOCATION_WORDS
+from boe.tools.parse import ReplyError, read_generation
+from boe.vocab import CLOSED_SLOTS, SLOTS, Canon, normalise, vocabulary
+
+__all__ = [
+    "analyse_question",
+    "answer_of",
+    "build_graph",
+    "build_menu",
+    "canonicalise",
+    "grade",
+    "parse_candidate",
+]
+
+_LETTER = re.compile(r"^\(?(?:option\s+)?([a-z])\s*[).:\-]?(?:\s|$)", re.IGNORECASE)
+#: Slots whose claims carry location words for the grounded view.
+_LOCATED = ("finding", "attribute")
+
+
+def analyse_question(
+    question: str, options: Mapping[str, str] | None = None, metadata: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Question type, asked slot, and the slot values the record states (JSON-ready)."""
+    vocab = vocabulary()
+    qt = vocab.question_type(question)
+    context: dict[str, str] = {}
+    for slot in sorted(CLOSED_SLOTS):
+        if slot == qt.slot:
+            continue  # the question asks about this slot: its text is no evidence for it
+        named = vocab.mentions(slot, question)
+        if len(named) == 1:
+            context[slot] = named[0]
+            context[f"{slot}:source"] = "question"
+    for slot, value in (metadata or {}).items():
+        if slot in SLOTS:
+            context[slot] = value
+            context[f"{slot}:source"] = "dicom"
+    return {
+        "type": qt.name,
+        "slot": qt.slot,
+        "closed": qt.closed and not options,
+        "options": dict(options) if options else None,
+        "context": context,
+    }
+
+
+def parse_candidate(index: int, raw: str | None) -> dict[str, Any]:
+    """One generation reply as a candidate dict; unreadable replies become invalid candidates."""
+    try:
+        answer, slots, present = read_generation(raw)
+    except ReplyError as exc:
+        return {"index": index, "raw_text": raw, "valid": False, "answer_text": None,
+                "slots": dict.fromkeys(SLOTS), "slots_present": False, "error": str(exc)}
+    return {"index": index, "raw_text": raw, "valid": True, "answer_text": answer, "slots": slots,
+            "slots_present": present, "error": None}
+
+
+def answer_of(text: str | None, q: Mapping[str, Any]) -> tuple[str | None, Canon | None]:
+    """The canonical answer (the cheap prior's key) and the asked-slot claim it makes."""
+    if text is None:
+        return None, None
+    vocab = vocabulary()
+    options = q.get("options")
+    slot = q["slot"]
+    if options:
+        letter = _option_letter(text, options, slot)
+        if letter is None:
+            return normalise(text), None
+        canon = vocab.canonical(slot, options[letter]) if slot in SLOTS else None
+        return letter, canon if canon is not None and canon.known else None
+    if q.get("closed"):
+        canon = vocab.canonical("attribute", text)
+        if canon is not None and canon.family == "yesno":
+            return canon.value, canon
+        return normalise(text), None
+    canon = vocab.canonical(slot, text)
+    if canon is None:
+        return normalise(text) or None, None
+    # free-text attributes ("left upper lobe") keep their words as the answer; the claim is still canonical
+    if canon.known and (slot != "attribute" or vocab.lookup(slot, text) is not None):
+        return canon.value, canon
+    return normalise(text), canon if canon.known else None
+
+
+def _option_letter(text: str, options: Mapping[str, str], slot: str) -> str | None:
+    letters = {k.strip().upper(): k for k in options}
+    m = _LETTER.match(text.strip())
+    if m and m.group(1).upper() in letters:
+        return letters[m.group(1).upper()]
+    norm = normalise(text)
+    for key, opt in options.items():
+        if normalise(opt) == norm:
+            return key
+    if slot in SLOTS:
+        canon = vocabulary().canonical(slot, text)
+        if canon is not None and canon.known:
+            hits = [k for k, opt in options.items() if (c := vocabulary().canonical(slot, opt)) is not None and c.value == canon.value]
+            if len(hits) == 1:
+                return hits[0]
+    return None
+
+
+def canonicalise(cand: dict[str, Any], q: Mapping[str, Any]) -> dict[str, Any]:
+    """Add the canonical answer and the canonical slot claims (``claims``: slot -> Canon dict) to a candidate."""
+    out = dict(cand)
+    if not cand["valid"]:
+        out.update(answer=None, claims={})
+        return out
+    vocab = vocabulary()
+    claims: dict[str, dict[str, Any]] = {}
+    for slot in SLOTS:
+        c = vocab.canonical(slot, cand["slots"].get(slot))
+        if c is not None:
+            claims[slot] = _canon_dict(c)
+    answer, asked = answer_of(cand["answer_text"], q)
+    if asked is not None:
+        claims[asked.slot] = _canon_dict(asked)
+    if q.get("options") and answer in (q.get("options") or {}):
+        claims["option"] = {"slot": "option", "value": answer, "known": True, "family": "option"}
+    out.update(answer=answer, claims=claims)
+    if answer is None:
+        out["valid"] = False
+        out["error"] = "empty answer"
+    return out
+
+
+def _canon_dict(c: Canon) -> dict[str, Any]:
+    return {"slot": c.slot, "value": c.value, "known": c.known, "family": c.family}
+
+
+def _rivals(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return (
+        a["slot"] == b["slot"] and a["family"] is not None and a["family"] == b["family"] and a["value"] != b["value"]
+    )
+
+
+def build_graph(cands: Sequence[Mapping[str, Any]], figure: str = "0") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Canonical claims (with location words) and signed edges of a canonicalised pool."""
+    order = {s: i for i, s in enumerate((*SLOTS, "option"))}
+    found: dict[str, dict[str, Any]] = {}
+    for cand in cands:
+        if not cand["valid"]:
+            continue
+        for slot, c in cand["claims"].items():
+            cid = f"{slot}={c['value']}"
+            if cid not in found:
+                found[cid] = {"id": cid, "slot": slot, "value": c["value"], "figure": figure,
+                              "known": c["known"], "family": c["family"], "support": 0}
+            found[cid]["support"] += 1
+    claims = sorted(found.values(), key=lambda c: (order[c["slot"]], -c["support"], c["value"]))
+    edges: list[dict[str, Any]] = []
+    for claim in claims:
+        for cand in cands:
+            if not cand["valid"]:
+                continue
+            mine = cand["claims"].get(claim["slot"])
+            if mine is None:
+                continue
+            if mine["value"] == claim["value"]:
+                edges.append({"candidate": cand["index"], "claim": claim["id"], "sign": 1})
+            elif _rivals(mine, claim):
+                edges.append({"candidate": cand["index"], "claim": claim["id"], "sign": -1})
+    for claim in claims:
+        claim["location"] = _location(claim, cands) if claim["slot"] in _LOCATED else []
+    return claims, edges
+
+
+def _location(claim: Mapping[str, Any], cands: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Location words of a claim: its own value if it is one, else the majority of its supporters' attributes."""
+    if claim["value"] in LOCATION_WORDS:
+        return [claim["value"]]
+    vocab = vocabulary()
+    side: Counter[str] = Counter()
+    vertical: Counter[str] = Counter()
+    for cand in cands:
+        if not cand["valid"]:
+            continue
+        mine = cand["claims"].get(claim["slot"])
+        if mine is None or mine["value"] != claim["value"]:
+            continue
+        text = " ".join(str(cand["slots"].get(s) or "") for s in ("attribute", "finding"))
+        for w in vocab.mentions("attribute", text):
+            if w in ("left", "right"):
+                side[w] += 1
+            elif w in ("upper", "lower"):
+                vertical[w] += 1
+    out = []
+    for counter in (side, vertical):
+        if counter:
+            (top, n), *rest = counter.most_common()
+            if not rest or rest[0][1] < n:
+                out.append(top)
+    return out
+
+
+def build_menu(
+    claims: Sequence[Mapping[str, Any]],
+    cands: Sequence[Mapping[str, Any]],
+    costs: Mapping[str, float],
+    kinds: Sequence[str],
+) -> list[dict[str, Any]]:
+    """The action menu in tie-breaking order: structured, vlm_factor, grounded_factor, whole_response."""
+    menu: list[dict[str, Any]] = []
+    if "structured" in kinds:
+        for c in claims:
+            if c["slot"] in CLOSED_SLOTS or c["slot"] == "option":
+                menu.append(_factor("s", "structured", c, costs, f"structured/{c['slot']}"))
+    for prefix, kind, group in (("v", "vlm_factor", "vlm"), ("g", "grounded_factor", "grounded")):
+        if kind in kinds:
+            for c in claims:
+                if c["slot"] in SLOTS:
+                    menu.append(_factor(prefix, kind, c, costs, f"{group}/{c['slot']}"))
+    if "whole_response" in kinds:
+        for cand in cands:
+            if cand["valid"]:
+                menu.append({"id": f"w:{cand['index']}", "kind": "whole_response", "claim": None,
+                             "candidate": cand["index"], "cost": float(costs["whole_response"]), "group": "whole"})
+    return menu
+
+
+def _factor(prefix: str, kind: str, claim: Mapping[str, Any], costs: Mapping[str, float], group: str) -> dict[str, Any]:
+    return {"id": f"{prefix}:{claim['id']}", "kind": kind, "claim": claim["id"], "candidate": None,
+            "cost": float(costs[kind]), "group": group}
+
+
+def grade(answer: str | None, reference: str | None, q: Mapping[str, Any]) -> float | None:
+    """Utility 1/0 of a canonical answer against a reference (canonicalised the same way); None without a reference."""
+    if reference is None:
+        return None
+    if answer is None:
+        return 0.0
+    ref, _ = answer_of(reference, q)
+    return 1.0 if ref is not None and ref == answer else 0.0

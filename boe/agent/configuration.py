@@ -1,0 +1,150 @@
+"""The agent's one validated configuration: endpoints, sampling, budget, policy, costs, calibration.
+
+Everything a run needs is checked when the object is built (unknown policy,
+non-positive cost, bad temperature, missing calibration file), never half
+way through a question. `AgentConfig.public()` is what a run stores: base
+URLs redacted, no API key (the key is never part of the configuration).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from boe.core.calibration import Calibration, load_calibration
+from boe.core.ledger import KINDS
+from boe.errors import ConfigError
+from boe.util import redact_url
+
+__all__ = ["DEFAULT_CALIBRATION", "AgentConfig", "Costs", "default_calibration", "make_config"]
+
+#: The shipped calibration, fitted on a full simulator ledger (see boe/agent/data/README.md).
+DEFAULT_CALIBRATION = "sim-calibration.json"
+
+
+class Costs(BaseModel):
+    """Design cost of each action kind (the paper's 1 / 4 / 4 / 8)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    structured: float = Field(default=1.0, gt=0)
+    vlm_factor: float = Field(default=4.0, gt=0)
+    grounded_factor: float = Field(default=4.0, gt=0)
+    whole_response: float = Field(default=8.0, gt=0)
+
+    def of(self, kind: str) -> float:
+        return float(getattr(self, kind))
+
+
+class AgentConfig(BaseModel):
+    """One run of the agent: who generates, who judges, how much evidence, which policy."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    judge_base_url: str | None = None
+    judge_model: str | None = None
+    k: int = Field(default=16, ge=1, le=256)
+    temperature: float = Field(default=1.1, ge=0.0, le=2.0)
+    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=512, ge=16)
+    seed: int | None = 0
+    budget: float = Field(default=16.0, ge=0.0)
+    policy: str = "boe"
+    eta: float = 0.0
+    policy_seed: int = 0
+    costs: Costs = Field(default_factory=Costs)
+    kinds: tuple[str, ...] = KINDS
+    calibration: str | None = None  # file path; None: the shipped simulator calibration
+    dataset: str = Field(default="sim", min_length=1)
+    root: str | None = None
+    ledger: Literal["online", "full"] = "online"
+    extract_claims: bool = True
+    concurrency: int = Field(default=8, ge=1, le=256)
+    timeout: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    backoff: float = Field(default=0.5, ge=0)
+    use_n: bool = True
+    json_schema: bool = True
+    crop_pad: float = Field(default=0.08, ge=0.0, lt=0.5)
+    crop_min: float = Field(default=0.3, gt=0.0, le=1.0)
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [k for k in v if k not in KINDS]
+        if bad:
+            raise ValueError(f"unknown action kinds {bad}; known: {', '.join(KINDS)}")
+        return tuple(k for k in KINDS if k in v)
+
+    @field_validator("eta")
+    @classmethod
+    def _eta(cls, v: float) -> float:
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError("eta must be finite")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> AgentConfig:
+        from boe.core.policies import POLICIES, _load_plugins
+
+        _load_plugins()
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(sorted(POLICIES))}")
+        if getattr(POLICIES[self.policy], "reads_labels", False):
+            raise ValueError(f"policy {self.policy!r} reads evaluation labels and cannot run live")
+        if self.calibration is not None and not Path(self.calibration).is_file():
+            raise ValueError(f"calibration file {self.calibration!r} does not exist")
+        if self.root is not None and not Path(self.root).is_dir():
+            raise ValueError(f"dataset root {self.root!r} is not a directory")
+        return self
+
+    @property
+    def judge_url(self) -> str:
+        return self.judge_base_url or self.base_url
+
+    @property
+    def judge(self) -> str:
+        return self.judge_model or self.model
+
+    def load_calibration(self) -> Calibration:
+        """The calibration this run scores with (the file given, or the shipped default)."""
+        if self.calibration is not None:
+            return load_calibration(self.calibration)
+        return default_calibration()
+
+    def public(self) -> dict[str, Any]:
+        """The configuration as stored with a run: URLs redacted, nothing secret."""
+        data = self.model_dump(mode="json")
+        data["base_url"] = redact_url(self.base_url)
+        if self.judge_base_url is not None:
+            data["judge_base_url"] = redact_url(self.judge_base_url)
+        return data
+
+
+@cache
+def _default_path() -> str:
+    return str(resources.files("boe.agent") / "data" / DEFAULT_CALIBRATION)
+
+
+def default_calibration() -> Calibration:
+    """The shipped calibration (fitted on a full simulator ledger)."""
+    cal = load_calibration(_default_path())
+    cal.source = f"boe/agent/data/{DEFAULT_CALIBRATION} (shipped, fitted on the simulator)"
+    return cal
+
+
+def make_config(**values: Any) -> AgentConfig:
+    """Build an `AgentConfig`, turning validation failures into one `ConfigError` naming the field."""
+    try:
+        return AgentConfig(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "configuration"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{where}: {msg}") from None

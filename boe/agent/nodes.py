@@ -1,0 +1,280 @@
+"""The nodes of the agent graph: small async functions of (state, runtime) -> state update.
+
+generate -> parse -> claims -> menu -> [ledger] -> (plan -> act -> update)* -> select -> persist
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from boe.agent.claims import analyse_question, build_graph, build_menu, canonicalise, grade, parse_candidate
+from boe.agent.planner import Planner, build_record
+from boe.agent.state import AgentContext, AgentState
+from boe.errors import ModelError
+from boe.prompts import load_prompt, options_block
+from boe.tools.images import LoadedImage, open_image
+from boe.tools.parse import ReplyError, extract_json, read_slots
+from boe.tools.protocol import ToolRequest, ToolResult
+
+__all__ = [
+    "act",
+    "claims",
+    "generate",
+    "ledger",
+    "menu",
+    "parse",
+    "persist",
+    "plan",
+    "route_after_menu",
+    "route_after_plan",
+    "select",
+    "update",
+]
+
+Ctx = Runtime[AgentContext]
+
+
+def image_of(ctx: AgentContext, state: AgentState) -> LoadedImage:
+    """The question's image from the run's in-memory cache (read again after a resume)."""
+    ref = state["image"]
+    img = ctx.images.get(ref["image_id"])
+    if img is None:
+        img = open_image(ref["path"], ctx.config.root, figure=ref.get("figure", "0"))
+        if img.ref.image_id != ref["image_id"]:
+            from boe.errors import InputError
+
+            raise InputError(f"image {ref['path']!r} changed since the question was started")
+        ctx.images[ref["image_id"]] = img
+    return img
+
+
+async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """Sample K candidates in one request (n=K; the client falls back to K requests)."""
+    ctx = runtime.context
+    cfg = ctx.config
+    img = image_of(ctx, state)
+    prompt = load_prompt("generation").render(
+        question=state["question"], options_block=options_block(state.get("options"))
+    )
+    comp = await ctx.generator.complete(
+        prompt, [img.data_url], n=cfg.k, temperature=cfg.temperature, seed=cfg.seed,
+        tags={"question_id": state["question_id"]},
+    )
+    return {"replies": comp.texts, "calls": [comp.call.as_dict()]}
+
+
+async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """Read every reply; unreadable ones stay as invalid candidates; slot-less ones get claim extraction."""
+    ctx = runtime.context
+    cands = [parse_candidate(i, raw) for i, raw in enumerate(state["replies"])]
+    need = [c for c in cands if c["valid"] and not c["slots_present"]]
+    calls: list[dict[str, Any]] = []
+    if need and ctx.config.extract_claims:
+        img = image_of(ctx, state)
+        prompt = load_prompt("claim_extraction")
+
+        async def extract(cand: dict[str, Any]) -> None:
+            rendered = prompt.render(
+                question=state["question"], options_block=options_block(state.get("options")),
+                candidate=cand["raw_text"] or cand["answer_text"],
+            )
+            try:
+                comp = await ctx.judge.complete(
+                    rendered, [img.data_url], temperature=ctx.config.judge_temperature, seed=ctx.config.seed,
+                    tags={"question_id": state["question_id"], "candidate": cand["index"]},
+                )
+            except ModelError as exc:
+                cand["extraction_error"] = str(exc)
+                call = getattr(exc, "call", None)
+                if call is not None:
+                    calls.append(call.as_dict())
+                return
+            calls.append(comp.call.as_dict())
+            try:
+                slots, _ = read_slots(extract_json(comp.texts[0]))
+            except ReplyError as exc:
+                cand["extraction_error"] = f"unreadable claims: {exc}"
+                return
+            cand["slots"] = slots
+            cand["extracted"] = True
+
+        await asyncio.gather(*(extract(c) for c in need))
+    return {"candidates": cands, "calls": calls}
+
+
+async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """Canonicalise answers and slots, merge claims, sign the edges."""
+    q = state["analysis"]
+    cands = [canonicalise(c, q) for c in state["candidates"]]
+    for c in cands:
+        c["utility"] = grade(c["answer"], state.get("reference"), q)
+    claim_list, edges = build_graph(cands, figure=state["image"].get("figure", "0"))
+    return {"candidates": cands, "claims": claim_list, "edges": edges}
+
+
+async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """The action menu with its design costs and calibration groups."""
+    cfg = runtime.context.config
+    costs = {k: cfg.costs.of(k) for k in ("structured", "vlm_factor", "grounded_factor", "whole_response")}
+    actions = build_menu(state["claims"], state["candidates"], costs, cfg.kinds)
+    return {"actions": actions, "bought": [], "pending": None, "mode": cfg.ledger}
+
+
+def route_after_menu(state: AgentState) -> str:
+    return "ledger" if state["mode"] == "full" else "plan"
+
+
+def _request(state: AgentState, ctx: AgentContext, action: dict[str, Any]) -> ToolRequest:
+    claim = next((c for c in state["claims"] if c["id"] == action["claim"]), None) if action["claim"] else None
+    cand = state["candidates"][action["candidate"]] if action["candidate"] is not None else None
+    return ToolRequest(
+        action=action, question=state["question"], image=image_of(ctx, state), options=state.get("options"),
+        claim=claim, candidate=cand, context=state["analysis"]["context"], seed=ctx.config.seed,
+    )
+
+
+async def _run_tool(state: AgentState, ctx: AgentContext, action: dict[str, Any]) -> ToolResult:
+    tool = ctx.tools[action["kind"]]
+    return await tool.run(_request(state, ctx, action))
+
+
+def _result_dict(res: ToolResult) -> dict[str, Any]:
+    return {"outcome": res.outcome, "rationale": res.rationale, "view": res.view, "error": res.error,
+            "raw_reply": res.raw_reply, "calls": [c.call_id for c in res.calls]}
+
+
+async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """Full-ledger mode: run every action of the menu once (bounded concurrency), store all outcomes."""
+    ctx = runtime.context
+    results = await asyncio.gather(*(_run_tool(state, ctx, a) for a in state["actions"]))
+    outcomes = {a["id"]: _result_dict(r) for a, r in zip(state["actions"], results, strict=True)}
+    calls = [c.as_dict() for r in results for c in r.calls]
+    return {"outcomes": outcomes, "calls": calls}
+
+
+def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
+    """The policy on this question's menu (the same objects `boe replay` uses)."""
+    cfg = ctx.config
+    rec = build_record(
+        question_id=state["question_id"], dataset=cfg.dataset, question=state["question"],
+        image=state["image"]["path"], options=state.get("options"), reference=state.get("reference"),
+        candidates=_ledger_candidates(state), claims=state["claims"], edges=state["edges"], actions=state["actions"],
+    )
+    return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed)
+
+
+def _bought_pairs(state: AgentState) -> list[tuple[int, str]]:
+    return [(b["action"], b["outcome"]) for b in state.get("bought") or []]
+
+
+async def plan(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """Ask the policy for the next action (value per cost for `boe`), -1 to stop."""
+    planner = planner_for(state, runtime.context)
+    return {"next_action": planner.next_action(_bought_pairs(state))}
+
+
+def route_after_plan(state: AgentState) -> str:
+    return "act" if state["next_action"] >= 0 else "select"
+
+
+async def act(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """Run the chosen tool (or, in full-ledger mode, read its stored outcome)."""
+    ctx = runtime.context
+    idx = state["next_action"]
+    action = state["actions"][idx]
+    if ctx.config.ledger == "full":
+        return {"pending": {"action": idx, **state["outcomes"][action["id"]]}}
+    res = await _run_tool(state, ctx, action)
+    return {"pending": {"action": idx, **_result_dict(res)}, "calls": [c.as_dict() for c in res.calls]}
+
+
+async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """Reveal the outcome to the policy's state; log who moved up and down."""
+    ctx = runtime.context
+    pending = state["pending"]
+    assert pending is not None
+    bought = list(state.get("bought") or [])
+    pairs = [*_bought_pairs(state), (pending["action"], pending["outcome"])]
+    step = planner_for(state, ctx).step(pairs)
+    action = state["actions"][pending["action"]]
+    entry = {
+        "step": len(bought) + 1, "action": pending["action"], "id": action["id"], "kind": action["kind"],
+        "claim": action["claim"], "candidate": action["candidate"], "cost": action["cost"], "group": action["group"],
+        "outcome": pending["outcome"], "rationale": pending["rationale"], "error": pending["error"],
+        "view": pending["view"], "raw_reply": pending["raw_reply"], "calls": pending["calls"], "kappa": step.kappa,
+        "moved_up": step.moved_up, "moved_down": step.moved_down, "scores": step.scores,
+    }
+    bought.append(entry)
+    if ctx.on_step is not None:
+        ctx.on_step(entry)
+    return {"bought": bought, "pending": None}
+
+
+async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """The policy's selection and final scores, and the raw-majority selection beside it."""
+    planner = planner_for(state, runtime.context)
+    sel, scores, spent = planner.finish(_bought_pairs(state))
+    raw, _ = planner.raw_majority()
+    return {"selected": sel, "scores": scores, "cost": spent, "raw_selected": raw}
+
+
+def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
+    out = []
+    for c in state["candidates"]:
+        out.append({
+            "index": c["index"], "answer": c["answer"], "valid": c["valid"], "utility": c.get("utility"),
+            "answer_text": c["answer_text"], "slots": c["slots"], "claims": c.get("claims", {}),
+            "raw_text": c["raw_text"], "error": c["error"], **({"extracted": True} if c.get("extracted") else {}),
+            **({"extraction_error": c["extraction_error"]} if c.get("extraction_error") else {}),
+        })
+    return out
+
+
+def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
+    """The stored ledger record: the menu with the outcomes this run observed, plus the evidence log."""
+    cfg = ctx.config
+    bought = state.get("bought") or []
+    step_of = {b["id"]: b["step"] for b in bought}
+    observed: dict[str, dict[str, Any]] = dict(state.get("outcomes") or {})
+    for b in bought:
+        observed[b["id"]] = {k: b[k] for k in ("outcome", "rationale", "view", "error", "raw_reply", "calls")}
+    actions = []
+    for a in state["actions"]:
+        res = observed.get(a["id"])
+        extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a["id"])}
+        if res is not None:
+            extra.update({k: res[k] for k in ("rationale", "view", "error", "raw_reply", "calls")})
+        actions.append({**a, **extra})
+    rec = build_record(
+        question_id=state["question_id"], dataset=cfg.dataset, question=state["question"],
+        image=state["image"]["path"], options=state.get("options"), reference=state.get("reference"),
+        candidates=_ledger_candidates(state), claims=state["claims"], edges=state["edges"], actions=actions,
+        outcomes={k: v["outcome"] for k, v in observed.items()},
+        extra={
+            "ledger": cfg.ledger,
+            "analysis": state["analysis"],
+            "image_ref": state["image"],
+            "agent": {
+                "policy": cfg.policy, "budget": cfg.budget, "eta": cfg.eta, "policy_seed": cfg.policy_seed,
+                "calibration": ctx.calibration.source, "selected": state["selected"],
+                "raw_selected": state["raw_selected"], "cost": state["cost"], "scores": state["scores"],
+            },
+            "evidence_log": [{k: v for k, v in b.items() if k not in ("scores", "raw_reply")} for b in bought],
+        },
+    )
+    return rec.model_dump(mode="json", exclude_unset=True)
+
+
+async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """Write the question's record, model calls, transcript and image reference to the store."""
+    ctx = runtime.context
+    record = final_record(state, ctx)
+    transcript = planner_for(state, ctx).transcript(_bought_pairs(state))
+    if ctx.store is not None:
+        from boe.agent.persist import save_question
+
+        await asyncio.to_thread(save_question, ctx, record, state.get("calls") or [], transcript, state["image"])
+    return {"record": record, "transcript": transcript}

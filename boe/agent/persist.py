@@ -1,0 +1,106 @@
+"""Storing agent runs in `boe.db.Store`, and the store-backed request cache.
+
+One question is written in one transaction: its ledger record (the full
+menu; the outcomes this run observed, ``observed: false`` on the others),
+every model call, the transcript with its evidence log, and the image
+reference (content hash and path, not the pixels).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from boe.core.ledger import LedgerRecord
+
+if TYPE_CHECKING:
+    from boe.agent.configuration import AgentConfig
+    from boe.agent.state import AgentContext
+    from boe.core.calibration import Calibration
+
+__all__ = ["StoreCache", "open_store", "save_question"]
+
+
+class StoreCache:
+    """The request cache of a `boe.db.Store` behind the client's `RequestCache` protocol."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def key(self, endpoint: str, model: str, messages: Any, params: dict[str, Any], seed: int | None) -> str:
+        from boe.db.cache import request_key
+
+        return request_key(endpoint, model, messages, params, seed)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        hit = self.store.cache_get(key)
+        if hit is None or not isinstance(hit.response, dict):
+            return None
+        return dict(hit.response)
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        usage = value.get("usage", {})
+        self.store.cache_put(
+            key, value, endpoint=str(value.get("endpoint", "")), model=str(value.get("model", "")),
+            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+        )
+
+
+def open_store(
+    store: Any, config: AgentConfig, calibration: Calibration, run_name: str | None
+) -> tuple[Any, Any, str, StoreCache]:
+    """Open (or take) a store, create the run with the configuration and calibration, and its cache."""
+    from boe.db import Store
+
+    st = Store(store) if isinstance(store, (str, Path)) else store
+    name = run_name or f"ask-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
+    run = st.create_run(
+        name,
+        {
+            "kind": "agent", "agent": config.public(),
+            "calibration": {"source": calibration.source,
+                            **calibration.model_dump(mode="json", exclude_none=True, exclude={"source"})},
+        },
+        exist_ok=True,
+    )
+    return st, run, name, StoreCache(st)
+
+
+def _when(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def save_question(
+    ctx: AgentContext, record: dict[str, Any], calls: list[dict[str, Any]], transcript: dict[str, Any],
+    image_ref: dict[str, Any],
+) -> bool:
+    """Write one answered question to the run's store (one transaction)."""
+    from boe.db import ImageRecord, ModelCall, TranscriptRecord
+
+    rec = LedgerRecord.model_validate(record)
+    model_calls = [
+        ModelCall(
+            endpoint=c["base_url"], model=c["model"], request_hash=c["request_key"],
+            prompt_tokens=c.get("prompt_tokens"), completion_tokens=c.get("completion_tokens"),
+            latency_s=(c.get("latency_ms") or 0.0) / 1000.0,
+            status="cached" if c.get("cache_hit") else ("error" if c.get("error") else "ok"),
+            retries=max(0, int(c.get("requests", 1)) - 1), cached=bool(c.get("cache_hit")), error=c.get("error"),
+            created=_when(c.get("started_at")),
+        )
+        for c in calls
+    ]
+    evidence = record.get("evidence_log") or []
+    tr = TranscriptRecord.from_dict({**transcript, "evidence": evidence})
+    path = Path(image_ref["path"])
+    image = ImageRecord.from_file(
+        path, width=image_ref.get("width"), height=image_ref.get("height"),
+        format=(image_ref.get("mime") or "").removeprefix("image/") or None,
+    )
+    return bool(ctx.store.save_question(ctx.run_id, rec, model_calls=model_calls, transcripts=[tr], images=[image],
+                                        replace=True))

@@ -1,0 +1,167 @@
+"""The one code path shared with `boe replay`: a question's menu as a `Question`, driven by a policy.
+
+The agent never scores or chooses on its own. It builds the ledger record of
+the question (candidates, claims, edges, the menu with placeholder outcomes),
+turns it into a `Question` and an `EvidenceState` with ``Q = 1`` under the
+run's calibration, and makes exactly the calls `boe.core.replay.run_policy`
+makes: ``policy.start``, then per step ``policy.choose`` -> ``state.reveal``
+-> ``policy.observe``, then ``policy.select`` / ``policy.final_scores``.
+Where the replay reads a stored outcome, the agent has run the tool.
+
+Graph state holds only the bought (action, outcome) pairs, so the planner
+rebuilds the policy's state from them at every step; on the way it checks
+that the policy chooses the recorded actions again (a determinism check
+that also makes a resumed checkpoint safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from boe.core.calibration import Calibration
+from boe.core.graph import OUTCOME_CODES, GroupIndex, Question
+from boe.core.ledger import LedgerRecord
+from boe.core.policies import Policy, make_policy
+from boe.core.replay import ReplayRun, transcripts
+from boe.core.state import EvidenceState, bind_questions
+
+__all__ = ["Planner", "Step", "build_record"]
+
+#: Outcome stored for an action the online run did not buy (never read: see `Planner`).
+PLACEHOLDER = "unresolved"
+
+
+def build_record(
+    *,
+    question_id: str,
+    dataset: str,
+    question: str,
+    image: str,
+    options: Mapping[str, str] | None,
+    reference: str | None,
+    candidates: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+    edges: Sequence[Mapping[str, Any]],
+    actions: Sequence[Mapping[str, Any]],
+    outcomes: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> LedgerRecord:
+    """A ledger-v1 record; actions without an entry in ``outcomes`` carry the placeholder outcome."""
+    outcomes = outcomes or {}
+    data: dict[str, Any] = {
+        "format": "boe-ledger/1",
+        "question_id": question_id,
+        "dataset": dataset,
+        "task": {"question": question, "image": image, "options": dict(options) if options else None},
+        "reference": reference,
+        "candidates": [dict(c) for c in candidates],
+        "claims": [dict(c) for c in claims],
+        "edges": [dict(e) for e in edges],
+        "actions": [{**a, "outcome": outcomes.get(a["id"], PLACEHOLDER)} for a in actions],
+    }
+    data.update(extra or {})
+    return LedgerRecord.model_validate(data)
+
+
+@dataclass
+class Step:
+    """One bought action as the policy saw it."""
+
+    action: int
+    outcome: str
+    moved_up: list[int]
+    moved_down: list[int]
+    kappa: float
+    scores: list[float]
+
+
+class Planner:
+    """A policy on one question's menu, under one calibration and budget."""
+
+    def __init__(self, record: LedgerRecord, calibration: Calibration, policy: str, budget: float,
+                 *, eta: float = 0.0, seed: int = 0) -> None:
+        self.groups = GroupIndex()
+        self.question = Question.from_record(record, self.groups)
+        self.calibration = calibration
+        self.policy_name = policy
+        self.policy_options = {"eta": eta, "seed": seed}
+        self.budget = float(budget)
+        self.kappa = calibration.arrays(self.groups.keys)[0]
+
+    def _fresh(self) -> tuple[EvidenceState, Policy]:
+        state = bind_questions([self.question], [0], [self.calibration], None, self.groups.keys, self.budget)
+        policy = make_policy(self.policy_name, **self.policy_options)
+        policy.start(state)
+        return state, policy
+
+    def _replay(self, bought: Sequence[tuple[int, str]]) -> tuple[EvidenceState, Policy, list[Step]]:
+        """Run the policy over the recorded purchases, exactly as `run_policy` would."""
+        state, policy = self._fresh()
+        k = self.question.k
+        steps = []
+        for action, outcome in bought:
+            choice = policy.choose(state)
+            choice = np.where(state.done, -1, choice)
+            if int(choice[0]) != action:
+                raise RuntimeError(
+                    f"policy {self.policy_name!r} chose action {int(choice[0])} where the transcript bought {action}: "
+                    "the menu, calibration or policy changed since the purchase"
+                )
+            rows = np.array([0], dtype=np.intp)
+            acts = np.array([action], dtype=np.intp)
+            outs = np.array([OUTCOME_CODES[outcome]], dtype=np.int8)
+            before = state.logit[0, :k].copy()
+            state.reveal(rows, acts, outs)
+            policy.observe(state, rows, acts, outs)
+            move = state.logit[0, :k] - before
+            steps.append(Step(
+                action=action, outcome=outcome,
+                moved_up=[int(i) for i in np.nonzero(move > 0)[0]],
+                moved_down=[int(i) for i in np.nonzero(move < 0)[0]],
+                kappa=float(self.kappa[self.question.group[action]]),
+                scores=[float(x) for x in policy.final_scores(state)[0, :k]],
+            ))
+        return state, policy, steps
+
+    def next_action(self, bought: Sequence[tuple[int, str]]) -> int:
+        """The action the policy buys next (index into the menu), or -1 to stop."""
+        state, policy, _ = self._replay(bought)
+        choice = policy.choose(state)
+        choice = np.where(state.done, -1, choice)
+        return int(choice[0])
+
+    def step(self, bought: Sequence[tuple[int, str]]) -> Step:
+        """The last purchase of ``bought`` with its effect on the scores."""
+        return self._replay(bought)[2][-1]
+
+    def finish(self, bought: Sequence[tuple[int, str]]) -> tuple[int, list[float], float]:
+        """(selected candidate, final scores, spent) after the purchases."""
+        state, policy, _ = self._replay(bought)
+        sel = int(policy.select(state)[0])
+        scores = [float(x) for x in policy.final_scores(state)[0, : self.question.k]]
+        return sel, scores, float(state.spent[0])
+
+    def raw_majority(self) -> tuple[int, list[float]]:
+        """The zero-evidence selection (the raw majority answer) and the cheap-prior scores."""
+        state, _ = self._fresh()
+        raw = make_policy("raw")
+        return int(raw.select(state)[0]), [float(x) for x in raw.final_scores(state)[0, : self.question.k]]
+
+    def transcript(self, bought: Sequence[tuple[int, str]]) -> dict[str, Any]:
+        """The spec section 7 transcript line, written by the same function `boe replay` uses."""
+        state, policy, _ = self._replay(bought)
+        k = self.question.k
+        run = ReplayRun(
+            policy=policy.name,
+            budget=self.budget,
+            selected=np.array([int(policy.select(state)[0])], dtype=np.intp),
+            cost=np.array([float(state.spent[0])]),
+            scores=[policy.final_scores(state)[0, :k].copy()],
+            actions=[state.log[0, : state.steps[0]].copy()],
+            sharp=state.sharp(),
+        )
+        return transcripts(run, [self.question])[0]

@@ -1,0 +1,26 @@
+"""Prompt templates (files, loaded by name, versioned) and their reply schemas.
+
+See ``docs/prompt-protocol.md`` for the markers the templates use.
+"""
+
+from boe.prompts._loader import (
+    PROMPT_NAMES,
+    PromptTemplate,
+    Rendered,
+    Safe,
+    escape,
+    load_prompt,
+    load_schema,
+    options_block,
+)
+
+__all__ = [
+    "PROMPT_NAMES",
+    "PromptTemplate",
+    "Rendered",
+    "Safe",
+    "escape",
+    "load_prompt",
+    "load_schema",
+    "options_block",
+]

@@ -1,0 +1,167 @@
+"""Prompt templates as files, loaded by name, each with a version id.
+
+A template file (``templates/NAME.tmpl``) has three sections::
+
+    [meta]      key: value lines (``schema`` names the reply's JSON schema)
+    [system]    the system message
+    [user]      the text part of the user message (images go before it)
+
+Placeholders are ``$name``. Every value is escaped (``&``, ``<``, ``>``) when
+rendered, so no value can close a marker such as ``</candidate_response>``
+or open a new one; only fragments built here from escaped parts
+(`options_block`) are inserted as they are. The version id is a hash of the
+template text and its schema, recorded on every model call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any
+
+from boe.errors import ConfigError
+
+__all__ = ["PROMPT_NAMES", "PromptTemplate", "Rendered", "Safe", "escape", "load_prompt", "load_schema", "options_block"]
+
+PROMPT_NAMES = ("generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge")
+
+_SECTION = re.compile(r"^\[(meta|system|user)\]\s*$", re.MULTILINE)
+
+
+def escape(text: str) -> str:
+    """Escape ``&``, ``<`` and ``>`` so text can sit inside a marker without closing it."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class Safe(str):
+    """A fragment already escaped by this module (inserted as it is)."""
+
+
+def options_block(options: Mapping[str, str] | None) -> Safe:
+    """The ``<options>`` block of a multiple-choice question (empty when there are none)."""
+    if not options:
+        return Safe("")
+    lines = "\n".join(f"{escape(_one_line(k))}: {escape(_one_line(v))}" for k, v in options.items())
+    return Safe(f"<options>\n{lines}\n</options>")
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One rendered prompt: the two message texts and what produced them."""
+
+    name: str
+    version: str
+    system: str
+    user: str
+    schema_name: str
+    schema: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A loaded template; `render` fills it."""
+
+    name: str
+    version: str
+    meta: dict[str, str]
+    system: Template
+    user: Template
+    schema_name: str
+    schema: dict[str, Any] = field(repr=False)
+
+    @property
+    def placeholders(self) -> set[str]:
+        names: set[str] = set()
+        for t in (self.system, self.user):
+            for m in t.pattern.finditer(t.template):
+                name = m.group("named") or m.group("braced")
+                if name:
+                    names.add(name)
+        return names
+
+    def render(self, **values: object) -> Rendered:
+        """Fill every placeholder; values are escaped unless they are `Safe`. Missing or extra names raise."""
+        need = self.placeholders
+        missing = need - set(values)
+        extra = set(values) - need
+        if missing or extra:
+            raise ValueError(f"prompt {self.name!r}: missing {sorted(missing)}, unexpected {sorted(extra)}")
+        filled = {k: v if isinstance(v, Safe) else escape(_text(v)) for k, v in values.items()}
+        return Rendered(
+            name=self.name,
+            version=self.version,
+            system=_tidy(self.system.substitute(filled)),
+            user=_tidy(self.user.substitute(filled)),
+            schema_name=self.schema_name,
+            schema=self.schema,
+        )
+
+
+def _text(v: object) -> str:
+    return "" if v is None else str(v)
+
+
+def _tidy(text: str) -> str:
+    """Drop the blank lines an empty optional block leaves behind."""
+    return re.sub(r"\n{2,}", "\n", text).strip()
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    """A reply JSON schema shipped with the prompts."""
+    try:
+        text = (resources.files("boe.prompts") / "schemas" / f"{name}.json").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"no prompt schema named {name!r}") from None
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@cache
+def load_prompt(name: str) -> PromptTemplate:
+    """Load a shipped template by name (see `PROMPT_NAMES`)."""
+    try:
+        text = (resources.files("boe.prompts") / "templates" / f"{name}.tmpl").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"no prompt template named {name!r}; known: {', '.join(PROMPT_NAMES)}") from None
+    return parse_template(name, text)
+
+
+def parse_template(name: str, text: str) -> PromptTemplate:
+    """Parse template text (the file format described in the module docstring)."""
+    parts = _SECTION.split(text)
+    sections: dict[str, str] = {}
+    for i in range(1, len(parts) - 1, 2):
+        sections[parts[i]] = parts[i + 1].strip("\n")
+    for required in ("meta", "system", "user"):
+        if required not in sections:
+            raise ConfigError(f"prompt template {name!r} has no [{required}] section")
+    meta = {}
+    for line in sections["meta"].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            meta[key.strip()] = value.strip()
+    schema_name = meta.get("schema")
+    if not schema_name:
+        raise ConfigError(f"prompt template {name!r}: [meta] needs a 'schema' line")
+    schema = load_schema(schema_name)
+    digest = hashlib.sha256(text.encode("utf-8") + b"\0" + json.dumps(schema, sort_keys=True).encode("utf-8"))
+    return PromptTemplate(
+        name=name,
+        version=f"{name}@{digest.hexdigest()[:12]}",
+        meta=meta,
+        system=Template(sections["system"]),
+        user=Template(sections["user"]),
+        schema_name=schema_name,
+        schema=schema,
+    )

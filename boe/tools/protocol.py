@@ -1,0 +1,95 @@
+"""The evidence-tool seam: one small protocol, implementations registered by name.
+
+An evidence tool runs one action of the menu and returns ``confirm``,
+``reject`` or ``unresolved``. A tool that fails (the model endpoint gave up,
+the reply could not be read, the view could not be made) returns
+``unresolved`` with the error recorded; only programming errors raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from boe.errors import ConfigError
+from boe.tools.client import ModelCall
+from boe.tools.images import LoadedImage
+
+__all__ = [
+    "TOOLS",
+    "EvidenceTool",
+    "Outcome",
+    "ToolRequest",
+    "ToolResult",
+    "make_tool",
+    "register_tool",
+]
+
+Outcome = Literal["confirm", "reject", "unresolved"]
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    """Everything a tool may look at for one action (never the reference answer)."""
+
+    action: Mapping[str, Any]  # the menu entry: id, kind, claim, candidate, cost, group
+    question: str
+    image: LoadedImage
+    options: Mapping[str, str] | None = None
+    claim: Mapping[str, Any] | None = None  # id, slot, value, known, family, location
+    candidate: Mapping[str, Any] | None = None  # index, raw, answer, slots
+    context: Mapping[str, str] = field(default_factory=dict)  # slot values the record states (question text, DICOM)
+    seed: int | None = None
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one action, why, what was looked at, and the model calls it took."""
+
+    outcome: Outcome
+    rationale: str = ""
+    view: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    calls: list[ModelCall] = field(default_factory=list)
+    raw_reply: str | None = None  # the judge's reply as received
+
+
+@runtime_checkable
+class EvidenceTool(Protocol):
+    """One kind of evidence action."""
+
+    kind: str
+
+    def describe(self) -> dict[str, Any]:
+        """Name and arguments, enough to rebuild the tool (recorded with the run)."""
+        ...
+
+    async def run(self, request: ToolRequest) -> ToolResult:
+        """Run the action; failures become ``unresolved`` with ``error`` set."""
+        ...
+
+
+TOOLS: dict[str, Callable[..., EvidenceTool]] = {}
+
+
+def register_tool(kind: str) -> Callable[[type], type]:
+    """Class decorator: make a tool available to `make_tool` under its action kind."""
+
+    def deco(cls: type) -> type:
+        TOOLS[kind] = cls
+        return cls
+
+    return deco
+
+
+def make_tool(kind: str, **kwargs: Any) -> EvidenceTool:
+    """Build the registered tool for an action kind."""
+    import boe.tools.judges  # noqa: F401  (registers the judges)
+    import boe.tools.structured  # noqa: F401
+
+    try:
+        factory = TOOLS[kind]
+    except KeyError:
+        raise ConfigError(f"no evidence tool for action kind {kind!r}; known: {', '.join(sorted(TOOLS))}") from None
+    return factory(**kwargs)
