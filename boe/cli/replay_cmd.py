@@ -13,7 +13,7 @@ from boe.cli.common import err_console, out_console, parse_budgets, parse_list
 
 if TYPE_CHECKING:
     from boe.core.experiment import Experiment
-    from boe.core.ledger import LedgerRecord
+    from boe.core.ledger import LedgerRecord, RecordDict
     from collections.abc import Iterator
 
 __all__ = ["register"]
@@ -31,8 +31,8 @@ def _fmt_budget(b: float) -> str:
 
 def _records(
     ledgers: list[Path], db: str | None, run: str | None, strict: bool, bad: list[str]
-) -> Iterator[LedgerRecord]:
-    from boe.core.ledger import read_ledger
+) -> Iterator[LedgerRecord | RecordDict]:
+    from boe.core.ledger import iter_ledger
     from boe.errors import ConfigError, RecordError
 
     def on_error(err: RecordError) -> None:
@@ -54,7 +54,7 @@ def _records(
         return
     if not ledgers:
         raise ConfigError("give at least one ledger file (or --db URL --run NAME)")
-    yield from read_ledger(ledgers, strict=strict, on_error=on_error)
+    yield from iter_ledger(ledgers, strict=strict, on_error=on_error)
 
 
 def replay_command(
@@ -118,7 +118,7 @@ def replay_command(
     ) as prog:
         t_load = prog.add_task("loading", total=None)
 
-        def counted() -> Iterator[LedgerRecord]:
+        def counted() -> Iterator[LedgerRecord | RecordDict]:
             for rec in _records(ledgers or [], db, run, strict, bad):
                 prog.advance(t_load)
                 yield rec

@@ -15,7 +15,7 @@ import numpy as np
 from boe import __version__
 from boe.core.calibration import Calibration
 from boe.core.graph import GroupIndex, Question
-from boe.core.ledger import LedgerRecord
+from boe.core.ledger import LedgerRecord, RecordDict
 from boe.core.metrics import Comparison, MetricRow, compare, summarize
 from boe.core.policies import make_policy
 from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay
@@ -26,10 +26,14 @@ __all__ = ["Experiment", "load_questions", "run_experiment"]
 REPORT_FORMAT = "boe-replay/1"
 
 
-def load_questions(records: Iterable[LedgerRecord], groups: GroupIndex | None = None) -> tuple[list[Question], GroupIndex]:
-    """Turn records into compact `Question`s (records are not kept)."""
+def load_questions(
+    records: Iterable[LedgerRecord | RecordDict], groups: GroupIndex | None = None
+) -> tuple[list[Question], GroupIndex]:
+    """Turn records (models or validated dicts) into compact `Question`s; records are not kept."""
     groups = groups or GroupIndex()
-    return [Question.from_record(r, groups) for r in records], groups
+    return [
+        Question.from_dict(r, groups) if isinstance(r, dict) else Question.from_record(r, groups) for r in records
+    ], groups
 
 
 @dataclass(eq=False)

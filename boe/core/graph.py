@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from boe.core.ledger import FACTOR_KINDS, KINDS, LedgerRecord
+from boe.core.ledger import KINDS, LedgerRecord, RecordDict
 
 __all__ = ["KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
 
@@ -96,10 +96,47 @@ class Question:
 
     @classmethod
     def from_record(cls, rec: LedgerRecord, groups: GroupIndex) -> Question:
-        """Build the arrays of a validated record; group keys are registered in ``groups``."""
-        k = len(rec.candidates)
-        answers = [c.answer for c in rec.candidates]
-        valid = np.array([c.valid and c.answer is not None for c in rec.candidates], dtype=bool)
+        """Build the arrays of a validated `LedgerRecord`; group keys are registered in ``groups``."""
+        return cls._build(
+            rec.question_id,
+            rec.dataset,
+            [(c.answer, c.valid, c.utility) for c in rec.candidates],
+            [c.id for c in rec.claims],
+            [(e.candidate, e.claim, e.sign) for e in rec.edges],
+            [(a.id, a.kind, a.claim, a.candidate, a.cost, a.group, a.outcome) for a in rec.actions],
+            groups,
+        )
+
+    @classmethod
+    def from_dict(cls, rec: RecordDict, groups: GroupIndex) -> Question:
+        """Build the arrays of a record validated by `parse_record_dict` (the fast path)."""
+        return cls._build(
+            rec["question_id"],
+            rec["dataset"],
+            [(c.get("answer"), c.get("valid", True), c.get("utility")) for c in rec["candidates"]],
+            [c["id"] for c in rec.get("claims", ())],
+            [(e["candidate"], e["claim"], e["sign"]) for e in rec.get("edges", ())],
+            [
+                (a["id"], a["kind"], a.get("claim"), a.get("candidate"), a["cost"], a["group"], a["outcome"])
+                for a in rec.get("actions", ())
+            ],
+            groups,
+        )
+
+    @classmethod
+    def _build(
+        cls,
+        question_id: str,
+        dataset: str,
+        cands: list[tuple[str | None, bool, float | None]],
+        claim_ids: list[str],
+        edges: list[tuple[int, str, int]],
+        actions: list[tuple[str, str, str | None, int | None, float, str, str]],
+        groups: GroupIndex,
+    ) -> Question:
+        k = len(cands)
+        answers = [c[0] for c in cands]
+        valid = np.array([bool(v) and a is not None for a, v, _ in cands], dtype=bool)
         keys = [answer_key(a) if v else None for a, v in zip(answers, valid, strict=True)]
         tally: dict[str, int] = {}
         ids: dict[str, int] = {}
@@ -109,44 +146,37 @@ class Question:
                 ids.setdefault(key, len(ids))
         counts = np.array([tally[key] if key is not None else 0 for key in keys], dtype=np.float64)
         answer_id = np.array([ids[key] if key is not None else -1 for key in keys], dtype=np.int32)
-        utility = np.array(
-            [np.nan if c.utility is None else float(c.utility) for c in rec.candidates], dtype=np.float64
-        )
-        claim_pos = {c.id: j for j, c in enumerate(rec.claims)}
-        incidence = np.zeros((len(rec.claims), k), dtype=np.int8)
-        for e in rec.edges:
-            incidence[claim_pos[e.claim], e.candidate] = e.sign
-        n_act = len(rec.actions)
-        kind = np.empty(n_act, dtype=np.int8)
-        a_claim = np.full(n_act, -1, dtype=np.int32)
-        a_cand = np.full(n_act, -1, dtype=np.int32)
-        cost = np.empty(n_act, dtype=np.float64)
-        group = np.empty(n_act, dtype=np.int32)
-        outcome = np.empty(n_act, dtype=np.int8)
+        utility = np.array([np.nan if u is None else float(u) for _, _, u in cands], dtype=np.float64)
+        claim_pos = {c: j for j, c in enumerate(claim_ids)}
+        incidence = np.zeros((len(claim_ids), k), dtype=np.int8)
+        if edges:
+            e_cand, e_claim, e_sign = zip(*edges, strict=True)
+            incidence[[claim_pos[c] for c in e_claim], list(e_cand)] = e_sign
+        n_act = len(actions)
+        kind = np.array([KIND_CODES[a[1]] for a in actions], dtype=np.int8)
+        a_claim = np.array([-1 if a[2] is None else claim_pos[a[2]] for a in actions], dtype=np.int32)
+        a_cand = np.array([-1 if a[3] is None else a[3] for a in actions], dtype=np.int32)
+        cost = np.array([a[4] for a in actions], dtype=np.float64)
+        gid = groups.id
+        group = np.array([gid(f"{dataset}/{a[5]}") for a in actions], dtype=np.int32)
+        outcome = np.array([OUTCOME_CODES[a[6]] for a in actions], dtype=np.int8)
         alpha = np.zeros((n_act, k), dtype=np.int8)
-        for a, act in enumerate(rec.actions):
-            kind[a] = KIND_CODES[act.kind]
-            cost[a] = act.cost
-            group[a] = groups.id(f"{rec.dataset}/{act.group}")
-            outcome[a] = OUTCOME_CODES[act.outcome]
-            if act.kind in FACTOR_KINDS:
-                j = claim_pos[act.claim]  # type: ignore[index]
-                a_claim[a] = j
-                alpha[a] = incidence[j]
-            else:
-                a_cand[a] = act.candidate  # type: ignore[assignment]
-                alpha[a, act.candidate] = 1  # type: ignore[index]
+        if n_act:
+            factor = kind != WHOLE_CODE
+            alpha[factor] = incidence[a_claim[factor]]
+            whole = np.nonzero(~factor)[0]
+            alpha[whole, a_cand[whole]] = 1
         return cls(
-            question_id=rec.question_id,
-            dataset=rec.dataset,
+            question_id=question_id,
+            dataset=dataset,
             answers=answers,
             valid=valid,
             counts=counts,
             answer_id=answer_id,
             utility=utility,
-            claim_ids=[c.id for c in rec.claims],
+            claim_ids=list(claim_ids),
             incidence=incidence,
-            action_ids=[a.id for a in rec.actions],
+            action_ids=[a[0] for a in actions],
             kind=kind,
             action_claim=a_claim,
             action_candidate=a_cand,

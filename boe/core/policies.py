@@ -146,16 +146,25 @@ def plugin_values(state: EvidenceState, buf: npt.NDArray[np.float64] | None = No
     """Plug-in EVSI(e | t) of every action (spec section 5), shape (Q, A).
 
     max_i s_i = sigmoid(max_i logit_i) because the logistic map is monotone,
-    so the maximum is taken on logits and only the maxima are transformed.
-    The sum runs over outcomes in the order confirm, reject, unresolved.
+    so maxima are taken on logits and only they are transformed. A factor
+    action moves the candidates that assert its claim by +w, those that deny
+    it by -w and leaves the rest, so its best hypothetical logit is
+    max(P + w, Z, N - w) with P, Z, N the best current logits of the three
+    parts -- computed once per claim. Rounding is monotone, so this equals
+    the candidate-by-candidate maximum exactly (see `state._partition`; a
+    whole-response check is the pattern {target} vs the rest). The sum runs over outcomes
+    in the order confirm, reject, unresolved.
     """
-    lx = state.logit[:, None, :]
-    if buf is None or buf.shape != state.delta.shape:
-        buf = np.empty_like(state.delta)
-    np.add(lx, state.delta, out=buf)
-    m_conf = buf.max(axis=2)
-    np.subtract(lx, state.delta, out=buf)
-    m_rej = buf.max(axis=2)
+    part = state.partition
+    if buf is None or buf.shape != part.shape:
+        buf = np.empty_like(part)
+    np.add(part, state.logit.T[None, :, :, None], out=buf)
+    best = np.maximum.reduce(buf, axis=1).reshape(3, -1)  # best logit of each part of each pattern
+    flat = state.pattern + (np.arange(state.n) * part.shape[3])[:, None]
+    p_best, z_best, n_best = best[:, flat]  # (3, Q, A)
+    w = state.weight
+    m_conf = np.maximum(np.maximum(p_best + w, z_best), n_best - w)
+    m_rej = np.maximum(np.maximum(p_best - w, z_best), n_best + w)
     s_now = sigmoid(state.logit.max(axis=1))[:, None]
     p = state.p
     return ((p[:, :, 0] * sigmoid(m_conf) + p[:, :, 1] * sigmoid(m_rej)) + p[:, :, 2] * s_now) - s_now
@@ -192,8 +201,8 @@ class BoE(ScorePolicy):
         feasible = state.feasible()
         if self.factor_only:
             feasible &= state.factor
-        if self._buf is None or self._buf.shape != state.delta.shape:
-            self._buf = np.empty_like(state.delta)
+        if self._buf is None or self._buf.shape != state.partition.shape:
+            self._buf = np.empty_like(state.partition)
         value = plugin_values(state, self._buf) / state.cost
         choice = first_max(value, feasible)
         rows = np.nonzero(choice >= 0)[0]
@@ -306,8 +315,8 @@ class LabelGuided(ScorePolicy):
         if labels is None:
             raise RuntimeError("label-guided needs the evaluation labels")
         feasible = state.feasible() & state.factor
-        sign = labels.outcome.astype(np.float64)[:, :, None]
-        s = sigmoid(state.logit[:, None, :] + sign * state.delta)  # (Q, A, K)
+        step_w = labels.outcome * state.weight  # (Q, A) logit step of the revealed outcome
+        s = sigmoid(state.logit[:, None, :] + state.alpha * step_w[:, :, None])  # (Q, A, K)
         sel = first_max(s, np.broadcast_to(state.candidate[:, None, :], s.shape))
         util = np.take_along_axis(labels.utility, np.maximum(sel, 0), axis=1)
         return first_max(util, feasible)

@@ -40,9 +40,11 @@ class EvidenceState:
 
     rows: I32  # (Q,) position of each row in the caller's question list
     question_ids: list[str]
+    dataset: list[str]  # dataset of each row
     logit: F64  # (Q, K) current logit scores; padding -inf
     logit0: F64  # (Q, K) cheap prior logits
-    delta: F64  # (Q, A, K) logit change of a confirm outcome: alpha * wt(kappa)
+    partition: F64  # (3, K, Q, P) per effect pattern: 0 where a candidate moves up / stays / moves down, else -inf
+    pattern: npt.NDArray[np.intp]  # (Q, A) effect pattern of each action (index into the partition's last axis)
     alpha: npt.NDArray[np.int8]  # (Q, A, K) signed effect of a confirm
     weight: F64  # (Q, A) wt(kappa_e)
     cost: F64  # (Q, A) padding 1
@@ -52,6 +54,7 @@ class EvidenceState:
     whole: B_  # (Q, A)
     target: I32  # (Q, A) whole-response candidate, -1 for factor actions
     group: I32  # (Q, A) global calibration-group id, -1 for padding
+    claim: I32  # (Q, A) claim index of factor actions within their question, -1 otherwise
     candidate: B_  # (Q, K) real candidates
     answer_id: I32  # (Q, K) distinct-answer id, -1 invalid or padding
     bought: B_  # (Q, A)
@@ -61,8 +64,11 @@ class EvidenceState:
     steps: I32  # (Q,) number of actions bought
     log: I32  # (Q, S) bought action indices in order, -1 padding
     revealed: npt.NDArray[np.int8]  # (Q, S) their outcomes
+    calibration: I32  # (Q,) index of each row's calibration in ``calibrations``
     labels: Labels | None = None
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # policy-private arrays, first axis Q
+    calibrations: list[Calibration] = field(default_factory=list)  # shared by all rows
+    group_keys: list[str] = field(default_factory=list)  # names of the global group ids
 
     @property
     def n(self) -> int:
@@ -98,8 +104,8 @@ class EvidenceState:
         self.bought[rows, actions] = True
         self.spent[rows] = self.spent[rows] + self.cost[rows, actions]
         # logit += alpha(o) * wt, with alpha(reject) = -alpha(confirm) and alpha(unresolved) = 0
-        sign = outcomes.astype(np.float64)[:, None]
-        self.logit[rows] = self.logit[rows] + sign * self.delta[rows, actions]
+        step_w = outcomes.astype(np.float64) * self.weight[rows, actions]
+        self.logit[rows] = self.logit[rows] + self.alpha[rows, actions] * step_w[:, None]
         if np.any(self.spent[rows] > self.budget[rows]):
             raise RuntimeError("budget exceeded")
 
@@ -113,12 +119,14 @@ class EvidenceState:
         kw = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name == "question_ids":
+            if f.name in ("question_ids", "dataset"):
                 v = [q for q, m in zip(v, mask, strict=True) if m]
             elif f.name == "labels":
                 v = None if v is None else Labels(v.utility[mask], v.outcome[mask])
             elif f.name == "extra":
                 v = {k: a[mask] for k, a in v.items()}
+            elif f.name == "partition":
+                v = v[:, :, mask]
             elif isinstance(v, np.ndarray):
                 v = v[mask]
             kw[f.name] = v
@@ -188,6 +196,7 @@ def bind_questions(
     kind = np.full((n, a_max), -1, dtype=np.int8)
     target = np.full((n, a_max), -1, dtype=np.int32)
     group = np.full((n, a_max), -1, dtype=np.int32)
+    claim = np.full((n, a_max), -1, dtype=np.int32)
     candidate = np.zeros((n, k_max), dtype=bool)
     answer_id = np.full((n, k_max), -1, dtype=np.int32)
     utility = np.zeros((n, k_max)) if with_labels else None
@@ -207,19 +216,22 @@ def bind_questions(
             kind[i, :na] = q.kind
             target[i, :na] = q.action_candidate
             group[i, :na] = q.group
+            claim[i, :na] = q.action_claim
         if with_labels:
             assert utility is not None and outcome is not None
             utility[i, :k] = np.nan_to_num(q.utility, nan=0.0)
             outcome[i, :na] = q.outcome
-    delta = alpha * weight[:, :, None]
+    partition, pattern = _partition(qs, k_max, a_max)
     whole = kind == WHOLE_CODE
     s = _log_width(cost, available, budget)
     return EvidenceState(
         rows=rows.astype(np.int32),
         question_ids=[q.question_id for q in qs],
+        dataset=[q.dataset for q in qs],
         logit=logit0.copy(),
         logit0=logit0,
-        delta=delta,
+        partition=partition,
+        pattern=pattern,
         alpha=alpha,
         weight=weight,
         cost=cost,
@@ -229,6 +241,7 @@ def bind_questions(
         whole=available & whole,
         target=target,
         group=group,
+        claim=claim,
         candidate=candidate,
         answer_id=answer_id,
         bought=np.zeros((n, a_max), dtype=bool),
@@ -238,7 +251,10 @@ def bind_questions(
         steps=np.zeros(n, dtype=np.int32),
         log=np.full((n, s), -1, dtype=np.int32),
         revealed=np.zeros((n, s), dtype=np.int8),
+        calibration=cal_idx.astype(np.int32),
         labels=Labels(utility, outcome) if with_labels else None,  # type: ignore[arg-type]
+        calibrations=list(calibrations),
+        group_keys=list(group_keys),
     )
 
 
@@ -251,3 +267,33 @@ def _log_width(cost: F64, available: B_, budget: float) -> int:
     if not math.isfinite(budget):
         return a_max
     return max(1, min(a_max, math.floor(budget / min_cost) + 1))
+
+
+def _partition(qs: list[Question], k_max: int, a_max: int) -> tuple[F64, npt.NDArray[np.intp]]:
+    """Effect patterns of the actions and their additive masks.
+
+    An action moves the candidates with alpha = +1 by +w, those with -1 by -w
+    and leaves the rest; all factor actions on one claim share that split
+    (pattern m = the claim), and a whole-response check on candidate k is the
+    split {k} vs the rest (pattern M + k). The masks (3, K, Q, P) hold 0
+    where candidate k is in the up / unchanged / down part of pattern p and
+    -inf elsewhere, candidates first so that the max over them is an
+    elementwise maximum of contiguous slabs. ``pattern`` (Q, A) gives each
+    action's pattern.
+    """
+    m_max = max((q.incidence.shape[0] for q in qs), default=0)
+    n_pat = m_max + k_max
+    inc = np.full((len(qs), n_pat, k_max), 2, dtype=np.int8)  # 2: padding pattern or candidate
+    pattern = np.zeros((len(qs), a_max), dtype=np.intp)
+    eye = np.eye(k_max, dtype=np.int8)
+    for i, q in enumerate(qs):
+        m = q.incidence.shape[0]
+        inc[i, :m, : q.k] = q.incidence
+        inc[i, m_max : m_max + q.k, : q.k] = eye[: q.k, : q.k]
+        na = q.n_actions
+        pattern[i, :na] = np.where(q.action_claim >= 0, q.action_claim, m_max + q.action_candidate)
+    inc_t = inc.transpose(2, 0, 1)  # (K, Q, P)
+    out = np.full((3, k_max, len(qs), n_pat), -np.inf)
+    for part, sign in enumerate((1, 0, -1)):
+        out[part][inc_t == sign] = 0.0
+    return out, pattern
