@@ -48,8 +48,8 @@ def analyse_question(
     qt = vocab.question_type(question)
     context: dict[str, str] = {}
     for slot in sorted(CLOSED_SLOTS):
-        if slot == qt.slot:
-            continue  # the question asks about this slot: its text is no evidence for it
+        if slot == qt.slot or qt.closed:
+            continue  # a yes/no question only proposes; a slot it asks about is not stated by its text
         named = vocab.mentions(slot, question)
         if len(named) == 1:
             context[slot] = named[0]

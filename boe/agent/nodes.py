@@ -217,8 +217,8 @@ async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """The policy's selection and final scores, and the raw-majority selection beside it."""
     planner = planner_for(state, runtime.context)
     sel, scores, spent = planner.finish(_bought_pairs(state))
-    raw, _ = planner.raw_majority()
-    return {"selected": sel, "scores": scores, "cost": spent, "raw_selected": raw}
+    raw, prior = planner.raw_majority()
+    return {"selected": sel, "scores": scores, "cost": spent, "raw_selected": raw, "prior_scores": prior}
 
 
 def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
@@ -261,6 +261,7 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
                 "policy": cfg.policy, "budget": cfg.budget, "eta": cfg.eta, "policy_seed": cfg.policy_seed,
                 "calibration": ctx.calibration.source, "selected": state["selected"],
                 "raw_selected": state["raw_selected"], "cost": state["cost"], "scores": state["scores"],
+                "prior_scores": state["prior_scores"],
             },
             "evidence_log": [{k: v for k, v in b.items() if k not in ("scores", "raw_reply")} for b in bought],
         },
@@ -273,6 +274,8 @@ async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     ctx = runtime.context
     record = final_record(state, ctx)
     transcript = planner_for(state, ctx).transcript(_bought_pairs(state))
+    if transcript["selected"] != state["selected"]:
+        raise RuntimeError(f"offline replay selected {transcript['selected']}, the online run {state['selected']}")
     if ctx.store is not None:
         from boe.agent.persist import save_question
 

@@ -26,7 +26,7 @@ from boe.core.calibration import Calibration
 from boe.core.graph import OUTCOME_CODES, GroupIndex, Question
 from boe.core.ledger import LedgerRecord
 from boe.core.policies import Policy, make_policy
-from boe.core.replay import ReplayRun, transcripts
+from boe.core.replay import plan_calibration, replay, transcripts
 from boe.core.state import EvidenceState, bind_questions
 
 __all__ = ["Planner", "Step", "build_record"]
@@ -84,6 +84,7 @@ class Planner:
 
     def __init__(self, record: LedgerRecord, calibration: Calibration, policy: str, budget: float,
                  *, eta: float = 0.0, seed: int = 0) -> None:
+        self.record = record
         self.groups = GroupIndex()
         self.question = Question.from_record(record, self.groups)
         self.calibration = calibration
@@ -152,16 +153,24 @@ class Planner:
         return int(raw.select(state)[0]), [float(x) for x in raw.final_scores(state)[0, : self.question.k]]
 
     def transcript(self, bought: Sequence[tuple[int, str]]) -> dict[str, Any]:
-        """The spec section 7 transcript line, written by the same function `boe replay` uses."""
-        state, policy, _ = self._replay(bought)
-        k = self.question.k
-        run = ReplayRun(
-            policy=policy.name,
-            budget=self.budget,
-            selected=np.array([int(policy.select(state)[0])], dtype=np.intp),
-            cost=np.array([float(state.spent[0])]),
-            scores=[policy.final_scores(state)[0, :k].copy()],
-            actions=[state.log[0, : state.steps[0]].copy()],
-            sharp=state.sharp(),
-        )
-        return transcripts(run, [self.question])[0]
+        """The spec section 7 transcript, written by `boe.core.replay` itself from the record with its outcomes.
+
+        The offline replay engine runs the same policy, budget and calibration
+        over the bought outcomes; if it does not buy exactly the actions the
+        online run bought, the one-code-path promise is broken and this raises.
+        """
+        outcomes = {self.record.actions[a].id: o for a, o in bought}
+        data = self.record.model_dump(mode="json", exclude_unset=True)
+        for act in data["actions"]:
+            act["outcome"] = outcomes.get(act["id"], PLACEHOLDER)
+        rec = LedgerRecord.model_validate(data)
+        groups = GroupIndex()
+        question = Question.from_record(rec, groups)
+        plan = plan_calibration([question], groups.keys, "file", file_calibration=self.calibration)
+        run = replay([question], groups.keys, [self.policy_name], [self.budget], plan,
+                     policy_options=dict(self.policy_options))[0]
+        line = transcripts(run, [question])[0]
+        online = [self.record.actions[a].id for a, _ in bought]
+        if line["actions"] != online:
+            raise RuntimeError(f"offline replay bought {line['actions']} where the online run bought {online}")
+        return line

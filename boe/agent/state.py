@@ -44,6 +44,7 @@ class AgentState(TypedDict, total=False):
     selected: int
     raw_selected: int
     scores: list[float]
+    prior_scores: list[float]  # the cheap prior s(0)
     cost: float
     calls: Annotated[list[dict[str, Any]], operator.add]  # every model call, appended by the nodes
     record: dict[str, Any]  # the stored ledger record

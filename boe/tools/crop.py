@@ -86,7 +86,8 @@ def location_box(
         cw, ch = (x1 - x0) / 4, (y1 - y0) / 4
         x0, x1, y0, y1 = x0 + cw, x1 - cw, y0 + ch, y1 - ch
     px, py = pad * width, pad * height
-    x0, x1, y0, y1 = x0 - px, x1 + px, y0 - py, y1 + py
+    x0, x1 = max(0.0, x0 - px), min(float(width), x1 + px)
+    y0, y1 = max(0.0, y0 - py), min(float(height), y1 + py)
     x0, x1 = _at_least(x0, x1, min_frac * width, width)
     y0, y1 = _at_least(y0, y1, min_frac * height, height)
     return Box(int(round(x0)), int(round(y0)), int(round(x1)), int(round(y1)))

@@ -175,24 +175,37 @@ class Vocabulary:
         return out
 
     def question_type(self, question: str) -> QuestionType:
-        """The VQA-RAD type of a question (first keyword match in type order), OTHER when none."""
+        """The VQA-RAD type of a question: the type whose keyword comes first (type order breaks ties), else OTHER."""
         key = _key(question)
-        closed = bool(key) and key[0] in _YESNO_STARTS
-        for name, slot, keywords in self._qtypes:
+        # "is it on the left or the right?" starts like a yes/no question but offers alternatives
+        closed = bool(key) and key[0] in _YESNO_STARTS and "or" not in key
+        best: tuple[bool, int, int] | None = None
+        for rank, (name, _, keywords) in enumerate(self._qtypes):
             for kw in keywords:
-                if _contains(key, kw):
-                    if closed and slot != "attribute":
-                        return QuestionType(name, slot, True)
-                    return QuestionType(name, slot, closed)
-        return QuestionType("OTHER", "attribute", closed)
+                pos = _find(key, kw)
+                # a specific type (modality, plane, organ, position, ...) outranks generic presence/abnormality
+                cand = (name in _GENERIC_TYPES, pos, rank)
+                if pos >= 0 and (best is None or cand < best):
+                    best = cand
+        if best is None:
+            return QuestionType("OTHER", "attribute", closed)
+        name, slot, _ = self._qtypes[best[2]]
+        return QuestionType(name, slot, closed)
 
 
+_GENERIC_TYPES = frozenset({"PRES", "ABN"})
 _YESNO_STARTS = frozenset({"is", "are", "was", "were", "does", "do", "did", "can", "could", "has", "have", "will", "should"})
 
 
-def _contains(key: tuple[str, ...], sub: tuple[str, ...]) -> bool:
+def _find(key: tuple[str, ...], sub: tuple[str, ...]) -> int:
+    """Token position of ``sub`` in ``key``, -1 when absent."""
     n = len(sub)
-    return n > 0 and any(key[i:i + n] == sub for i in range(len(key) - n + 1))
+    if n == 0:
+        return -1
+    for i in range(len(key) - n + 1):
+        if key[i:i + n] == sub:
+            return i
+    return -1
 
 
 def _parse_table(text: str) -> tuple[dict[str, list[tuple[str, bool]]], dict[str, str]]:

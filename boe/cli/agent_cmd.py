@@ -1,0 +1,176 @@
+"""`boe ask` (one image question through the agent) and `boe demo` (the agent against the built-in simulator)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from boe.cli.common import err_console, out_console
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from boe.agent.api import AskResult
+
+__all__ = ["register", "render_result"]
+
+_SLOT_COLS = (("modality", "mod"), ("region", "region"), ("plane", "plane"), ("finding", "finding"), ("attribute", "attr"))
+
+
+def _short(text: Any, n: int = 28) -> str:
+    s = "" if text is None else str(text)
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def render_result(result: AskResult, console: Console, *, title: str | None = None) -> None:
+    """Print the candidates, the selection beside the raw majority, and the evidence log."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    prior = result.record.get("agent", {})
+    cands = result.candidates
+    head = title or f"question {result.question_id}"
+    console.print(f"\n[bold]{escape(head)}[/]: {escape(result.question)}", highlight=False)
+    if result.options:
+        console.print("  options: " + ", ".join(f"{k}={escape(v)}" for k, v in result.options.items()), highlight=False)
+    t = Table(title=f"{len(cands)} candidates", title_justify="left", show_lines=False, pad_edge=False)
+    for col, just in (("#", "right"), ("answer", "left"), *((c, "left") for _, c in _SLOT_COLS), ("s(0)", "right"),
+                      ("s(final)", "right"), ("", "left")):
+        t.add_column(col, justify=just, no_wrap=col in ("#", "s(0)", "s(final)"))
+    s0 = prior.get("prior_scores") or []
+    for c in cands:
+        i = c["index"]
+        if not c["valid"]:
+            t.add_row(str(i), "[dim]invalid[/]", f"[dim]{escape(_short(c.get('error'), 60))}[/]", "", "", "", "", "", "",
+                      "")
+            continue
+        claims = c.get("claims") or {}
+        marks = []
+        if i == result.selected:
+            marks.append("[bold green]◀ selected[/]")
+        if i == result.raw_selected:
+            marks.append("[yellow]◀ raw majority[/]")
+        if c.get("utility") is not None:
+            marks.append("[green]✓[/]" if c["utility"] >= 0.5 else "[red]✗[/]")
+        t.add_row(
+            str(i), escape(_short(c["answer"], 20)),
+            *(escape(_short(claims.get(slot, {}).get("value"), 12)) for slot, _ in _SLOT_COLS),
+            f"{s0[i]:.3f}" if s0 else "", f"{result.scores[i]:.3f}", " ".join(marks),
+        )
+    console.print(t)
+    log = Table(title=f"evidence log (policy {result.policy}, budget {_num(result.budget)}, spent {_num(result.cost)})",
+                title_justify="left", pad_edge=False)
+    for col in ("step", "action", "view", "cost", "κ", "outcome", "up", "down", "why"):
+        log.add_column(col, justify="right" if col in ("step", "cost", "κ") else "left")
+    colours = {"confirm": "green", "reject": "red", "unresolved": "dim"}
+    for e in result.evidence:
+        view = e.get("view") or {}
+        vtxt = view.get("kind", "")
+        if view.get("box"):
+            vtxt += " " + ",".join(str(x) for x in view["box"])
+        why = e.get("rationale") or ""
+        if e.get("error"):
+            why = f"[red]error:[/] {escape(_short(e['error'], 60))}"
+        else:
+            why = escape(_short(why, 60))
+        log.add_row(
+            str(e["step"]), escape(e["id"]), escape(vtxt), _num(e["cost"]), f"{e['kappa']:.3f}",
+            f"[{colours[e['outcome']]}]{e['outcome']}[/]", _ids(e["moved_up"]), _ids(e["moved_down"]), why,
+        )
+    if not result.evidence:
+        log.add_row("", "[dim](nothing bought)[/]", "", "", "", "", "", "", "")
+    console.print(log)
+    sel = escape(str(result.answer))
+    raw = escape(str(result.raw_answer))
+    verdict = ""
+    if result.reference is not None:
+        verdict = f"   reference: {escape(str(result.reference))} (BoE {_tick(result.correct)}, raw {_tick(result.raw_correct)})"
+    console.print(f"[bold]selected:[/] [bold green]{sel}[/]   [bold]raw majority:[/] [yellow]{raw}[/]{verdict}",
+                  highlight=False)
+    u = result.usage()
+    console.print(
+        f"[dim]model calls {u['calls']} ({u['requests']} HTTP requests, {u['cached_calls']} from cache, "
+        f"{u['failed_calls']} failed), tokens {u['prompt_tokens']} prompt + {u['completion_tokens']} completion; "
+        f"calibration: {escape(str(prior.get('calibration')))}[/]",
+        highlight=False,
+    )
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+def _tick(v: bool | None) -> str:
+    return "?" if v is None else ("[green]right[/]" if v else "[red]wrong[/]")
+
+
+def _ids(ids: list[int]) -> str:
+    if not ids:
+        return ""
+    return ",".join(str(i) for i in ids[:8]) + ("…" if len(ids) > 8 else "")
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def ask_command(
+    image: Path = typer.Argument(..., help="The image (PNG, JPEG, BMP, TIFF, WebP or DICOM).", show_default=False),
+    question: str = typer.Argument(..., help="The question about the image.", show_default=False),
+    options: Optional[str] = typer.Option(None, "--options", help="Multiple choice: A=text,B=text,..."),
+    base_url: str = typer.Option(..., "--base-url", envvar="BOE_BASE_URL", help="OpenAI-compatible endpoint of the generator, e.g. http://127.0.0.1:8000/v1."),
+    model: str = typer.Option(..., "--model", envvar="BOE_MODEL", help="Generator model name."),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model [default: the generator]."),
+    judge_base_url: Optional[str] = typer.Option(None, "--judge-base-url", help="Judge endpoint [default: --base-url]."),
+    k: int = typer.Option(16, "--k", help="Candidates sampled."),
+    temperature: float = typer.Option(1.1, "--temperature", help="Generator temperature."),
+    budget: float = typer.Option(16, "--budget", help="Evidence budget in design-cost units."),
+    policy: str = typer.Option("boe", "--policy", help="raw, boe, boe-factor, random-factor, whole (and plugins)."),
+    eta: float = typer.Option(0.0, "--eta", help="boe stops when the best value per cost is <= eta."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration FILE.json [default: the shipped simulator calibration]."),
+    dataset: str = typer.Option("sim", "--dataset", help="Dataset name: the calibration groups used are DATASET/..."),
+    root: Optional[Path] = typer.Option(None, "--root", help="Dataset root: refuse images outside it."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="The known answer (evaluation only; the policy never reads it)."),
+    ledger: str = typer.Option("online", "--ledger", help="online (run the bought checks) or full (run every check, for calibration and replays)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Store the run here (sqlite:///file.db, a path, or postgresql+psycopg://...)."),
+    run: Optional[str] = typer.Option(None, "--run", help="Run name in --db [default: ask-TIMESTAMP]."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="SQLite checkpoint file: an interrupted question resumes without paying again."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed sent to the endpoint."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per request."),
+    max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (429/5xx/timeouts)."),
+    concurrency: int = typer.Option(8, "--concurrency", help="Requests in flight at most."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
+) -> None:
+    """Answer one image question: sample K candidates, buy evidence, select, print the evidence log."""
+    from boe.agent.api import ask
+    from boe.agent.configuration import make_config
+
+    cfg = make_config(
+        base_url=base_url, model=model, judge_model=judge_model, judge_base_url=judge_base_url, k=k,
+        temperature=temperature, budget=budget, policy=policy, eta=eta,
+        calibration=None if calibration is None else str(calibration), dataset=dataset,
+        root=None if root is None else str(root), ledger=ledger, seed=seed, timeout=timeout,
+        max_retries=max_retries, concurrency=concurrency,
+    )
+    result = ask(image, question, config=cfg, options=options, reference=reference, db=db, run_name=run,
+                 checkpoint=checkpoint)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+        return
+    render_result(result, out_console())
+    if db is not None:
+        err_console().print(f"[dim]stored as run {result.run!r} in {_safe(db)}[/]", highlight=False)
+
+
+def _safe(url: str) -> str:
+    from boe.util import redact_url
+
+    return redact_url(url)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ask")(ask_command)
+    app.command("demo")(demo_command)

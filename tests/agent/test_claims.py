@@ -1,0 +1,85 @@
+import json
+
+import pytest
+
+from boe.agent.claims import analyse_question, answer_of, build_graph, build_menu, canonicalise, grade, parse_candidate
+
+COSTS = {"structured": 1.0, "vlm_factor": 4.0, "grounded_factor": 4.0, "whole_response": 8.0}
+KINDS = ("structured", "vlm_factor", "grounded_factor", "whole_response")
+
+
+def pool(q, replies):
+    return [canonicalise(parse_candidate(i, r), q) for i, r in enumerate(replies)]
+
+
+def reply(answer, **slots):
+    return json.dumps({"answer": answer, **{s: slots.get(s) for s in ("modality", "region", "plane", "finding", "attribute")}})
+
+
+def test_question_analysis_states_what_the_question_names():
+    q = analyse_question("In what plane is this chest x-ray taken?")
+    assert (q["type"], q["slot"], q["closed"]) == ("PLANE", "plane", False)
+    assert q["context"] == {"modality": "xr", "modality:source": "question", "region": "chest", "region:source": "question"}
+    q = analyse_question("Is this an MRI?", metadata={"modality": "ct"})
+    assert q["slot"] == "modality" and q["closed"]
+    assert q["context"]["modality"] == "ct" and q["context"]["modality:source"] == "dicom"
+
+
+@pytest.mark.parametrize(
+    ("question", "options", "text", "answer", "claim"),
+    [
+        pytest.param("what modality is this?", None, "MRI scan", "mr", ("modality", "mr"), id="open-slot"),
+        pytest.param("what modality is this?", None, "a photograph", "photograph", None, id="unknown"),
+        pytest.param("is there a mass?", None, "Yes.", "yes", ("attribute", "yes"), id="closed"),
+        pytest.param("where is the lesion?", None, "left upper lobe", "left upper lobe", ("attribute", "left"), id="free-attr"),
+        pytest.param("where is the lesion?", None, "Right", "right", ("attribute", "right"), id="exact-attr"),
+        pytest.param("what modality?", {"A": "CT", "B": "MRI"}, "B", "B", ("modality", "mr"), id="mcq-letter"),
+        pytest.param("what modality?", {"A": "CT", "B": "MRI"}, "(A) CT", "A", ("modality", "ct"), id="mcq-paren"),
+        pytest.param("what modality?", {"A": "CT", "B": "MRI"}, "magnetic resonance", "B", ("modality", "mr"), id="mcq-text"),
+    ],
+)
+def test_answers_fill_the_asked_slot(question, options, text, answer, claim):
+    q = analyse_question(question, options)
+    got, canon = answer_of(text, q)
+    assert got == answer
+    assert (None if canon is None else (canon.slot, canon.value)) == claim
+
+
+def test_invalid_replies_are_kept_as_invalid_candidates():
+    q = analyse_question("what modality is this?")
+    cands = pool(q, [reply("CT", modality="CT"), "I think CT", None, '{"modality": "ct"}'])
+    assert [c["valid"] for c in cands] == [True, False, False, False]
+    assert cands[1]["raw_text"] == "I think CT" and "no JSON object" in cands[1]["error"]
+    assert cands[3]["error"] == "the reply has no 'answer'"
+    assert all(c["answer"] is None and c["claims"] == {} for c in cands[1:])
+
+
+def test_graph_signs_rivals_and_menu_covers_every_claim():
+    q = analyse_question("what modality is this?")
+    cands = pool(q, [
+        reply("CT", modality="CT", finding="mass", attribute="left"),
+        reply("MRI", modality="MRI", finding="mass", attribute="left"),
+        reply("CT scan", modality="CT", finding="tumor", attribute="right"),
+        "garbage",
+    ])
+    claims, edges = build_graph(cands)
+    ids = [c["id"] for c in claims]
+    assert ids == ["modality=ct", "modality=mr", "finding=mass", "attribute=left", "attribute=right"]
+    sign = {(e["candidate"], e["claim"]): e["sign"] for e in edges}
+    assert sign[(0, "modality=ct")] == 1 and sign[(1, "modality=ct")] == -1 and sign[(1, "modality=mr")] == 1
+    assert sign[(2, "attribute=left")] == -1 and sign[(0, "attribute=right")] == -1
+    assert all(e["candidate"] != 3 for e in edges)  # invalid candidates carry no edges
+    assert {c["id"]: c["location"] for c in claims}["finding=mass"] == ["left"]  # 2 of 3 supporters say left
+    menu = build_menu(claims, cands, COSTS, KINDS)
+    kinds = [a["kind"] for a in menu]
+    assert kinds == ["structured"] * 2 + ["vlm_factor"] * 5 + ["grounded_factor"] * 5 + ["whole_response"] * 3
+    assert {a["group"] for a in menu} >= {"structured/modality", "vlm/finding", "grounded/attribute", "whole"}
+    assert [a["candidate"] for a in menu if a["kind"] == "whole_response"] == [0, 1, 2]
+    only_vlm = build_menu(claims, cands, {**COSTS, "vlm_factor": 2.5}, ("vlm_factor",))
+    assert {a["kind"] for a in only_vlm} == {"vlm_factor"} and {a["cost"] for a in only_vlm} == {2.5}
+
+
+def test_grading_uses_the_same_canonicalisation():
+    q = analyse_question("what modality is this?")
+    assert grade("mr", "MRI", q) == 1.0 and grade("ct", "MRI", q) == 0.0 and grade(None, "MRI", q) == 0.0
+    assert grade("mr", None, q) is None

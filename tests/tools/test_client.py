@@ -1,0 +1,196 @@
+"""The model client against httpx2 mock transports (no network)."""
+
+import asyncio
+import json
+
+import httpx2
+import pytest
+
+from boe.errors import ModelError
+from boe.prompts import load_prompt, options_block
+from boe.tools.client import MemoryCache, ModelClient, build_messages
+
+IMG = "data:image/png;base64,AAAA"
+
+
+def _reply(body, texts, usage=(50, 5)):
+    return httpx2.Response(200, json={
+        "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+        "choices": [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+                    for i, t in enumerate(texts)],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1] * len(texts),
+                  "total_tokens": usage[0] + usage[1] * len(texts), "prompt_tokens_details": {"cached_tokens": 7}},
+    })
+
+
+class Server:
+    """A scripted endpoint: ``script`` maps the request number to a response factory."""
+
+    def __init__(self, script=None, refuse_n=False, refuse_schema=False, short_n=False):
+        self.bodies = []
+        self.headers = []
+        self.script = script or {}
+        self.refuse_n = refuse_n
+        self.refuse_schema = refuse_schema
+        self.short_n = short_n
+
+    def __call__(self, request):
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        self.headers.append(dict(request.headers))
+        i = len(self.bodies)
+        if i in self.script:
+            return self.script[i](request)
+        if self.refuse_schema and "response_format" in body:
+            return httpx2.Response(400, json={"error": {"message": "response_format json_schema is not supported"}})
+        n = body.get("n", 1)
+        if self.refuse_n and n > 1:
+            return httpx2.Response(400, json={"error": {"message": "'n' must be 1 for this model"}})
+        if self.short_n:
+            n = 1
+        return _reply(body, [json.dumps({"answer": f"a{i}-{j}"}) for j in range(n)])
+
+    def client(self, base_url="http://vlm.test/v1", **kw):
+        kw.setdefault("backoff", 0.001)
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(self))
+        return ModelClient(base_url=base_url, model="m", http_client=http, api_key="sk-SECRET-123", **kw)
+
+
+def _prompt():
+    return load_prompt("generation").render(question="what modality?", options_block=options_block(None))
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_images_come_before_the_text():
+    msgs = build_messages(_prompt(), [IMG, IMG])
+    assert msgs[0]["role"] == "system" and msgs[0]["content"].startswith("TASK: boe_generation")
+    parts = msgs[1]["content"]
+    assert [p["type"] for p in parts] == ["image_url", "image_url", "text"]
+
+
+def test_k_samples_in_one_request_with_schema_and_usage():
+    srv = Server()
+    comp = run(srv.client().complete(_prompt(), [IMG], n=4, temperature=1.1, seed=3))
+    assert len(srv.bodies) == 1
+    body = srv.bodies[0]
+    assert body["n"] == 4 and body["seed"] == 3 and body["temperature"] == 1.1
+    assert body["response_format"]["json_schema"]["name"] == "boe_generation"
+    assert "guided_json" not in json.dumps(body)
+    assert len(comp.texts) == 4
+    c = comp.call
+    assert (c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.requests) == (50, 20, 7, 1)
+    assert c.prompt_version == _prompt().version and c.latency_ms > 0
+
+
+def test_the_api_key_is_sent_but_never_recorded(monkeypatch):
+    srv = Server()
+    cl = srv.client()
+    comp = run(cl.complete(_prompt(), [IMG]))
+    assert srv.headers[0]["authorization"] == "Bearer sk-SECRET-123"
+    assert "SECRET" not in json.dumps(comp.call.as_dict()) and "SECRET" not in json.dumps(cl.describe())
+    monkeypatch.setenv("BOE_API_KEY", "sk-FROM-ENV")
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(srv))
+    env_client = ModelClient(base_url="http://u:pw@vlm.test/v1", model="m", http_client=http)
+    comp = run(env_client.complete(_prompt(), [IMG]))
+    assert comp.call.base_url == "http://vlm.test/v1"
+    assert "pw" not in json.dumps(comp.call.as_dict()) and "FROM-ENV" not in json.dumps(comp.call.as_dict())
+
+
+def test_a_server_that_refuses_n_gets_k_requests():
+    srv = Server(refuse_n=True)
+    cl = srv.client()
+    comp = run(cl.complete(_prompt(), [IMG], n=3, seed=10))
+    assert len(comp.texts) == 3 and comp.call.n_fallback
+    assert [b.get("n", 1) for b in srv.bodies] == [3, 1, 1, 1]
+    assert sorted(b.get("seed") for b in srv.bodies[1:]) == [10, 11, 12]
+    run(cl.complete(_prompt(), [IMG], n=2))  # remembered: no second refusal
+    assert [b.get("n", 1) for b in srv.bodies[4:]] == [1, 1]
+
+
+def test_a_server_that_returns_fewer_choices_is_topped_up():
+    srv = Server(short_n=True)
+    comp = run(srv.client().complete(_prompt(), [IMG], n=3))
+    assert len(comp.texts) == 3 and len(srv.bodies) == 3
+
+
+def test_a_server_that_refuses_the_schema_is_asked_without_it():
+    srv = Server(refuse_schema=True)
+    cl = srv.client()
+    comp = run(cl.complete(_prompt(), [IMG]))
+    assert comp.texts[0] and "response_format" not in srv.bodies[-1] and not cl.json_schema
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(lambda r: httpx2.Response(429, headers={"retry-after": "0"}, json={"error": {"message": "slow"}}), id="429"),
+        pytest.param(lambda r: httpx2.Response(500, json={"error": {"message": "boom"}}), id="500"),
+        pytest.param(lambda r: httpx2.Response(503, text="unavailable"), id="503"),
+        pytest.param(lambda r: (_ for _ in ()).throw(httpx2.ReadTimeout("slow", request=r)), id="timeout"),
+        pytest.param(lambda r: (_ for _ in ()).throw(httpx2.ConnectError("refused", request=r)), id="connect"),
+    ],
+)
+def test_transient_failures_are_retried(failure):
+    srv = Server(script={1: failure, 2: failure})
+    comp = run(srv.client(max_retries=3).complete(_prompt(), [IMG]))
+    assert comp.texts[0] and comp.call.requests == 3 and comp.call.error is None
+
+
+def test_retries_run_out_into_a_model_error_with_the_call():
+    bad = lambda r: httpx2.Response(500, json={"error": {"message": "down"}})  # noqa: E731
+    srv = Server(script={i: bad for i in range(1, 10)})
+    with pytest.raises(ModelError, match="after 3 attempt") as info:
+        run(srv.client(max_retries=2).complete(_prompt(), [IMG]))
+    assert info.value.call.requests == 3 and "500" in info.value.call.error
+
+
+def test_client_errors_are_not_retried():
+    srv = Server(script={1: lambda r: httpx2.Response(401, json={"error": {"message": "bad key"}})})
+    with pytest.raises(ModelError, match="401"):
+        run(srv.client().complete(_prompt(), [IMG]))
+    assert len(srv.bodies) == 1
+
+
+def test_backoff_grows_and_honours_retry_after():
+    cl = Server().client(backoff=0.5, max_backoff=4.0)
+    delays = [cl._delay(a, None) for a in (1, 2, 3, 4, 5, 6)]
+    for a, d in zip((1, 2, 3, 4, 5, 6), delays, strict=True):
+        base = min(4.0, 0.5 * 2 ** (a - 1))
+        assert base / 2 <= d <= base
+    assert cl._delay(1, 3.0) == 3.0 and cl._delay(1, 999.0) <= 0.5
+
+
+def test_the_request_cache_answers_a_repeated_request():
+    srv = Server()
+    cache = MemoryCache()
+    cl = srv.client(cache=cache)
+    first = run(cl.complete(_prompt(), [IMG], n=2, seed=1))
+    again = run(cl.complete(_prompt(), [IMG], n=2, seed=1))
+    other = run(cl.complete(_prompt(), [IMG], n=2, seed=2))
+    assert len(srv.bodies) == 2
+    assert again.texts == first.texts and again.call.cache_hit and not first.call.cache_hit
+    assert other.texts != first.texts
+
+
+def test_concurrency_is_bounded():
+    active = 0
+    peak = 0
+
+    async def handler(request):
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(0.01)
+        active -= 1
+        return _reply(json.loads(request.content), ['{"answer": "x"}'])
+
+    async def go():
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+        cl = ModelClient(base_url="http://vlm.test/v1", model="m", http_client=http, concurrency=3)
+        await asyncio.gather(*(cl.complete(_prompt(), [IMG], seed=i) for i in range(12)))
+
+    run(go())
+    assert peak == 3
