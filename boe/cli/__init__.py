@@ -25,6 +25,7 @@ app = typer.Typer(
 COMMAND_MODULES = (
     "boe.cli.replay_cmd",
     "boe.cli.sim_cmd",
+    "boe.cli.store_cmd",
 )
 
 for _mod in COMMAND_MODULES:
@@ -47,7 +48,9 @@ def _root(
 def main() -> None:
     """Console entry point: user errors are printed without a traceback."""
     try:
-        app(standalone_mode=False)
+        rv = app(standalone_mode=False)  # click returns the exit code of typer.Exit here
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)
     except BoeError as exc:
         from boe.cli.common import err_console
 

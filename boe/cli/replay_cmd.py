@@ -118,12 +118,26 @@ def replay_command(
     ) as prog:
         t_load = prog.add_task("loading", total=None)
 
-        def counted() -> Iterator[LedgerRecord | RecordDict]:
-            for rec in _records(ledgers or [], db, run, strict, bad):
-                prog.advance(t_load)
-                yield rec
+        if db is None:
+            from boe.core.loading import load_ledgers
+            from boe.errors import ConfigError, RecordError
 
-        questions, groups = load_questions(counted())
+            if not ledgers:
+                raise ConfigError("give at least one ledger file (or --db URL --run NAME)")
+
+            def on_error(err: RecordError) -> None:
+                bad.append(err.describe())
+                console.print(f"[yellow]skipped[/] {err.describe()}", highlight=False)
+
+            questions, groups = load_ledgers(ledgers, strict=strict, on_error=on_error)
+        else:
+
+            def counted() -> Iterator[LedgerRecord | RecordDict]:
+                for rec in _records(ledgers or [], db, run, strict, bad):
+                    prog.advance(t_load)
+                    yield rec
+
+            questions, groups = load_questions(counted())
         if not questions:
             console.print("[bold red]error:[/] nothing could be replayed (no valid record)")
             raise typer.Exit(1)

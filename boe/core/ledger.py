@@ -365,9 +365,10 @@ def iter_ledger(
     *,
     strict: bool = False,
     on_error: Callable[[RecordError], None] | None = None,
+    _dedupe: bool = True,
 ) -> Iterator[RecordDict]:
     """Like `read_ledger`, but yields validated plain dicts (the fast path for bulk work)."""
-    for rec in _stream(sources, parse_record_dict, strict, on_error):
+    for rec in _stream(sources, parse_record_dict, strict, on_error, _dedupe):
         yield rec  # type: ignore[misc]
 
 
@@ -382,13 +383,14 @@ def _stream(
     parse: Callable[..., LedgerRecord | RecordDict],
     strict: bool,
     on_error: Callable[[RecordError], None] | None,
+    dedupe: bool = True,
 ) -> Iterator[LedgerRecord | RecordDict]:
     if isinstance(sources, (str, Path)) or hasattr(sources, "readline"):
         sources = [sources]  # type: ignore[list-item]
     seen: set[tuple[str, str]] = set()
     for src in sources:  # type: ignore[union-attr]
         if hasattr(src, "readline"):
-            yield from _read_lines(src, str(getattr(src, "name", "<stream>")), parse, strict, on_error, seen)
+            yield from _read_lines(src, str(getattr(src, "name", "<stream>")), parse, strict, on_error, seen, dedupe)
             continue
         path = Path(src)
         try:
@@ -396,7 +398,7 @@ def _stream(
         except OSError as exc:
             raise LedgerError(f"cannot open ledger {path}: {exc.strerror}") from exc
         with fh:
-            yield from _read_lines(fh, str(path), parse, strict, on_error, seen)
+            yield from _read_lines(fh, str(path), parse, strict, on_error, seen, dedupe)
 
 
 def _read_lines(
@@ -406,6 +408,7 @@ def _read_lines(
     strict: bool,
     on_error: Callable[[RecordError], None] | None,
     seen: set[tuple[str, str]],
+    dedupe: bool = True,
 ) -> Iterator[LedgerRecord | RecordDict]:
     for lineno, raw in enumerate(fh, start=1):
         if not raw.strip():
@@ -413,7 +416,7 @@ def _read_lines(
         try:
             rec = parse(raw, source=name, line=lineno)
             key = _key(rec)
-            if key in seen:
+            if dedupe and key in seen:
                 raise RecordError(
                     "question id already seen for this dataset", source=name, line=lineno,
                     question_id=key[1], field="question_id",

@@ -38,15 +38,42 @@ BATCH_ELEMENTS = 4_000_000
 
 @dataclass(eq=False)
 class ReplayRun:
-    """The transcripts of one policy at one budget, in question order."""
+    """The transcripts of one policy at one budget, in question order (padded arrays)."""
 
     policy: str
     budget: float
     selected: npt.NDArray[np.intp]  # (N,)
     cost: F64  # (N,)
-    scores: list[F64]  # final s_i per question (length K_q)
-    actions: list[npt.NDArray[np.int32]]  # bought action indices in order
+    scores: F64  # (N, K_max) final s_i; nan beyond a question's K
+    actions: npt.NDArray[np.int32]  # (N, S) bought action indices in order; -1 padding
+    n_actions: npt.NDArray[np.int32]  # (N,)
     sharp: F64  # (N,) sum_i H_b(s_i(0)) - H_b(s_i(t))
+
+    def actions_of(self, r: int) -> npt.NDArray[np.int32]:
+        """Bought action indices of question ``r`` in order."""
+        return self.actions[r, : self.n_actions[r]]
+
+    def scores_of(self, r: int, k: int) -> F64:
+        """Final scores of question ``r`` (its ``k`` candidates)."""
+        return self.scores[r, :k]
+
+    @classmethod
+    def empty(cls, policy: str, budget: float, n: int, k_max: int, width: int) -> ReplayRun:
+        return cls(
+            policy=policy,
+            budget=float(budget),
+            selected=np.full(n, -1, dtype=np.intp),
+            cost=np.zeros(n),
+            scores=np.full((n, k_max), np.nan),
+            actions=np.full((n, max(width, 1)), -1, dtype=np.int32),
+            n_actions=np.zeros(n, dtype=np.int32),
+            sharp=np.zeros(n),
+        )
+
+    def _ensure_width(self, width: int) -> None:
+        if width > self.actions.shape[1]:
+            extra = np.full((self.actions.shape[0], width - self.actions.shape[1]), -1, dtype=np.int32)
+            self.actions = np.concatenate([self.actions, extra], axis=1)
 
 
 @dataclass(eq=False)
@@ -193,65 +220,159 @@ def replay(
     *,
     policy_options: dict[str, object] | None = None,
     progress: Callable[[int], None] | None = None,
+    workers: int | None = None,
 ) -> list[ReplayRun]:
-    """Replay every policy at every budget on every question; one `ReplayRun` per (policy, budget)."""
+    """Replay every policy at every budget on every question; one `ReplayRun` per (policy, budget).
+
+    ``workers`` > 1 splits the batches over forked processes (default: up to
+    two when the input is large and fork is available); results are identical.
+    """
     opts = policy_options or {}
     built = [make_policy(p, **opts) if isinstance(p, str) else p for p in policies]
     n = len(questions)
-    runs: dict[tuple[int, int], ReplayRun] = {}
-    for pi, pol in enumerate(built):
+    for pol in built:
         if pol.reads_labels and any(not q.labelled for q in questions):
             missing = next(q.question_id for q in questions if not q.labelled)
             raise ValueError(f"policy {pol.name!r} reads utilities, but question {missing!r} has none")
-        for bi, b in enumerate(budgets):
-            runs[pi, bi] = ReplayRun(
-                policy=pol.name,
-                budget=float(b),
-                selected=np.full(n, -1, dtype=np.intp),
-                cost=np.zeros(n),
-                scores=[np.empty(0)] * n,
-                actions=[np.empty(0, np.int32)] * n,
-                sharp=np.zeros(n),
-            )
+    k_max = max((q.k for q in questions), default=1)
+    costs = [float(q.cost.min()) for q in questions if q.n_actions]
+    a_max = max((q.n_actions for q in questions), default=1)
+    c_min = min(costs) if costs else 1.0
+    runs = [
+        ReplayRun.empty(pol.name, b, n, k_max, _width(b, c_min, a_max)) for pol in built for b in budgets
+    ]
     if n == 0:
-        return [runs[pi, bi] for pi in range(len(built)) for bi in range(len(budgets))]
-    need_labels = any(p.reads_labels for p in built)
-    for rows in _batches(questions, np.arange(n)):
+        return runs
+    batches = _batches(questions, np.arange(n))
+    if workers is None:
+        workers = _auto_workers(questions)
+    job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan)
+    if workers <= 1 or len(batches) < 2:
+        results = (job.run(rows) for rows in batches)
+        for res in results:
+            _merge(runs, res)
+            if progress is not None:
+                progress(len(res[0]))
+        return runs
+    import multiprocessing as mp
+
+    global _JOB
+    _JOB = job
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            for res in pool.imap_unordered(_run_batch, batches):
+                _merge(runs, res)
+                if progress is not None:
+                    progress(len(res[0]))
+    finally:
+        _JOB = None
+    return runs
+
+
+def _width(budget: float, c_min: float, a_max: int) -> int:
+    if not math.isfinite(budget):
+        return a_max
+    return max(1, min(a_max, math.floor(budget / c_min) + 1))
+
+
+def _auto_workers(questions: Sequence[Question]) -> int:
+    import multiprocessing as mp
+    import os
+
+    if "fork" not in mp.get_all_start_methods() or os.environ.get("BOE_WORKERS") == "1":
+        return 1
+    if os.environ.get("BOE_WORKERS"):
+        return max(1, int(os.environ["BOE_WORKERS"]))
+    work = sum(q.n_actions * q.k for q in questions)
+    return min(2, os.cpu_count() or 1) if work > 2_000_000 else 1
+
+
+_BatchResult = tuple[npt.NDArray[np.intp], list[tuple[npt.NDArray[np.intp], F64, F64, npt.NDArray[np.int32], npt.NDArray[np.int32], F64]]]
+
+
+@dataclass(eq=False)
+class _Job:
+    """Everything a (possibly forked) worker needs to replay a batch of rows."""
+
+    questions: Sequence[Question]
+    group_keys: list[str]
+    policies: list[Policy]
+    budgets: list[float]
+    plan: CalibrationPlan
+
+    def run(self, rows: npt.NDArray[np.intp]) -> _BatchResult:
+        plan = self.plan
         cal_rows = None if plan.of_question is None else plan.of_question[rows]
         base = bind_questions(
-            list(questions), rows, plan.calibrations, cal_rows, group_keys, budget=max(budgets), with_labels=True
+            list(self.questions), rows, plan.calibrations, cal_rows, self.group_keys,
+            budget=max(self.budgets), with_labels=True,
         )
         assert base.labels is not None
         outcomes = base.labels.outcome
-        for pi, pol in enumerate(built):
-            for bi, b in enumerate(budgets):
-                st = base.fresh(float(b))
-                if pol.reads_labels:
-                    st.labels = base.labels
-                else:
-                    st.labels = None  # deployable policies never see labels
-                run_policy(st, pol, outcomes, _sink(runs[pi, bi], questions))
-        if progress is not None:
-            progress(len(rows))
-    return [runs[pi, bi] for pi in range(len(built)) for bi in range(len(budgets))]
+        out = []
+        for pol in self.policies:
+            for b in self.budgets:
+                st = base.fresh(b)
+                # deployable policies never see labels
+                st.labels = base.labels if pol.reads_labels else None
+                collected: list[EvidenceState] = []
+                picks: list[tuple[npt.NDArray[np.intp], F64]] = []
+
+                def sink(state: EvidenceState, policy: Policy) -> None:
+                    if state.n:
+                        collected.append(state)
+                        picks.append((policy.select(state), policy.final_scores(state)))
+
+                run_policy(st, pol, outcomes, sink)
+                out.append(_collect(rows, collected, picks))
+        return rows, out
 
 
-def _sink(run: ReplayRun, questions: Sequence[Question]) -> Callable[[EvidenceState, Policy], None]:
-    def write(state: EvidenceState, policy: Policy) -> None:
-        if state.n == 0:
-            return
-        sel = policy.select(state)
-        scores = policy.final_scores(state)
-        sharp = state.sharp()
-        for j, r in enumerate(state.rows):
-            q = questions[r]
-            run.selected[r] = sel[j]
-            run.cost[r] = state.spent[j]
-            run.scores[r] = scores[j, : q.k].copy()
-            run.actions[r] = state.log[j, : state.steps[j]].copy()
-            run.sharp[r] = sharp[j]
+_JOB: _Job | None = None
 
-    return write
+
+def _run_batch(rows: npt.NDArray[np.intp]) -> _BatchResult:
+    assert _JOB is not None
+    return _JOB.run(rows)
+
+
+def _collect(
+    rows: npt.NDArray[np.intp], states: list[EvidenceState], picks: list[tuple[npt.NDArray[np.intp], F64]]
+) -> tuple[npt.NDArray[np.intp], F64, F64, npt.NDArray[np.int32], npt.NDArray[np.int32], F64]:
+    """Per-row results of one run on one batch, in the order of ``rows``."""
+    pos = {int(r): i for i, r in enumerate(rows)}
+    n = len(rows)
+    k = max(st.candidate.shape[1] for st in states)
+    width = max(int(st.steps.max(initial=0)) for st in states)
+    selected = np.empty(n, dtype=np.intp)
+    cost = np.empty(n)
+    scores = np.full((n, k), np.nan)
+    actions = np.full((n, max(width, 1)), -1, dtype=np.int32)
+    n_act = np.empty(n, dtype=np.int32)
+    sharp = np.empty(n)
+    for st, (sel, sc) in zip(states, picks, strict=True):
+        idx = np.array([pos[int(r)] for r in st.rows], dtype=np.intp)
+        selected[idx] = sel
+        cost[idx] = st.spent
+        kk = st.candidate.shape[1]
+        scores[idx, :kk] = np.where(st.candidate, sc, np.nan)
+        w = min(st.log.shape[1], actions.shape[1])
+        actions[idx, :w] = st.log[:, :w]
+        n_act[idx] = st.steps
+        sharp[idx] = st.sharp()
+    return selected, cost, scores, actions, n_act, sharp
+
+
+def _merge(runs: list[ReplayRun], res: _BatchResult) -> None:
+    rows, parts = res
+    for run, (selected, cost, scores, actions, n_act, sharp) in zip(runs, parts, strict=True):
+        run.selected[rows] = selected
+        run.cost[rows] = cost
+        run.scores[rows, : scores.shape[1]] = scores
+        run._ensure_width(actions.shape[1])
+        run.actions[rows, : actions.shape[1]] = actions
+        run.n_actions[rows] = n_act
+        run.sharp[rows] = sharp
 
 
 def transcripts(run: ReplayRun, questions: Sequence[Question]) -> list[dict[str, object]]:
@@ -269,9 +390,9 @@ def transcripts(run: ReplayRun, questions: Sequence[Question]) -> list[dict[str,
                 "policy": run.policy,
                 "budget": budget,
                 "selected": sel,
-                "actions": [q.action_ids[a] for a in run.actions[r]],
+                "actions": [q.action_ids[a] for a in run.actions_of(r)],
                 "cost": int(cost) if cost.is_integer() else cost,
-                "scores": [float(x) for x in run.scores[r]],
+                "scores": run.scores_of(r, q.k).tolist(),
                 "utility": None if math.isnan(u) else float(u),
             }
         )

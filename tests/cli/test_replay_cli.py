@@ -1,0 +1,117 @@
+"""`boe replay` and `boe sim ledger` as scripts call them: real processes, real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def boe(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "boe", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+
+
+def test_help_imports_nothing_heavy():
+    code = (
+        "import sys, runpy; sys.argv=['boe','--help']\n"
+        "try:\n    runpy.run_module('boe', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "heavy=[m for m in ('torch','segment_anything','langgraph','openai','sqlalchemy','cv2','matplotlib') if m in sys.modules]\n"
+        "print('HEAVY', heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+    code = "import sys, boe, boe.core, boe.core.replay; print([m for m in ('torch','langgraph','openai','sqlalchemy','cv2') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_sim_ledger_then_replay_json(tmp_path):
+    ledger = tmp_path / "pool.jsonl"
+    out = boe("sim", "ledger", "--kind", "pool", "--n", "150", "--seed", "2")
+    assert out.returncode == 0, out.stderr
+    ledger.write_text(out.stdout)
+    assert len(out.stdout.splitlines()) == 150
+    tr = tmp_path / "tr.jsonl"
+    cal = tmp_path / "cal.json"
+    res = boe(
+        "replay", str(ledger), "--policy", "raw,boe,random-factor", "--budget", "4,16", "--json",
+        "--compare", "boe:random-factor", "--transcripts", str(tr), "--save-calibration", str(cal),
+        "--calibration", "crossfit:3", "--resamples", "300", "--seed", "5",
+    )
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)  # nothing but the JSON document on stdout
+    assert doc["format"] == "boe-replay/1" and doc["questions"] == 150
+    assert doc["calibration"]["mode"] == "crossfit:3" and doc["calibration"]["seed"] == 5
+    assert doc["bootstrap"] == {"resamples": 300, "seed": 5}
+    assert {(r["policy"], r["budget"]) for r in doc["results"]} == {
+        (p, b) for p in ("raw", "boe", "random-factor") for b in (4.0, 16.0)
+    }
+    raw = [r for r in doc["results"] if r["policy"] == "raw"][0]
+    assert raw["delta_acc"] == 0 and raw["mean_cost"] == 0 and raw["rescue_rate"] == 0
+    assert [c["budget"] for c in doc["comparisons"]] == [4.0, 16.0]
+    assert all(0 <= c["mcnemar_p"] <= 1 and c["ci95"][0] <= c["diff"] <= c["ci95"][1] for c in doc["comparisons"])
+    lines = [json.loads(x) for x in tr.read_text().splitlines()]
+    assert len(lines) == 150 * 3 * 2
+    assert set(lines[0]) >= {"question_id", "policy", "budget", "selected", "actions", "cost", "scores", "utility"}
+    assert json.loads(cal.read_text())["groups"]
+    # the saved calibration replays as a file
+    res = boe("replay", str(ledger), "--policy", "boe", "--budget", "16", "--calibration", str(cal))
+    assert res.returncode == 0 and "boe" in res.stdout
+
+
+def test_malformed_line_in_the_middle_of_5000(tmp_path):
+    out = boe("sim", "ledger", "--kind", "factor-code", "--m", "3", "--n", "5000", "--seed", "1")
+    lines = out.stdout.splitlines()
+    lines[2500] = lines[2500].replace('"outcome":"confirm"', '"outcome":"perhaps"', 1)
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text("\n".join(lines) + "\n")
+    res = boe("replay", str(ledger), "--policy", "boe", "--budget", "8", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["questions"] == 4999
+    assert f"{ledger}:2501" in res.stderr and "outcome" in res.stderr
+    strict = boe("replay", str(ledger), "--policy", "boe", "--budget", "8", "--strict")
+    assert strict.returncode != 0 and ":2501" in strict.stderr and "Traceback" not in strict.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--policy", "best"], "unknown policy", id="policy"),
+        pytest.param(["--budget", "x"], "not a number", id="budget"),
+        pytest.param(["--calibration", "crossfit:1"], "K must be", id="folds"),
+        pytest.param(["--compare", "boe"], "expects A:B", id="compare"),
+        pytest.param(["--compare", "boe:whole"], "not among", id="compare-missing"),
+        pytest.param(["--calibration", "nope.json"], "cannot read calibration", id="calfile"),
+    ],
+)
+def test_bad_options_are_clear(pool_file, args, message):
+    res = boe("replay", str(pool_file), *args)
+    assert res.returncode != 0
+    assert message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_nothing_valid_exits_nonzero(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json}\n")
+    res = boe("replay", str(bad))
+    assert res.returncode == 1 and "nothing could be replayed" in res.stderr
+    res = boe("replay", str(tmp_path / "missing.jsonl"))
+    assert res.returncode == 1 and "cannot open ledger" in res.stderr
+
+
+def test_table_output(pool_file):
+    res = boe("replay", str(pool_file), "--policy", "raw,boe", "--budget", "16", "--compare", "boe:raw")
+    assert res.returncode == 0, res.stderr
+    assert "pool" in res.stdout and "McNemar" in res.stdout and "in-sample" in res.stdout
+
+
+def test_readme_test_command_is_what_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in readme
+    assert "pytest" in ci

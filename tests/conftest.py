@@ -1,0 +1,27 @@
+"""Shared fixtures: small ledgers written to real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from boe.sim.ledgers import factor_code_ledger, pool_ledger
+
+
+def write_ledger(path: Path, records) -> Path:
+    with path.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec) + "\n")
+    return path
+
+
+@pytest.fixture
+def pool_file(tmp_path: Path) -> Path:
+    return write_ledger(tmp_path / "pool.jsonl", pool_ledger(120, seed=7))
+
+
+@pytest.fixture
+def factor_file(tmp_path: Path) -> Path:
+    return write_ledger(tmp_path / "fc.jsonl", factor_code_ledger(60, m=4, seed=3, rho=0.8))

@@ -1,0 +1,68 @@
+"""Hypothesis strategies for random ledger-v1 records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+OUTCOMES = ("confirm", "reject", "unresolved")
+FACTOR = ("structured", "vlm_factor", "grounded_factor")
+
+
+@st.composite
+def records(draw: st.DrawFn, max_k: int = 6, max_claims: int = 5, max_actions: int = 12, qid: str = "q") -> dict[str, Any]:
+    """A valid record with random pool, signed graph, costed menu and outcomes."""
+    k = draw(st.integers(1, max_k))
+    alphabet = ["a", "b", "c", "A ", " b"]
+    candidates = []
+    for i in range(k):
+        answer = draw(st.one_of(st.none(), st.sampled_from(alphabet)))
+        valid = draw(st.booleans()) if answer is not None else False
+        if answer is not None and draw(st.integers(0, 4)) > 0:
+            valid = True
+        candidates.append(
+            {"index": i, "answer": answer, "valid": valid, "utility": float(draw(st.integers(0, 1)))}
+        )
+    m = draw(st.integers(0, max_claims))
+    claims = [{"id": f"c{j}", "slot": f"s{j % 2}", "value": str(j), "figure": None} for j in range(m)]
+    edges = []
+    for j in range(m):
+        for i in range(k):
+            sign = draw(st.sampled_from([0, 0, 1, -1]))
+            if sign:
+                edges.append({"candidate": i, "claim": f"c{j}", "sign": sign})
+    n_act = draw(st.integers(0, max_actions))
+    actions = []
+    groups = ["g1", "g2", "structured/s0"]
+    for a in range(n_act):
+        whole = m == 0 or draw(st.integers(0, 3)) == 0
+        cost = draw(st.sampled_from([1, 1, 2, 4, 8, 0.5, 3]))
+        outcome = draw(st.sampled_from(OUTCOMES))
+        if whole:
+            actions.append(
+                {"id": f"w{a}", "kind": "whole_response", "claim": None, "candidate": draw(st.integers(0, k - 1)),
+                 "cost": cost, "group": "whole", "outcome": outcome}
+            )
+        else:
+            actions.append(
+                {"id": f"f{a}", "kind": draw(st.sampled_from(FACTOR)), "claim": f"c{draw(st.integers(0, m - 1))}",
+                 "candidate": None, "cost": cost, "group": draw(st.sampled_from(groups)), "outcome": outcome}
+            )
+    return {
+        "format": "boe-ledger/1",
+        "question_id": qid,
+        "dataset": draw(st.sampled_from(["d1", "d2"])),
+        "task": {"question": "?", "image": None, "options": None},
+        "reference": "a",
+        "candidates": candidates,
+        "claims": claims,
+        "edges": edges,
+        "actions": actions,
+    }
+
+
+@st.composite
+def ledgers(draw: st.DrawFn, min_size: int = 1, max_size: int = 6) -> list[dict[str, Any]]:
+    n = draw(st.integers(min_size, max_size))
+    return [draw(records(qid=f"q{i}")) for i in range(n)]

@@ -1,0 +1,134 @@
+"""Calibration: the spec's kappa_g and p_g, cross-fitting by question, calibration files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from boe.core.calibration import Calibration, crossfit_folds, load_calibration, save_calibration
+from boe.core.experiment import load_questions
+from boe.core.ledger import parse_record, parse_record_dict
+from boe.core.literal import literal_calibration
+from boe.core.replay import plan_calibration
+from boe.errors import CalibrationError
+from boe.sim.ledgers import pool_ledger
+
+
+def _rec(qid, outcome, utilities, signs, group="vlm"):
+    k = len(utilities)
+    return {
+        "format": "boe-ledger/1", "question_id": qid, "dataset": "d",
+        "candidates": [{"index": i, "answer": str(i), "valid": True, "utility": u} for i, u in enumerate(utilities)],
+        "claims": [{"id": "x"}],
+        "edges": [{"candidate": i, "claim": "x", "sign": s} for i, s in enumerate(signs) if s],
+        "actions": [{"id": "a", "kind": "vlm_factor", "claim": "x", "cost": 4, "group": group, "outcome": outcome}],
+    } if k else None
+
+
+def _fit(recs, mode="fit", seed=0):
+    qs, groups = load_questions([parse_record_dict(r) for r in recs])
+    return plan_calibration(qs, groups.keys, mode, seed=seed), qs
+
+
+def test_kappa_by_hand():
+    recs = [
+        # confirm: +1 pairs are the asserting candidates (U 1, 0), -1 pairs the denier (U 0)
+        _rec("q1", "confirm", [1.0, 0.0, 0.0], [1, 1, -1]),
+        # reject: alpha = -B: the denier becomes +1 (U 1), the asserter -1 (U 0)
+        _rec("q2", "reject", [0.0, 1.0, 0.0], [1, -1, 0]),
+        _rec("q3", "unresolved", [1.0, 1.0, 1.0], [1, -1, 1]),
+    ]
+    plan, _ = _fit(recs)
+    g = plan.calibrations[0].group("d/vlm")
+    # +1 pairs: U = 1, 0, 1 -> 2/3; -1 pairs: U = 0, 0 -> 0
+    assert g.kappa == pytest.approx(0.5 + 0.5 * (2 / 3 - 0))
+    assert g.p == {"confirm": 1 / 3, "reject": 1 / 3, "unresolved": 1 / 3}
+    assert plan.calibrations[0].group("d/absent").kappa == 0.5
+    assert plan.calibrations[0].group("d/absent").p == pytest.approx({o: 1 / 3 for o in ("confirm", "reject", "unresolved")})
+
+
+def test_kappa_defaults_and_clipping():
+    only_pos = [_rec("q", "confirm", [1.0, 1.0], [1, 1])]
+    assert _fit(only_pos)[0].calibrations[0].group("d/vlm").kappa == 0.5  # no -1 pairs
+    perfect = [_rec("q", "confirm", [1.0, 0.0], [1, -1])]
+    assert _fit(perfect)[0].calibrations[0].group("d/vlm").kappa == 0.999
+    inverse = [_rec("q", "confirm", [0.0, 1.0], [1, -1])]
+    assert _fit(inverse)[0].calibrations[0].group("d/vlm").kappa == 0.001
+
+
+def test_fit_matches_literal_reading():
+    recs = list(pool_ledger(80, seed=1))
+    plan, _ = _fit(recs)
+    lit = literal_calibration([parse_record(r) for r in recs])
+    for key, g in lit["groups"].items():
+        mine = plan.calibrations[0].group(key)
+        assert mine.kappa == g["kappa"]
+        assert mine.p == g["p"]
+
+
+def test_crossfit_folds_balanced_deterministic_order_free():
+    keys = [f"q{i}" for i in range(103)]
+    f1 = crossfit_folds(keys, 5, seed=0)
+    f2 = crossfit_folds(list(reversed(keys)), 5, seed=0)[::-1]
+    assert (f1 == f2).all()
+    assert np.bincount(f1).tolist() in ([21, 21, 21, 20, 20],) or sorted(np.bincount(f1)) == [20, 20, 21, 21, 21]
+    assert not (crossfit_folds(keys, 5, seed=1) == f1).all()
+    with pytest.raises(CalibrationError):
+        crossfit_folds(keys[:3], 5)
+
+
+def test_crossfit_holds_out_each_questions_own_fold():
+    """A question's calibration does not depend on the outcomes of its own fold."""
+    recs = list(pool_ledger(60, seed=2))
+    plan, qs = _fit(recs, "crossfit:4", seed=3)
+    assert plan.folds == 4 and len(plan.calibrations) == 4
+    target = 0
+    fold = plan.of_question[target]
+    flipped = [dict(r) for r in recs]
+    for i, q in enumerate(qs):
+        if plan.of_question[i] == fold:
+            flipped[i] = json.loads(json.dumps(recs[i]))
+            for a in flipped[i]["actions"]:
+                a["outcome"] = "confirm"
+    plan2, _ = _fit(flipped, "crossfit:4", seed=3)
+    assert plan2.calibrations[fold].groups == plan.calibrations[fold].groups
+    other = (fold + 1) % 4
+    assert plan2.calibrations[other].groups != plan.calibrations[other].groups
+
+
+def test_calibration_file_round_trip(tmp_path):
+    plan, _ = _fit(list(pool_ledger(30, seed=4)))
+    cal = plan.calibrations[0].model_copy(update={"extra": {"bayes": {"alpha": [1.5, 2.0]}}})
+    path = tmp_path / "cal.json"
+    save_calibration(cal, path)
+    back = load_calibration(path)
+    assert back.groups == cal.groups and back.extra == cal.extra and back.cheap_kappa == cal.cheap_kappa
+    spec_style = {"cheap_kappa": 0.55, "groups": {"vqa-med/vlm": {"kappa": 0.539, "p": {"confirm": 0.5, "reject": 0.3, "unresolved": 0.2}}}}
+    (tmp_path / "spec.json").write_text(json.dumps(spec_style))
+    assert load_calibration(tmp_path / "spec.json").group("vqa-med/vlm").kappa == 0.539
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("{", "not valid JSON", id="json"),
+        pytest.param('{"groups": {"d/g": {"kappa": 1.5, "p": {}}}}', "groups.d/g.kappa", id="kappa-range"),
+        pytest.param('{"groups": {"d/g": {"kappa": 0.6, "p": {"maybe": 1}}}}', "unknown outcomes", id="outcome"),
+        pytest.param('{"format": "boe-calibration/9"}', "unknown calibration format", id="version"),
+    ],
+)
+def test_bad_calibration_files(tmp_path, text, message):
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    with pytest.raises(CalibrationError, match=message):
+        load_calibration(path)
+    with pytest.raises(CalibrationError, match="cannot read"):
+        load_calibration(tmp_path / "missing.json")
+
+
+def test_calibration_default_is_neutral():
+    cal = Calibration()
+    kappa, p = cal.arrays(["x/y"])
+    assert kappa.tolist() == [0.5] and np.allclose(p, 1 / 3)

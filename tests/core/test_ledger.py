@@ -1,0 +1,173 @@
+"""Ledger-v1 models and the streaming loader: validation names file, line, question and field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+from boe.core.ledger import dump_record, iter_ledger, parse_record, parse_record_dict, read_ledger
+from boe.core.loading import load_ledgers
+from boe.errors import RecordError
+from tests.core.strategies import records
+
+GOOD = {
+    "format": "boe-ledger/1",
+    "question_id": "q1",
+    "dataset": "vqa-med",
+    "task": {"question": "what imaging modality was used?", "image": "images/1.jpg", "options": None},
+    "reference": "ct",
+    "candidates": [
+        {"index": 0, "answer": "ct", "valid": True, "utility": 1.0, "raw": "CT, axial"},
+        {"index": 1, "answer": "mr", "valid": True, "utility": 0.0},
+        {"index": 2, "answer": None, "valid": False, "utility": 0.0},
+    ],
+    "claims": [
+        {"id": "modality=ct", "slot": "modality", "value": "ct", "figure": None},
+        {"id": "modality=mr", "slot": "modality", "value": "mr", "figure": None},
+    ],
+    "edges": [
+        {"candidate": 0, "claim": "modality=ct", "sign": 1},
+        {"candidate": 1, "claim": "modality=ct", "sign": -1},
+        {"candidate": 1, "claim": "modality=mr", "sign": 1},
+        {"candidate": 0, "claim": "modality=mr", "sign": -1},
+    ],
+    "actions": [
+        {"id": "s:modality=ct", "kind": "structured", "claim": "modality=ct", "candidate": None,
+         "cost": 1, "group": "structured/modality", "outcome": "confirm"},
+        {"id": "v:modality=mr", "kind": "vlm_factor", "claim": "modality=mr", "candidate": None,
+         "cost": 4, "group": "vlm", "outcome": "reject"},
+        {"id": "w:1", "kind": "whole_response", "claim": None, "candidate": 1,
+         "cost": 8, "group": "whole", "outcome": "unresolved", "view": {"kind": "whole"}},
+    ],
+}
+
+
+def mutate(path: str, value):
+    rec = copy.deepcopy(GOOD)
+    *head, last = path.split(".")
+    obj = rec
+    for part in head:
+        obj = obj[int(part)] if part.isdigit() else obj[part]
+    if value is KeyError:
+        del obj[int(last) if last.isdigit() else last]
+    else:
+        obj[int(last) if last.isdigit() else last] = value
+    return rec
+
+
+def test_good_record_parses_both_ways():
+    rec = parse_record(json.dumps(GOOD))
+    d = parse_record_dict(json.dumps(GOOD))
+    assert rec.k == 3 and rec.actions[2].is_factor is False
+    assert d["candidates"][0]["raw"] == "CT, axial"  # unknown keys are kept
+    assert json.loads(dump_record(rec)) == GOOD  # round trip, extras included
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        pytest.param("actions.1.outcome", "maybe", "actions[1].outcome", id="bad-outcome"),
+        pytest.param("actions.0.kind", "oracle", "actions[0].kind", id="bad-kind"),
+        pytest.param("actions.0.cost", 0, "actions[0].cost", id="zero-cost"),
+        pytest.param("actions.0.cost", -1, "actions[0].cost", id="negative-cost"),
+        pytest.param("actions.0.claim", "modality=us", "actions[0].claim", id="unknown-claim"),
+        pytest.param("actions.2.candidate", 3, "actions[2].candidate", id="whole-out-of-range"),
+        pytest.param("actions.2.claim", "modality=ct", "actions[2].claim", id="whole-with-claim"),
+        pytest.param("actions.1.id", "s:modality=ct", "actions[1].id", id="duplicate-action"),
+        pytest.param("edges.1.sign", 0, "edges[1].sign", id="zero-sign"),
+        pytest.param("edges.2.claim", "nope", "edges[2].claim", id="edge-unknown-claim"),
+        pytest.param("edges.2.candidate", 7, "edges[2].candidate", id="edge-bad-candidate"),
+        pytest.param("edges.3.candidate", 0, "edges[3]", id="edge-duplicate-after-change"),
+        pytest.param("candidates.1.index", 5, "candidates[1].index", id="index-order"),
+        pytest.param("candidates.0.utility", 1.5, "candidates[0].utility", id="utility-range"),
+        pytest.param("claims.1.id", "modality=ct", "claims[1].id", id="duplicate-claim"),
+        pytest.param("format", "boe-ledger/2", "format", id="unknown-version"),
+        pytest.param("candidates", [], "candidates", id="empty-pool"),
+        pytest.param("dataset", KeyError, "dataset", id="missing-dataset"),
+    ],
+)
+def test_bad_record_names_the_field(path, value, field):
+    rec = mutate(path, value)
+    if path == "edges.3.candidate":  # make edge 3 duplicate edge 0's (candidate, claim)
+        rec["edges"][3] = {"candidate": 0, "claim": "modality=ct", "sign": 1}
+    for parse in (parse_record, parse_record_dict):
+        with pytest.raises(RecordError) as info:
+            parse(json.dumps(rec), source="x.jsonl", line=7)
+        err = info.value
+        assert err.field == field, (parse.__name__, err.describe())
+        assert err.line == 7 and err.source == "x.jsonl"
+        assert "x.jsonl:7" in str(err) and field in str(err)
+        if path != "format":
+            assert err.question_id == "q1"
+
+
+def test_not_json_and_not_utf8():
+    with pytest.raises(RecordError, match="not valid JSON"):
+        parse_record('{"format": "boe-ledger/1", ', source="f", line=2)
+    with pytest.raises(RecordError, match="not UTF-8"):
+        parse_record(b'{"question_id": "\xff"}', source="f", line=3)
+    with pytest.raises(RecordError, match="JSON object"):
+        parse_record("[1, 2]")
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_loader_skips_and_reports_bad_lines(tmp_path):
+    good2 = dict(copy.deepcopy(GOOD), question_id="q2")
+    dup = dict(copy.deepcopy(GOOD), question_id="q2")
+    path = _write(
+        tmp_path / "l.jsonl",
+        [json.dumps(GOOD), "", "{broken", json.dumps(mutate("actions.0.outcome", "?")), json.dumps(good2), json.dumps(dup)],
+    )
+    for reader in (read_ledger, iter_ledger):
+        errors: list[RecordError] = []
+        got = list(reader(path, on_error=errors.append))
+        ids = [r.question_id if hasattr(r, "question_id") else r["question_id"] for r in got]
+        assert ids == ["q1", "q2"]
+        assert [e.line for e in errors] == [3, 4, 6]
+        assert errors[1].field == "actions[0].outcome" and errors[1].question_id == "q1"
+        assert errors[2].field == "question_id"
+        with pytest.raises(RecordError) as info:
+            list(reader(path, strict=True))
+        assert info.value.line == 3
+
+
+def test_parallel_loader_matches_sequential(tmp_path, monkeypatch):
+    import importlib
+
+    loading = importlib.import_module("boe.core.loading")
+    from boe.sim.ledgers import pool_ledger
+
+    lines = [json.dumps(r) for r in pool_ledger(300, seed=2)]
+    lines[150] = lines[150][:-40]  # truncated line in the middle
+    lines[201] = json.dumps(mutate("edges.0.sign", 2))
+    path = _write(tmp_path / "big.jsonl", lines)
+    seq_err: list[RecordError] = []
+    seq, g1 = load_ledgers([path], on_error=seq_err.append, workers=1)
+    monkeypatch.setattr(loading, "PARALLEL_BYTES", 1000)
+    monkeypatch.setattr(loading, "CHUNK_BYTES", 200_000)
+    par_err: list[RecordError] = []
+    par, g2 = load_ledgers([path], on_error=par_err.append, workers=2)
+    assert [e.line for e in seq_err] == [e.line for e in par_err] == [151, 202]
+    assert "big.jsonl:151" in par_err[0].describe()
+    assert [q.question_id for q in seq] == [q.question_id for q in par]
+    assert len(seq) == 298
+    for a, b in zip(seq, par, strict=True):
+        assert [g1.keys[i] for i in a.group] == [g2.keys[i] for i in b.group]
+        assert (a.alpha == b.alpha).all() and (a.outcome == b.outcome).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(records())
+def test_models_and_dicts_agree(rec):
+    text = json.dumps(rec)
+    model = parse_record(text)
+    d = parse_record_dict(text)
+    assert json.loads(dump_record(model)) == json.loads(json.dumps(d))

@@ -1,0 +1,316 @@
+"""The vectorised replay engine against a literal reading of the spec, and the invariants."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from boe.core.calibration import Calibration
+from boe.core.experiment import load_questions
+from boe.core.ledger import parse_record_dict
+from boe.core.literal import literal_calibration, literal_replay
+from boe.core.replay import plan_calibration, replay, transcripts
+from boe.sim.ledgers import factor_code_ledger, pool_ledger
+from tests.core.strategies import ledgers
+
+DETERMINISTIC = ["raw", "boe", "boe-factor", "whole", "label-guided"]
+DEPLOYABLE = ["raw", "boe", "boe-factor", "random-factor", "whole"]
+
+
+def _questions(recs):
+    return load_questions([parse_record_dict(r) for r in recs])
+
+
+def _engine(recs, policies, budgets, cal=None, **opts):
+    qs, groups = _questions(recs)
+    if cal is None:
+        plan = plan_calibration(qs, groups.keys, "fit")
+    else:
+        plan = plan_calibration(qs, groups.keys, "file", file_calibration=cal)
+    runs = replay(qs, groups.keys, policies, budgets, plan, policy_options=opts, workers=1)
+    return {(r.policy, r.budget): transcripts(r, qs) for r in runs}
+
+
+def _same(x, y):
+    assert x["selected"] == y["selected"], (x, y)
+    assert x["actions"] == y["actions"], (x, y)
+    assert math.isclose(x["cost"], y["cost"], abs_tol=1e-12)
+    assert np.allclose(x["scores"], y["scores"], rtol=0, atol=1e-12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledgers(), st.sampled_from([0, 1, 2, 3.5, 4, 8, 16, 100]), st.sampled_from([0.0, 0.0, 0.001, -0.01]))
+def test_engine_equals_literal_spec(recs, budget, eta):
+    """Every deterministic policy picks the same actions and candidate as the literal reading."""
+    from boe.core.ledger import parse_record
+
+    cal = literal_calibration([parse_record(r) for r in recs])
+    got = _engine(recs, DETERMINISTIC, [budget], eta=eta)
+    for pol in DETERMINISTIC:
+        for rec, x in zip(recs, got[pol, float(budget)], strict=True):
+            y = literal_replay(parse_record(rec), cal, pol, budget, eta=eta)
+            _same(x, y)
+
+
+@pytest.mark.parametrize(
+    "recs",
+    [
+        pytest.param(list(pool_ledger(60, seed=11)), id="pool"),
+        pytest.param(list(factor_code_ledger(30, m=4, seed=5, rho=0.8)), id="factor-code-noisy"),
+        pytest.param(list(factor_code_ledger(10, m=6, seed=5)), id="factor-code-exact"),
+    ],
+)
+def test_engine_equals_literal_on_generated_ledgers(recs):
+    from boe.core.ledger import parse_record
+
+    models = [parse_record(r) for r in recs]
+    cal = literal_calibration(models)
+    got = _engine(recs, DETERMINISTIC, [1, 4, 16, 24])
+    for (pol, budget), lines in got.items():
+        for rec, x in zip(models, lines, strict=True):
+            _same(x, literal_replay(rec, cal, pol, budget))
+
+
+@settings(max_examples=80, deadline=None)
+@given(ledgers())
+def test_budget_zero_is_raw_majority(recs):
+    got = _engine(recs, DETERMINISTIC + ["random-factor"], [0])
+    raw = got["raw", 0.0]
+    for pol in DETERMINISTIC + ["random-factor"]:
+        for x, y in zip(got[pol, 0.0], raw, strict=True):
+            assert x["actions"] == [] and x["cost"] == 0
+            assert x["selected"] == y["selected"]
+    # raw selects a most frequent valid answer (lowest index among ties)
+    for rec, x in zip(recs, raw, strict=True):
+        keys = [c["answer"].strip().lower() if c["valid"] and c["answer"] is not None else None for c in rec["candidates"]]
+        counts = [keys.count(k) if k is not None else 0 for k in keys]
+        assert x["selected"] == counts.index(max(counts))
+
+
+@settings(max_examples=80, deadline=None)
+@given(ledgers(), st.sampled_from([1, 3, 5.5, 9, 17]), st.integers(0, 5))
+def test_budget_respected_and_no_action_twice(recs, budget, seed):
+    got = _engine(recs, DETERMINISTIC + ["random-factor"], [budget], seed=seed)
+    for lines in got.values():
+        for rec, x in zip(recs, lines, strict=True):
+            cost = {a["id"]: a["cost"] for a in rec["actions"]}
+            assert len(set(x["actions"])) == len(x["actions"])
+            assert sum(cost[a] for a in x["actions"]) <= budget + 1e-12
+            assert math.isclose(x["cost"], sum(cost[a] for a in x["actions"]), abs_tol=1e-9)
+
+
+def _scramble(recs, rng):
+    out = copy.deepcopy(recs)
+    for rec in out:
+        rec["reference"] = "scrambled"
+        for c in rec["candidates"]:
+            c["utility"] = float(rng.integers(0, 2))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(ledgers(), st.integers(0, 10**6))
+def test_deployable_policies_never_read_utilities(recs, seed):
+    """With the calibration fixed, scrambling utilities and references changes no transcript."""
+    qs, groups = _questions(recs)
+    cal = plan_calibration(qs, groups.keys, "fit").calibrations[0]
+    a = _engine(recs, DEPLOYABLE, [4, 16], cal=cal, seed=3)
+    b = _engine(_scramble(recs, np.random.default_rng(seed)), DEPLOYABLE, [4, 16], cal=cal, seed=3)
+    for key in a:
+        for x, y in zip(a[key], b[key], strict=True):
+            x, y = dict(x), dict(y)
+            x.pop("utility"), y.pop("utility")
+            assert x == y
+
+
+def _kappa_cal(recs, kappa):
+    keys = {f"{r['dataset']}/{a['group']}" for r in recs for a in r["actions"]}
+    p = {"confirm": 0.4, "reject": 0.35, "unresolved": 0.25}
+    return Calibration(groups={k: {"kappa": kappa, "p": p} for k in keys})
+
+
+@settings(max_examples=60, deadline=None)
+@given(ledgers())
+def test_kappa_half_changes_no_score(recs):
+    got = _engine(recs, ["random-factor", "whole", "label-guided"], [16], cal=_kappa_cal(recs, 0.5))
+    raw = _engine(recs, ["raw"], [16], cal=_kappa_cal(recs, 0.5))["raw", 16.0]
+    for lines in got.values():
+        for x, y in zip(lines, raw, strict=True):
+            assert x["scores"] == y["scores"]
+            assert x["selected"] == y["selected"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(ledgers(), st.sampled_from([0.2, 0.35, 0.45]))
+def test_kappa_below_half_reverses_direction(recs, kappa):
+    """The same purchases under kappa and 1 - kappa move every logit by opposite amounts."""
+    lo = _engine(recs, ["random-factor", "whole"], [16], cal=_kappa_cal(recs, kappa), seed=1)
+    hi = _engine(recs, ["random-factor"], [16], cal=_kappa_cal(recs, 1 - kappa), seed=1)
+    raw = _engine(recs, ["raw"], [0], cal=_kappa_cal(recs, kappa))["raw", 0.0]
+    logit = lambda s: np.log(np.asarray(s) / (1 - np.asarray(s)))  # noqa: E731
+    for x, y, r in zip(lo["random-factor", 16.0], hi["random-factor", 16.0], raw, strict=True):
+        assert x["actions"] == y["actions"]  # random-factor ignores scores
+        d_lo = logit(x["scores"]) - logit(r["scores"])
+        d_hi = logit(y["scores"]) - logit(r["scores"])
+        assert np.allclose(d_lo, -d_hi, atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ledgers())
+def test_unresolved_outcomes_change_no_score(recs):
+    unresolved = copy.deepcopy(recs)
+    for rec in unresolved:
+        for a in rec["actions"]:
+            a["outcome"] = "unresolved"
+    got = _engine(unresolved, ["random-factor", "whole"], [16], cal=_kappa_cal(recs, 0.8))
+    raw = _engine(unresolved, ["raw"], [16], cal=_kappa_cal(recs, 0.8))["raw", 16.0]
+    for lines in got.values():
+        for x, y in zip(lines, raw, strict=True):
+            assert x["scores"] == y["scores"]
+
+
+def test_random_factor_is_seeded_and_uniform():
+    recs = list(pool_ledger(40, seed=3))
+    a = _engine(recs, ["random-factor"], [8], seed=1)["random-factor", 8.0]
+    b = _engine(recs, ["random-factor"], [8], seed=1)["random-factor", 8.0]
+    c = _engine(recs, ["random-factor"], [8], seed=2)["random-factor", 8.0]
+    assert a == b and a != c
+    kinds = {a_["id"]: a_["kind"] for r in recs for a_ in r["actions"]}
+    assert all(kinds[x] != "whole_response" for t in a for x in t["actions"])
+    # the first draw is uniform over the feasible factor actions
+    rec = recs[0]
+    feasible = [x["id"] for x in rec["actions"] if x["kind"] != "whole_response" and x["cost"] <= 8]
+    firsts = [_engine([rec], ["random-factor"], [8], seed=s)["random-factor", 8.0][0]["actions"][0] for s in range(600)]
+    freq = np.array([firsts.count(f) for f in feasible]) / len(firsts)
+    assert set(firsts) <= set(feasible)
+    assert np.abs(freq - 1 / len(feasible)).max() < 0.06
+
+
+def test_parallel_replay_equals_serial(monkeypatch):
+    import importlib
+
+    replay_mod = importlib.import_module("boe.core.replay")
+
+    recs = list(pool_ledger(150, seed=9))
+    qs, groups = _questions(recs)
+    plan = plan_calibration(qs, groups.keys, "crossfit:3")
+    pols = ["boe", "random-factor", "label-guided", "whole"]
+    serial = replay(qs, groups.keys, pols, [2, 16], plan, workers=1)
+    monkeypatch.setattr(replay_mod, "BATCH_ELEMENTS", 40_000)
+    par = replay(qs, groups.keys, pols, [2, 16], plan, workers=2)
+    for a, b in zip(serial, par, strict=True):
+        assert transcripts(a, qs) == transcripts(b, qs)
+
+
+# --- hand-computed golden cases -------------------------------------------------
+
+W55 = math.log(0.55 / 0.45)
+
+
+def _golden(actions, answers=("a", "a", "b"), utility=(0, 0, 1), edges=None):
+    edges = edges if edges is not None else [
+        {"candidate": 0, "claim": "x", "sign": -1},
+        {"candidate": 1, "claim": "x", "sign": -1},
+        {"candidate": 2, "claim": "x", "sign": 1},
+    ]
+    return {
+        "format": "boe-ledger/1", "question_id": "g", "dataset": "d", "reference": "b",
+        "candidates": [
+            {"index": i, "answer": a, "valid": True, "utility": float(u)}
+            for i, (a, u) in enumerate(zip(answers, utility, strict=True))
+        ],
+        "claims": [{"id": "x", "slot": "finding", "value": "mass"}],
+        "edges": edges,
+        "actions": actions,
+    }
+
+
+def test_golden_minority_rescued_by_a_confirmed_claim():
+    # K = 3, answers a, a, b: n = (2, 2, 1), logit s(0) = wt(0.55) * (n - 1.5)
+    rec = _golden([{"id": "v:x", "kind": "vlm_factor", "claim": "x", "cost": 4, "group": "vlm", "outcome": "confirm"}])
+    cal = Calibration(groups={"d/vlm": {"kappa": 0.8, "p": {"confirm": 0.5, "reject": 0.3, "unresolved": 0.2}}})
+    got = _engine([rec], ["raw", "boe"], [4], cal=cal)
+    raw, boe = got["raw", 4.0][0], got["boe", 4.0][0]
+    s0 = [1 / (1 + math.exp(-W55 * 0.5))] * 2 + [1 / (1 + math.exp(W55 * 0.5))]
+    assert raw["selected"] == 0 and np.allclose(raw["scores"], s0)
+    # confirm of x: candidates 0, 1 move by -log 4, candidate 2 by +log 4
+    w = math.log(4)
+    s1 = [1 / (1 + math.exp(-(W55 * 0.5 - w)))] * 2 + [1 / (1 + math.exp(-(-W55 * 0.5 + w)))]
+    assert boe["actions"] == ["v:x"] and boe["selected"] == 2 and boe["cost"] == 4
+    assert np.allclose(boe["scores"], s1)
+    # plug-in EVSI by hand: 0.5 * s(up) + 0.3 * s(down) + 0.2 * s0max - s0max > 0
+    s_now = s0[0]
+    s_conf = 1 / (1 + math.exp(-(-W55 * 0.5 + w)))
+    s_rej = 1 / (1 + math.exp(-(W55 * 0.5 + w)))
+    assert 0.5 * s_conf + 0.3 * s_rej + 0.2 * s_now - s_now > 0
+
+
+def test_golden_stop_when_value_is_negative():
+    # a reject-heavy channel on the leaders' own claim: expected best score falls, boe buys nothing
+    rec = _golden(
+        [{"id": "v:x", "kind": "vlm_factor", "claim": "x", "cost": 1, "group": "vlm", "outcome": "reject"}],
+        edges=[{"candidate": 0, "claim": "x", "sign": 1}, {"candidate": 1, "claim": "x", "sign": 1}],
+    )
+    p = {"confirm": 0.05, "reject": 0.6, "unresolved": 0.35}
+    cal = Calibration(groups={"d/vlm": {"kappa": 0.6, "p": p}})
+    s = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    w, lead = math.log(0.6 / 0.4), W55 * 0.5
+    evsi = p["confirm"] * s(lead + w) + p["reject"] * s(max(lead - w, -lead)) + p["unresolved"] * s(lead) - s(lead)
+    assert evsi < 0
+    boe = _engine([rec], ["boe"], [4], cal=cal)["boe", 4.0][0]
+    assert boe["actions"] == [] and boe["selected"] == 0
+    # with the masses flipped the value is positive and the check is bought
+    cal = Calibration(groups={"d/vlm": {"kappa": 0.6, "p": {"confirm": 0.6, "reject": 0.05, "unresolved": 0.35}}})
+    boe = _engine([rec], ["boe"], [4], cal=cal)["boe", 4.0][0]
+    assert boe["actions"] == ["v:x"] and boe["selected"] == 2
+
+
+def test_golden_whole_checks_follow_the_current_leader():
+    acts = [
+        {"id": f"w:{i}", "kind": "whole_response", "candidate": i, "cost": 8, "group": "whole", "outcome": o}
+        for i, o in ((2, "confirm"), (0, "reject"), (1, "reject"))
+    ]
+    rec = _golden(acts, edges=[])
+    cal = Calibration(groups={"d/whole": {"kappa": 0.7, "p": {"confirm": 0.4, "reject": 0.4, "unresolved": 0.2}}})
+    got = _engine([rec], ["whole"], [16], cal=cal)["whole", 16.0][0]
+    # leader is candidate 0 (tie with 1, lowest index), rejected; then 1 leads, rejected; budget spent
+    assert got["actions"] == ["w:0", "w:1"] and got["selected"] == 2 and got["cost"] == 16
+
+
+def test_golden_label_guided_reads_revealed_outcomes():
+    acts = [
+        {"id": "s:x", "kind": "structured", "claim": "x", "cost": 1, "group": "s", "outcome": "unresolved"},
+        {"id": "v:x", "kind": "vlm_factor", "claim": "x", "cost": 1, "group": "vlm", "outcome": "confirm"},
+    ]
+    rec = _golden(acts)
+    cal = Calibration(groups={
+        "d/s": {"kappa": 0.9, "p": {"confirm": 0.5, "reject": 0.5, "unresolved": 0.0}},
+        "d/vlm": {"kappa": 0.9, "p": {"confirm": 0.5, "reject": 0.5, "unresolved": 0.0}},
+    })
+    got = _engine([rec], ["label-guided", "boe"], [1], cal=cal)
+    assert got["label-guided", 1.0][0]["actions"] == ["v:x"]  # the one that flips to the correct answer
+    assert got["label-guided", 1.0][0]["selected"] == 2
+    assert got["boe", 1.0][0]["actions"] == ["s:x"]  # same value and cost: first in file order
+
+
+def test_transition_identity_holds():
+    from boe.core.metrics import summarize
+
+    recs = list(pool_ledger(200, seed=4))
+    qs, groups = _questions(recs)
+    plan = plan_calibration(qs, groups.keys, "fit")
+    runs = replay(qs, groups.keys, ["raw", "boe", "whole", "random-factor"], [4, 16], plan, workers=1)
+    raw = runs[0]
+    rows = summarize(qs, runs, raw)
+    acc_raw = {r.dataset: r.accuracy for r in rows if r.policy == "raw"}
+    for r in rows:
+        assert r.delta_acc == pytest.approx(r.accuracy - acc_raw[r.dataset], abs=1e-12)
+        assert r.delta_acc == pytest.approx((r.corrections - r.harms) / r.n, abs=1e-12)
+        if r.majority_wrong:
+            assert r.rescue_rate == pytest.approx(r.corrections / r.majority_wrong)
