@@ -1,0 +1,50 @@
+"""The model request cache: keys without credentials, round trips, off switch."""
+
+from __future__ import annotations
+
+from boe.db import Store, request_key
+
+MESSAGES = [
+    {"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "text", "text": "what modality?"},
+    ]},
+]
+
+
+def test_key_depends_on_the_request_not_on_credentials() -> None:
+    base = request_key("http://host:8000/v1", "m", MESSAGES, {"temperature": 0.7, "n": 8}, seed=1)
+    same = [
+        request_key("http://user:secret@host:8000/v1/", "m", MESSAGES, {"n": 8, "temperature": 0.7}, seed=1),
+        request_key("http://host:8000/v1", "m", MESSAGES, {"temperature": 0.7, "n": 8, "api_key": "k2",
+                                                           "timeout": 30, "extra_headers": {"Authorization": "x"}}, 1),
+        request_key("http://host:8000/v1", "m", MESSAGES, {"temperature": 0.7, "n": 8, "seed": 1}),
+    ]
+    assert all(k == base for k in same)
+    different = [
+        request_key("http://other:8000/v1", "m", MESSAGES, {"temperature": 0.7, "n": 8}, seed=1),
+        request_key("http://host:8000/v1", "m2", MESSAGES, {"temperature": 0.7, "n": 8}, seed=1),
+        request_key("http://host:8000/v1", "m", MESSAGES[:0], {"temperature": 0.7, "n": 8}, seed=1),
+        request_key("http://host:8000/v1", "m", MESSAGES, {"temperature": 0.0, "n": 8}, seed=1),
+        request_key("http://host:8000/v1", "m", MESSAGES, {"temperature": 0.7, "n": 8}, seed=2),
+    ]
+    assert len({base, *different}) == 6
+    assert len(base) == 64 and "secret" not in base
+
+
+def test_cache_round_trip_and_off_switch(store_url: str) -> None:
+    key = request_key("http://u:p@host/v1", "m", MESSAGES, {"n": 2}, seed=0)
+    reply = {"choices": [{"message": {"content": '{"answer": "ct"}'}}], "usage": {"prompt_tokens": 10}}
+    with Store(store_url) as store:
+        assert store.cache_get(key) is None
+        store.cache_put(key, reply, endpoint="http://u:p@host/v1", model="m", prompt_tokens=10, completion_tokens=5)
+        store.cache_put(key, {"other": 1}, endpoint="http://host/v1", model="m")  # the first reply stays
+        hit = store.cache_get(key)
+        assert hit is not None and hit.response == reply and (hit.prompt_tokens, hit.completion_tokens) == (10, 5)
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT endpoint FROM request_cache").scalar() == "http://host/v1"
+    with Store(store_url, cache=False) as store:
+        assert store.cache_get(key) is None
+        store.cache_put("0" * 64, reply, endpoint="http://host/v1", model="m")
+    with Store(store_url) as store:
+        assert store.cache_get("0" * 64) is None and store.cache_get(key) is not None
