@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from boe.core.ledger import KINDS, LedgerRecord, RecordDict
+from boe.core.ledger import KINDS, LedgerRecord, RecordDict, check_graph
 
 __all__ = ["KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
 
@@ -108,18 +108,28 @@ class Question:
         )
 
     @classmethod
-    def from_dict(cls, rec: RecordDict, groups: GroupIndex) -> Question:
-        """Build the arrays of a record validated by `parse_record_dict` (the fast path)."""
+    def from_dict(cls, rec: RecordDict, groups: GroupIndex, check: bool = False) -> Question:
+        """Build the arrays of a record validated by `parse_record_dict`.
+
+        ``check=True`` applies the ledger's cross-field rules on the way
+        (raising `FieldRuleError`), for records parsed with ``check=False``.
+        """
+        cands = rec["candidates"]
+        claim_ids = [c["id"] for c in rec.get("claims", ())]
+        edges = [(e["candidate"], e["claim"], e["sign"]) for e in rec.get("edges", ())]
+        actions = [
+            (a["id"], a["kind"], a.get("claim"), a.get("candidate"), a["cost"], a["group"], a["outcome"])
+            for a in rec.get("actions", ())
+        ]
+        if check:
+            check_graph([c["index"] for c in cands], claim_ids, edges, actions)
         return cls._build(
             rec["question_id"],
             rec["dataset"],
-            [(c.get("answer"), c.get("valid", True), c.get("utility")) for c in rec["candidates"]],
-            [c["id"] for c in rec.get("claims", ())],
-            [(e["candidate"], e["claim"], e["sign"]) for e in rec.get("edges", ())],
-            [
-                (a["id"], a["kind"], a.get("claim"), a.get("candidate"), a["cost"], a["group"], a["outcome"])
-                for a in rec.get("actions", ())
-            ],
+            [(c.get("answer"), c.get("valid", True), c.get("utility")) for c in cands],
+            claim_ids,
+            edges,
+            actions,
             groups,
         )
 

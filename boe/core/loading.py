@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from boe.core.graph import GroupIndex, Question
-from boe.core.ledger import iter_ledger, parse_record_dict
+from boe.core.ledger import FieldRuleError, parse_record, parse_record_dict
 from boe.errors import LedgerError, RecordError
 
 __all__ = ["load_ledgers"]
@@ -82,15 +82,14 @@ def _workers(workers: int | None) -> int:
 
 
 def _sequential_items(path: Path, groups: GroupIndex) -> Iterable[_Item]:
-    errors: list[RecordError] = []
-    # iter_ledger reports errors through the callback; interleave them by line
-    for rec in iter_ledger(path, on_error=errors.append, _dedupe=False):
-        while errors:
-            err = errors.pop(0)
-            yield (err.line or 0, err)
-        yield (0, Question.from_dict(rec, groups))
-    for err in errors:
-        yield (err.line or 0, err)
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield (lineno, _question(raw, str(path), lineno, groups))
+            except RecordError as err:
+                yield (lineno, err)
 
 
 def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex) -> Iterable[_Item]:
@@ -114,6 +113,16 @@ def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex) -
             offset += n_lines
 
 
+def _question(raw: bytes, source: str, line: int, groups: GroupIndex) -> Question:
+    """Validate one line and build its arrays (the graph rules are checked while building)."""
+    rec = parse_record_dict(raw, source=source, line=line, keep_unknown=False, check=False)
+    try:
+        return Question.from_dict(rec, groups, check=True)
+    except FieldRuleError:
+        parse_record(raw, source=source, line=line)  # raises the RecordError naming the field
+        raise AssertionError("the graph check and the record model disagree") from None
+
+
 def _load_range(bound: tuple[str, int, int]) -> tuple[int, list[str], list[_Item]]:
     """Parse the lines that start in [start, end) of a file; line numbers relative to the range."""
     path, start, end = bound
@@ -132,8 +141,7 @@ def _load_range(bound: tuple[str, int, int]) -> tuple[int, list[str], list[_Item
             if not raw.strip():
                 continue
             try:
-                rec = parse_record_dict(raw, source=path, line=n_lines)
-                items.append((n_lines, Question.from_dict(rec, local)))
+                items.append((n_lines, _question(raw, path, n_lines, local)))
             except RecordError as err:
                 items.append((n_lines, err))
     return n_lines, local.keys, items

@@ -142,7 +142,7 @@ class Raw(ScorePolicy):
         return np.full(state.n, -1, dtype=np.intp)
 
 
-def plugin_values(state: EvidenceState, buf: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
+def plugin_values(state: EvidenceState) -> npt.NDArray[np.float64]:
     """Plug-in EVSI(e | t) of every action (spec section 5), shape (Q, A).
 
     max_i s_i = sigmoid(max_i logit_i) because the logistic map is monotone,
@@ -150,18 +150,33 @@ def plugin_values(state: EvidenceState, buf: npt.NDArray[np.float64] | None = No
     action moves the candidates that assert its claim by +w, those that deny
     it by -w and leaves the rest, so its best hypothetical logit is
     max(P + w, Z, N - w) with P, Z, N the best current logits of the three
-    parts -- computed once per claim. Rounding is monotone, so this equals
-    the candidate-by-candidate maximum exactly (see `state._partition`; a
-    whole-response check is the pattern {target} vs the rest). The sum runs over outcomes
-    in the order confirm, reject, unresolved.
+    parts, computed once per claim; a whole-response check moves only its
+    target (P = its logit, Z = the best of the others, no N). Rounding is
+    monotone, so this equals the candidate-by-candidate maximum exactly. The
+    sum runs over outcomes in the order confirm, reject, unresolved.
     """
-    part = state.partition
-    if buf is None or buf.shape != part.shape:
-        buf = np.empty_like(part)
-    np.add(part, state.logit.T[None, :, :, None], out=buf)
-    best = np.maximum.reduce(buf, axis=1).reshape(3, -1)  # best logit of each part of each pattern
-    flat = state.pattern + (np.arange(state.n) * part.shape[3])[:, None]
-    p_best, z_best, n_best = best[:, flat]  # (3, Q, A)
+    part = state.partition  # (3, K, M, Q)
+    lt = state.logit.T  # (K, Q)
+    best = part[:, 0] + lt[0]
+    tmp = np.empty_like(best)
+    for k in range(1, part.shape[1]):  # a maximum over K slabs that stay in cache
+        np.add(part[:, k], lt[k], out=tmp)
+        np.maximum(best, tmp, out=best)
+    n = state.n
+    flat = np.maximum(state.claim, 0) * n + np.arange(n)[:, None]
+    p_best, z_best, n_best = best.reshape(3, -1)[:, flat]  # (3, Q, A)
+    whole = state.whole
+    if whole.any():
+        logit = state.logit
+        first = np.argmax(logit, axis=1)
+        top1 = logit[np.arange(n), first]
+        rest = logit.copy()
+        rest[np.arange(n), first] = -np.inf
+        top2 = rest.max(axis=1)
+        tgt = np.maximum(state.target, 0)
+        p_best = np.where(whole, np.take_along_axis(logit, tgt, axis=1), p_best)
+        z_best = np.where(whole, np.where(tgt == first[:, None], top2[:, None], top1[:, None]), z_best)
+        n_best = np.where(whole, -np.inf, n_best)
     w = state.weight
     m_conf = np.maximum(np.maximum(p_best + w, z_best), n_best - w)
     m_rej = np.maximum(np.maximum(p_best - w, z_best), n_best + w)
@@ -195,15 +210,12 @@ class BoE(ScorePolicy):
             raise ConfigError(f"eta must be finite, got {eta}")
         self.eta = float(eta)
         self.factor_only = factor_only
-        self._buf: npt.NDArray[np.float64] | None = None
 
     def choose(self, state: EvidenceState) -> IntArr:
         feasible = state.feasible()
         if self.factor_only:
             feasible &= state.factor
-        if self._buf is None or self._buf.shape != state.partition.shape:
-            self._buf = np.empty_like(state.partition)
-        value = plugin_values(state, self._buf) / state.cost
+        value = plugin_values(state) / state.cost
         choice = first_max(value, feasible)
         rows = np.nonzero(choice >= 0)[0]
         chosen = value[rows, choice[rows]]
@@ -315,8 +327,58 @@ class LabelGuided(ScorePolicy):
         if labels is None:
             raise RuntimeError("label-guided needs the evaluation labels")
         feasible = state.feasible() & state.factor
-        step_w = labels.outcome * state.weight  # (Q, A) logit step of the revealed outcome
-        s = sigmoid(state.logit[:, None, :] + state.alpha * step_w[:, :, None])  # (Q, A, K)
-        sel = first_max(s, np.broadcast_to(state.candidate[:, None, :], s.shape))
+        sel = _selection_after(state, labels.outcome * state.weight, feasible)
         util = np.take_along_axis(labels.utility, np.maximum(sel, 0), axis=1)
         return first_max(util, feasible)
+
+
+#: Logit gap that certainly separates two scores by more than TIE_TOL while |logit| < SAFE_LOGIT.
+_GAP = 1e-3
+_SAFE_LOGIT = 20.0
+
+
+def _selection_after(state: EvidenceState, step: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_]) -> IntArr:
+    """The selected candidate after each factor action moved its claim's parts by ``step`` (Q, A).
+
+    For every claim and part (asserting / ignoring / denying) one pass over
+    the candidates keeps the best logit, the first candidate holding it and
+    the best *different* logit. Where the winner is clear -- every other
+    candidate at least 1e-3 below in logit and the scores not saturated, so
+    that no score is within 1e-12 of the best -- the first holder of the
+    maximum is the selection. Other entries of ``mask`` are decided exactly on
+    the probability scale.
+    """
+    part = state.partition  # (3, K, M, Q)
+    lt = state.logit.T
+    best = part[:, 0] + lt[0]
+    first = np.zeros(best.shape, dtype=np.intp)
+    second = np.full(best.shape, -np.inf)
+    for k in range(1, part.shape[1]):
+        v = part[:, k] + lt[k]
+        up = v > best
+        second = np.where(up, best, np.where(v < best, np.maximum(second, v), second))
+        first = np.where(up, k, first)
+        best = np.where(up, v, best)
+    n = state.n
+    flat = np.maximum(state.claim, 0) * n + np.arange(n)[:, None]
+    b = best.reshape(3, -1)[:, flat]  # (3, Q, A)
+    f = first.reshape(3, -1)[:, flat]
+    s2 = second.reshape(3, -1)[:, flat]
+    shift = np.stack([step, np.zeros_like(step), -step])
+    b = b + shift
+    s2 = s2 + shift
+    top = b.max(axis=0)
+    holds = b == top  # parts whose best reaches the new maximum exactly
+    clear = (
+        (np.abs(top) < _SAFE_LOGIT)
+        & np.all(holds | (b < top - _GAP), axis=0)
+        & np.all(s2 < top - _GAP, axis=0)
+    )
+    sel = np.where(holds, f, np.iinfo(np.intp).max).min(axis=0)
+    sel = np.where(mask, sel, -1)
+    todo = np.nonzero(mask & ~clear)
+    if todo[0].size:
+        q, a = todo
+        x = state.logit[q] + state.alpha[q, a] * step[q, a][:, None]
+        sel[q, a] = first_max(sigmoid(x), state.candidate[q])
+    return sel

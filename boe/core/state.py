@@ -43,8 +43,7 @@ class EvidenceState:
     dataset: list[str]  # dataset of each row
     logit: F64  # (Q, K) current logit scores; padding -inf
     logit0: F64  # (Q, K) cheap prior logits
-    partition: F64  # (3, K, Q, P) per effect pattern: 0 where a candidate moves up / stays / moves down, else -inf
-    pattern: npt.NDArray[np.intp]  # (Q, A) effect pattern of each action (index into the partition's last axis)
+    partition: F64  # (3, K, M, Q) per claim: 0 where candidate k asserts / ignores / denies it, else -inf
     alpha: npt.NDArray[np.int8]  # (Q, A, K) signed effect of a confirm
     weight: F64  # (Q, A) wt(kappa_e)
     cost: F64  # (Q, A) padding 1
@@ -126,7 +125,7 @@ class EvidenceState:
             elif f.name == "extra":
                 v = {k: a[mask] for k, a in v.items()}
             elif f.name == "partition":
-                v = v[:, :, mask]
+                v = v[..., mask]
             elif isinstance(v, np.ndarray):
                 v = v[mask]
             kw[f.name] = v
@@ -221,7 +220,7 @@ def bind_questions(
             assert utility is not None and outcome is not None
             utility[i, :k] = np.nan_to_num(q.utility, nan=0.0)
             outcome[i, :na] = q.outcome
-    partition, pattern = _partition(qs, k_max, a_max)
+    partition = _partition(qs, k_max)
     whole = kind == WHOLE_CODE
     s = _log_width(cost, available, budget)
     return EvidenceState(
@@ -231,7 +230,6 @@ def bind_questions(
         logit=logit0.copy(),
         logit0=logit0,
         partition=partition,
-        pattern=pattern,
         alpha=alpha,
         weight=weight,
         cost=cost,
@@ -269,31 +267,22 @@ def _log_width(cost: F64, available: B_, budget: float) -> int:
     return max(1, min(a_max, math.floor(budget / min_cost) + 1))
 
 
-def _partition(qs: list[Question], k_max: int, a_max: int) -> tuple[F64, npt.NDArray[np.intp]]:
-    """Effect patterns of the actions and their additive masks.
+def _partition(qs: list[Question], k_max: int) -> F64:
+    """Additive masks (3, K, M, Q): 0 where candidate k asserts / ignores / denies claim m, else -inf.
 
-    An action moves the candidates with alpha = +1 by +w, those with -1 by -w
-    and leaves the rest; all factor actions on one claim share that split
-    (pattern m = the claim), and a whole-response check on candidate k is the
-    split {k} vs the rest (pattern M + k). The masks (3, K, Q, P) hold 0
-    where candidate k is in the up / unchanged / down part of pattern p and
-    -inf elsewhere, candidates first so that the max over them is an
-    elementwise maximum of contiguous slabs. ``pattern`` (Q, A) gives each
-    action's pattern.
+    Every factor action on one claim moves the pool the same way (asserters
+    by +w, deniers by -w), so the best logit of each part is computed once
+    per claim; candidates come first and questions last so that the max over
+    candidates is an elementwise maximum of contiguous slabs.
     """
-    m_max = max((q.incidence.shape[0] for q in qs), default=0)
-    n_pat = m_max + k_max
-    inc = np.full((len(qs), n_pat, k_max), 2, dtype=np.int8)  # 2: padding pattern or candidate
-    pattern = np.zeros((len(qs), a_max), dtype=np.intp)
-    eye = np.eye(k_max, dtype=np.int8)
+    m_max = max(max((q.incidence.shape[0] for q in qs), default=0), 1)
+    inc = np.full((len(qs), m_max, k_max), 2, dtype=np.int8)  # 2: padding claim or candidate
     for i, q in enumerate(qs):
-        m = q.incidence.shape[0]
-        inc[i, :m, : q.k] = q.incidence
-        inc[i, m_max : m_max + q.k, : q.k] = eye[: q.k, : q.k]
-        na = q.n_actions
-        pattern[i, :na] = np.where(q.action_claim >= 0, q.action_claim, m_max + q.action_candidate)
-    inc_t = inc.transpose(2, 0, 1)  # (K, Q, P)
-    out = np.full((3, k_max, len(qs), n_pat), -np.inf)
+        inc[i, : q.incidence.shape[0], : q.k] = q.incidence
+    inc_t = inc.transpose(2, 1, 0)  # (K, M, Q)
+    out = np.full((3, k_max, m_max, len(qs)), -np.inf)
     for part, sign in enumerate((1, 0, -1)):
         out[part][inc_t == sign] = 0.0
-    return out, pattern
+    return out
+
+

@@ -314,3 +314,18 @@ def test_transition_identity_holds():
         assert r.delta_acc == pytest.approx((r.corrections - r.harms) / r.n, abs=1e-12)
         if r.majority_wrong:
             assert r.rescue_rate == pytest.approx(r.corrections / r.majority_wrong)
+
+
+def test_saturated_scores_follow_the_tie_rule():
+    """Huge logits make many scores equal within 1e-12; the engine still matches the literal reading."""
+    from boe.core.ledger import parse_record
+
+    recs = list(pool_ledger(25, seed=12))
+    models = [parse_record(r) for r in recs]
+    lit = literal_calibration(models, cheap_kappa=0.9999)
+    lit["groups"] = {k: dict(g, kappa=0.9995 if i % 2 else 0.0007) for i, (k, g) in enumerate(lit["groups"].items())}
+    cal = Calibration.model_validate(lit)
+    got = _engine(recs, DETERMINISTIC, [4, 16, 40], cal=cal)
+    for (pol, budget), lines in got.items():
+        for rec, x in zip(models, lines, strict=True):
+            _same(x, literal_replay(rec, lit, pol, budget))
