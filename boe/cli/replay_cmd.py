@@ -13,8 +13,6 @@ from boe.cli.common import err_console, out_console, parse_budgets, parse_list
 
 if TYPE_CHECKING:
     from boe.core.experiment import Experiment
-    from boe.core.ledger import LedgerRecord, RecordDict
-    from collections.abc import Iterator
 
 __all__ = ["register"]
 
@@ -27,34 +25,6 @@ def _fmt_num(x: float | None, digits: int = 3) -> str:
 
 def _fmt_budget(b: float) -> str:
     return str(int(b)) if float(b).is_integer() else f"{b:g}"
-
-
-def _records(
-    ledgers: list[Path], db: str | None, run: str | None, strict: bool, bad: list[str]
-) -> Iterator[LedgerRecord | RecordDict]:
-    from boe.core.ledger import iter_ledger
-    from boe.errors import ConfigError, RecordError
-
-    def on_error(err: RecordError) -> None:
-        bad.append(err.describe())
-        err_console().print(f"[yellow]skipped[/] {err.describe()}", highlight=False, markup=True)
-
-    if db is not None:
-        if ledgers:
-            raise ConfigError("give ledger files or --db/--run, not both")
-        if not run:
-            raise ConfigError("--db needs --run NAME")
-        from boe.db import Store
-
-        store = Store(db)
-        try:
-            yield from store.iter_records(run, strict=strict, on_error=on_error)
-        finally:
-            store.close()
-        return
-    if not ledgers:
-        raise ConfigError("give at least one ledger file (or --db URL --run NAME)")
-    yield from iter_ledger(ledgers, strict=strict, on_error=on_error)
 
 
 def replay_command(
@@ -75,8 +45,9 @@ def replay_command(
     run: Optional[str] = typer.Option(None, "--run", help="Run name in --db."),
 ) -> None:
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
-    from boe.core.calibration import Calibration, fit_groups, load_calibration, save_calibration as save_cal
-    from boe.core.experiment import load_questions, run_experiment
+    from boe.core.calibration import Calibration, fit_groups, load_calibration
+    from boe.core.calibration import save_calibration as save_cal
+    from boe.core.experiment import run_experiment
     from boe.core.policies import POLICIES, _load_plugins
     from boe.core.replay import stats_matrix, transcripts
     from boe.errors import ConfigError
@@ -116,28 +87,30 @@ def replay_command(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=True, disable=not show,
     ) as prog:
-        t_load = prog.add_task("loading", total=None)
+        prog.add_task("loading", total=None)
+
+        from boe.core.loading import load_ledgers, load_lines
+        from boe.errors import RecordError
+
+        def on_error(err: RecordError) -> None:
+            bad.append(err.describe())
+            console.print(f"[yellow]skipped[/] {err.describe()}", highlight=False)
 
         if db is None:
-            from boe.core.loading import load_ledgers
-            from boe.errors import ConfigError, RecordError
-
             if not ledgers:
                 raise ConfigError("give at least one ledger file (or --db URL --run NAME)")
-
-            def on_error(err: RecordError) -> None:
-                bad.append(err.describe())
-                console.print(f"[yellow]skipped[/] {err.describe()}", highlight=False)
-
             questions, groups = load_ledgers(ledgers, strict=strict, on_error=on_error)
         else:
+            if ledgers:
+                raise ConfigError("give ledger files or --db/--run, not both")
+            if not run:
+                raise ConfigError("--db needs --run NAME")
+            from boe.db import Store
 
-            def counted() -> Iterator[LedgerRecord | RecordDict]:
-                for rec in _records(ledgers or [], db, run, strict, bad):
-                    prog.advance(t_load)
-                    yield rec
-
-            questions, groups = load_questions(counted())
+            with Store(db) as store:
+                questions, groups = load_lines(
+                    store.iter_ledger_lines(run), f"{_safe_url(db)}#{run}", strict=strict, on_error=on_error
+                )
         if not questions:
             console.print("[bold red]error:[/] nothing could be replayed (no valid record)")
             raise typer.Exit(1)
@@ -156,9 +129,7 @@ def replay_command(
                 for line in transcripts(r, questions):
                     fh.write(json.dumps(line, separators=(",", ":")) + "\n")
     if save_calibration is not None:
-        if isinstance(cal_arg, Calibration):
-            to_save = exp.plan.calibrations[0]
-        elif cal_arg == "fit":
+        if isinstance(cal_arg, Calibration) or cal_arg == "fit":
             to_save = exp.plan.calibrations[0]
         else:  # cross-fit: save the deployable fit on all questions
             stats, g, _ = stats_matrix(questions, len(groups))

@@ -18,7 +18,7 @@ from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import FieldRuleError, parse_record, parse_record_dict
 from boe.errors import LedgerError, RecordError
 
-__all__ = ["load_ledgers"]
+__all__ = ["load_ledgers", "load_lines"]
 
 #: Files above this size are read by several processes.
 PARALLEL_BYTES = 32 * 2**20
@@ -68,6 +68,39 @@ def load_ledgers(
     return questions, groups
 
 
+def load_lines(
+    lines: Iterable[str | bytes],
+    source: str,
+    *,
+    strict: bool = False,
+    on_error: Callable[[RecordError], None] | None = None,
+    groups: GroupIndex | None = None,
+) -> tuple[list[Question], GroupIndex]:
+    """Questions from ledger lines of any origin (e.g. a store); ``source`` names them in errors."""
+    groups = groups or GroupIndex()
+    questions: list[Question] = []
+    seen: set[tuple[str, str]] = set()
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            q = _question(raw, source, lineno, groups)
+            if (q.dataset, q.question_id) in seen:
+                raise RecordError(
+                    "question id already seen for this dataset", source=source, line=lineno,
+                    question_id=q.question_id, field="question_id",
+                )
+        except RecordError as err:
+            if strict:
+                raise
+            if on_error is not None:
+                on_error(err)
+            continue
+        seen.add((q.dataset, q.question_id))
+        questions.append(q)
+    return questions, groups
+
+
 def _workers(workers: int | None) -> int:
     if workers is not None:
         return workers
@@ -113,7 +146,7 @@ def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex) -
             offset += n_lines
 
 
-def _question(raw: bytes, source: str, line: int, groups: GroupIndex) -> Question:
+def _question(raw: str | bytes, source: str, line: int, groups: GroupIndex) -> Question:
     """Validate one line and build its arrays (the graph rules are checked while building)."""
     rec = parse_record_dict(raw, source=source, line=line, keep_unknown=False, check=False)
     try:
