@@ -24,6 +24,7 @@ def import_command(
     ),
 ) -> None:
     """Store the questions of ledger files in a run; bad records are reported by line and skipped."""
+    from rich.markup import escape
     from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from boe.db import Store, import_ledger
@@ -32,7 +33,7 @@ def import_command(
     console = err_console()
 
     def on_error(err: RecordError) -> None:
-        console.print(f"[yellow]skipped[/] {err.describe()}", highlight=False)
+        console.print(f"[yellow]skipped[/] {escape(err.describe())}", highlight=False, soft_wrap=True)
 
     with Store(db) as store, Progress(
         SpinnerColumn(), TextColumn("importing"), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -48,6 +49,7 @@ def import_command(
         f"run {run!r}: stored {report.stored} question(s), {report.skipped} already there, "
         f"{report.bad} bad record(s); the run holds {total} ({report.seconds:.1f} s)",
         highlight=False,
+        soft_wrap=True,
     )
     if report.bad and not report.stored and not report.skipped:
         from boe.errors import LedgerError
@@ -68,7 +70,9 @@ def export_command(
     with Store(db, create=False) as store:
         store.get_run(run)  # a clear error before any file is written
         n = export_ledger(store, run, sys.stdout if out == "-" else Path(out))
-    err_console().print(f"exported {n} question(s) of run {run!r}" + ("" if out == "-" else f" to {out}"), highlight=False)
+    err_console().print(
+        f"exported {n} question(s) of run {run!r}" + ("" if out == "-" else f" to {out}"), highlight=False, soft_wrap=True
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -13,12 +13,12 @@ writes, which keeps both cores busy.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import pickle
+import subprocess
+import sys
 import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
-from multiprocessing.connection import Connection as Pipe
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
@@ -33,7 +33,6 @@ __all__ = ["export_ledger", "import_ledger", "parse_files"]
 
 #: Inputs larger than this are parsed in a helper process (when ``parallel`` is None).
 PARALLEL_BYTES = 16 * 1024 * 1024
-_SEND_EVERY = 32  # items per message from the helper process
 
 Key = tuple[str, str]
 ErrorFields = tuple[str, str | None, int | None, str | None, str | None]
@@ -76,51 +75,35 @@ def parse_files(paths: Sequence[str | Path], skip: set[Key] | frozenset[Key] = f
                     yield "ok", PreparedQuestion(question_rows(rec), text)
 
 
-def _parse_worker(out: Pipe, paths: list[str], skip: set[Key]) -> None:
-    """Helper process: stream parsed items to the writer; stop quietly when the writer is gone."""
-    buf: list[Item] = []
-    try:
-        for item in parse_files(paths, skip):
-            buf.append(item)
-            if len(buf) >= _SEND_EVERY:
-                out.send(buf)
-                buf = []
-        out.send(buf)
-        out.send(None)
-    except (BrokenPipeError, ConnectionResetError):
-        return
-    except BaseException:
-        try:
-            out.send(("fail", traceback.format_exc()))
-        except OSError:
-            pass
-    finally:
-        out.close()
-
-
 def _parse_in_helper(paths: list[str], skip: set[Key]) -> Iterator[Item]:
-    ctx = multiprocessing.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_parse_worker, args=(send, paths, skip), daemon=True, name="boe-import-parser")
-    proc.start()
-    send.close()  # so that a dead helper shows up here as end of file
+    """Run `parse_files` in a helper process (``python -m boe.db._parser``) and stream its items."""
+    import boe
+
+    root = str(Path(boe.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "boe.db._parser"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
+    assert proc.stdin is not None and proc.stdout is not None
     try:
+        pickle.dump((paths, skip), proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        proc.stdin.close()
         while True:
             try:
-                msg = recv.recv()
+                msg = pickle.load(proc.stdout)
             except EOFError:
-                proc.join(5)
-                raise StoreError(f"the ledger parser process stopped unexpectedly (exit code {proc.exitcode})") from None
+                code = proc.wait(5)
+                raise StoreError(f"the ledger parser process stopped unexpectedly (exit code {code})") from None
             if msg is None:
                 return
             if isinstance(msg, tuple):
                 raise StoreError(f"the ledger parser process failed:\n{msg[1]}")
             yield from msg
     finally:
-        recv.close()
-        if proc.is_alive():
-            proc.terminate()
-        proc.join(5)
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+        proc.wait()
 
 
 def import_ledger(

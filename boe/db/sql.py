@@ -28,8 +28,8 @@ def insert_ignore(conn: Connection, table: Table, conflict_columns: Sequence[str
     return stmt
 
 
-def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]) -> None:
-    """Insert many row tuples (in ``columns`` order) at driver speed inside the connection's transaction.
+def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Insert many rows (sequences in ``columns`` order) at driver speed inside the connection's transaction.
 
     SQLite: one prepared statement, ``executemany``. PostgreSQL: ``COPY ... FROM
     STDIN``. Values must already be in column form (JSON columns as JSON text).

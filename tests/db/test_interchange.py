@@ -1,0 +1,203 @@
+"""Ledger JSONL in and out of the store: round trips, replay equality, bad lines, resume, kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from boe.core.experiment import load_questions, run_experiment
+from boe.core.ledger import iter_ledger
+from boe.core.replay import transcripts
+from boe.db import Store, export_ledger, import_ledger
+from boe.db import models as m
+from boe.errors import RecordError, StoreError
+
+from .conftest import factor_records, pool_records, write_jsonl
+
+POLICIES = ["raw", "boe", "boe-factor", "random-factor", "whole", "label-guided"]
+
+
+def boe_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the real `boe` command."""
+    out = subprocess.run([sys.executable, "-m", "boe", *args], capture_output=True, text=True, timeout=240)
+    if check and out.returncode != 0:
+        raise AssertionError(f"boe {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
+    return out
+
+
+@pytest.mark.parametrize("kind", ["pool", "factor-code"])
+@pytest.mark.parametrize("parallel", [False, True], ids=["in-process", "helper-process"])
+def test_import_export_round_trip(store_url: str, tmp_path: Path, kind: str, parallel: bool) -> None:
+    recs = pool_records(40, seed=3) if kind == "pool" else factor_records(30, seed=2)
+    src = write_jsonl(tmp_path / "in.jsonl", recs)
+    with Store(store_url) as store:
+        report = import_ledger(store, src, "r", parallel=parallel, batch_rows=2_000)
+        assert (report.stored, report.skipped, report.bad) == (len(recs), 0, 0)
+        assert export_ledger(store, "r", tmp_path / "out.jsonl") == len(recs)
+    out = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in out] == recs  # equal values, same order
+    assert out == src.read_text(encoding="utf-8").splitlines()  # in fact the very same lines
+
+
+def _transcripts(records: object) -> list[dict[str, object]]:
+    questions, groups = load_questions(records)  # type: ignore[arg-type]
+    exp = run_experiment(questions, groups.keys, POLICIES, [1, 4, 16], calibration="crossfit:3", seed=5)
+    return [line for run in exp.runs for line in transcripts(run, questions)]
+
+
+def test_export_then_replay_equals_replay_from_the_store(store_url: str, tmp_path: Path) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", pool_records(60, seed=4) + factor_records(20, seed=1))
+    with Store(store_url) as store:
+        import_ledger(store, src, "r")
+        export_ledger(store, "r", tmp_path / "exported.jsonl")
+        from_store = _transcripts(store.iter_records("r"))
+        assert _transcripts(store.iter_record_dicts("r")) == from_store
+    assert _transcripts(iter_ledger(tmp_path / "exported.jsonl")) == from_store
+    assert len(from_store) == 80 * len(POLICIES) * 3
+
+
+def test_cli_replay_from_store_equals_replay_from_export(sqlite_url: str, tmp_path: Path) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", pool_records(50, seed=6))
+    boe_cli("import", str(src), "--db", sqlite_url, "--run", "r")
+    boe_cli("export", "--db", sqlite_url, "--run", "r", "--out", str(tmp_path / "exported.jsonl"))
+    opts = ["--policy", ",".join(POLICIES), "--budget", "1,2,4,8,16", "--calibration", "crossfit:3"]
+    a = boe_cli("replay", "--db", sqlite_url, "--run", "r", *opts, "--json", "--transcripts", str(tmp_path / "a.jsonl"))
+    b = boe_cli("replay", str(tmp_path / "exported.jsonl"), *opts, "--json", "--transcripts", str(tmp_path / "b.jsonl"))
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
+    assert json.loads(a.stdout)["results"] == json.loads(b.stdout)["results"]
+
+
+def test_bad_records_are_reported_by_line_and_the_good_ones_stored(sqlite_url: str, tmp_path: Path) -> None:
+    good = pool_records(4, seed=8)
+    lines = [
+        json.dumps(good[0]).encode(),                                  # 1 good
+        b'{"format": "boe-ledger/1", "question_id": ',                 # 2 not JSON
+        b"",                                                           # 3 blank
+        json.dumps(good[1]).encode().replace(b"what", b"wh\xffat"),    # 4 not UTF-8
+        json.dumps(good[2]).encode(),                                  # 5 good
+        json.dumps({**good[3], "candidates": [{**good[3]["candidates"][0], "utility": 2.0}]}).encode(),  # 6 bad field
+        json.dumps(good[0]).encode(),                                  # 7 duplicate of line 1
+        json.dumps({**good[1], "format": "boe-ledger/9"}).encode(),    # 8 unknown format
+        json.dumps(good[3]).encode(),                                  # 9 good
+    ]
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    out = boe_cli("import", str(src), "--db", sqlite_url, "--run", "r")
+    reported = sorted(int(line.split(f"{src}:")[1].split(",")[0].split(":")[0])
+                      for line in out.stderr.splitlines() if f"{src}:" in line)
+    assert reported == [2, 4, 6, 7, 8], out.stderr
+    assert "candidates[0].utility" in out.stderr and "already seen" in out.stderr and "not UTF-8" in out.stderr
+    assert "stored 3 question(s)" in out.stderr and "4 bad" not in out.stderr and "5 bad record(s)" in out.stderr
+    with Store(sqlite_url) as store:
+        assert [r.question_id for r in store.iter_records("r")] == [good[i]["question_id"] for i in (0, 2, 3)]
+    # in-process: the same errors reach on_error, with their lines
+    errors: list[RecordError] = []
+    with Store(tmp_path / "second.db") as store:
+        report = import_ledger(store, src, "r", on_error=errors.append)
+    assert [e.line for e in errors] == [2, 4, 6, 7, 8] and (report.stored, report.bad) == (3, 5)
+    # a file with nothing good fails
+    bad_only = tmp_path / "bad.jsonl"
+    bad_only.write_text('{"x": 1}\n')
+    failed = boe_cli("import", str(bad_only), "--db", sqlite_url, "--run", "r2", check=False)
+    assert failed.returncode == 1 and "bad.jsonl:1" in failed.stderr
+
+
+def test_import_resumes_and_can_replace(store_url: str, tmp_path: Path) -> None:
+    recs = pool_records(30, seed=9)
+    half = write_jsonl(tmp_path / "half.jsonl", recs[:12])
+    full = write_jsonl(tmp_path / "full.jsonl", recs)
+    with Store(store_url) as store:
+        assert import_ledger(store, half, "r").stored == 12
+        again = import_ledger(store, full, "r")
+        assert (again.stored, again.skipped) == (18, 12)
+        assert [r.question_id for r in store.iter_records("r")] == [r["question_id"] for r in recs]
+        changed = [{**r, "reference": "changed"} for r in recs[:5]]
+        assert import_ledger(store, write_jsonl(tmp_path / "c.jsonl", changed), "r").skipped == 5
+        assert import_ledger(store, tmp_path / "c.jsonl", "r", replace=True).stored == 5
+        stored = {r.question_id: r.reference for r in store.iter_records("r")}
+        assert len(stored) == 30 and sum(v == "changed" for v in stored.values()) == 5
+    with pytest.raises(StoreError, match="no store at"), Store(tmp_path / "none.db", create=False):
+        pass
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def assert_whole_questions(url: str, run: str) -> int:
+    """Every stored question has all its rows; no question is stored twice. Returns how many are stored."""
+    with Store(url) as store:
+        records = {(r.dataset, r.question_id): r for r in store.iter_records(run)}
+        with store.engine.connect() as conn:
+            q = m.Question.__table__
+            keys = conn.execute(select(q.c.id, q.c.dataset, q.c.source_id).where(q.c.run_id == store.get_run(run).id)).all()
+            assert len(keys) == len({(d, s) for _, d, s in keys}) == len(records)
+            pk_key = {pk: (d, s) for pk, d, s in keys}
+            for table, attr in ((m.Candidate, "candidates"), (m.Claim, "claims"), (m.Edge, "edges"),
+                                (m.Action, "actions"), (m.Outcome, "actions")):
+                t = table.__table__
+                counts = dict(conn.execute(select(t.c.question_pk, func.count()).group_by(t.c.question_pk)).all())
+                for pk, key in pk_key.items():
+                    assert counts.get(pk, 0) == len(getattr(records[key], attr)), (table.__name__, key)
+    return len(records)
+
+
+def test_kill_9_mid_import_then_rerun(store_url: str, tmp_path: Path) -> None:
+    n = 600 if store_url.startswith("sqlite") else 250
+    recs = pool_records(n, seed=11)
+    src = write_jsonl(tmp_path / "big.jsonl", recs)
+    cmd = [sys.executable, "-m", "boe", "import", str(src), "--db", store_url, "--run", "big", "--parallel"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    helpers: list[int] = []
+    deadline = time.monotonic() + 120
+    with Store(store_url) as watcher:
+        while True:
+            assert proc.poll() is None, f"the import ended before it could be killed: {proc.stderr.read()}"  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            helpers = helpers or _children(proc.pid)
+            try:
+                if watcher.count_questions("big") >= n // 5:
+                    break
+            except StoreError:
+                pass  # the run does not exist yet
+            time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert helpers, "the import did not use its parser process"
+    stored = assert_whole_questions(store_url, "big")
+    assert n // 5 <= stored < n
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in helpers):  # the orphaned parser notices and exits
+        assert time.monotonic() < deadline, "the parser process outlived the killed import"
+        time.sleep(0.1)
+    done = boe_cli("import", str(src), "--db", store_url, "--run", "big")
+    assert f"stored {n - stored} question(s), {stored} already there" in done.stderr
+    assert assert_whole_questions(store_url, "big") == n
+    with Store(store_url) as store:
+        export_ledger(store, "big", tmp_path / "out.jsonl")
+    assert (tmp_path / "out.jsonl").read_bytes() == src.read_bytes()

@@ -1,0 +1,86 @@
+"""The work queue: claim under a lease, complete, release, reclaim after a crash; concurrent claimers."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from typing import Any
+
+from boe.core.ledger import parse_record
+from boe.db import Store
+
+from .conftest import pool_records
+
+KEYS = [("pool", f"q{i:03d}") for i in range(12)]
+
+
+def test_claim_complete_release(store_url: str) -> None:
+    with Store(store_url) as store:
+        store.create_run("r")
+        assert store.enqueue("r", KEYS) == 12
+        assert store.enqueue("r", KEYS[:3] + [("pool", "extra")]) == 1
+        a = store.claim_questions("r", "A", n=5, lease_seconds=60)
+        assert [(w.dataset, w.question_id) for w in a] == KEYS[:5] and all(w.attempts == 1 for w in a)
+        assert a[0].lease_until > time.time() + 30
+        b = store.claim_questions("r", "B", n=3, lease_seconds=60)
+        assert [(w.dataset, w.question_id) for w in b] == KEYS[5:8]
+        assert store.complete("r", KEYS[:2]) == 2
+        assert store.release("r", "B", [KEYS[5]]) == 1
+        assert store.release("r", "A", [KEYS[6]]) == 0  # not A's
+        assert store.work_counts("r") == {"pending": 6, "claimed": 5, "done": 2}
+        c = store.claim_questions("r", "C", n=2, lease_seconds=60)
+        assert [w.question_id for w in c] == ["q005", "q008"]  # released first, then the next pending
+        assert store.release("r", "A") == 3  # all A still holds
+        assert store.work_counts("r") == {"pending": 7, "claimed": 4, "done": 2}  # B: 2, C: 2
+
+
+def test_a_crashed_workers_lease_expires(store_url: str) -> None:
+    with Store(store_url) as store:
+        store.create_run("r")
+        store.enqueue("r", KEYS[:2])
+        assert len(store.claim_questions("r", "crashed", n=2, lease_seconds=0.5)) == 2
+        assert store.claim_questions("r", "B", n=2, lease_seconds=60) == []
+        time.sleep(0.8)
+        again = store.claim_questions("r", "B", n=5, lease_seconds=60)
+        assert [(w.question_id, w.attempts) for w in again] == [("q000", 2), ("q001", 2)]
+
+
+def test_saving_a_question_completes_its_item_atomically(store_url: str) -> None:
+    rec = parse_record(pool_records(1)[0])
+    with Store(store_url) as store:
+        store.create_run("r")
+        store.enqueue("r", [(rec.dataset, rec.question_id)])
+        [item] = store.claim_questions("r", "w", n=1)
+        assert store.save_question("r", rec, worker="w")
+        assert store.work_counts("r") == {"pending": 0, "claimed": 0, "done": 1}
+        assert store.claim_questions("r", "w2", n=1) == []
+
+
+def _claimer(url: str, worker: str, barrier: Any, out: Any) -> None:
+    store = Store(url)
+    barrier.wait()
+    got: list[str] = []
+    while items := store.claim_questions("r", worker, n=3, lease_seconds=300):
+        got += [w.question_id for w in items]
+        store.complete("r", [(w.dataset, w.question_id) for w in items])
+    store.close()
+    out.put(got)
+
+
+def test_concurrent_claimers_never_share_an_item(store_url: str) -> None:
+    keys = [("pool", f"q{i:04d}") for i in range(300)]
+    with Store(store_url) as store:
+        store.create_run("r")
+        store.enqueue("r", keys)
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_claimer, args=(store_url, f"w{i}", barrier, out)) for i in range(4)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    claimed = [q for r in results for q in r]
+    assert sorted(claimed) == [q for _, q in keys]  # every item once, none twice
+    assert sum(1 for r in results if r) >= 2  # the work was shared
