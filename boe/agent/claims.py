@@ -216,23 +216,39 @@ def _location(claim: Mapping[str, Any], cands: Sequence[Mapping[str, Any]]) -> l
     return out
 
 
+def answer_slot(q: Mapping[str, Any]) -> str:
+    """The slot whose claims carry the answer itself (yes/no answers fill ``attribute``)."""
+    return "attribute" if q.get("closed") else str(q["slot"])
+
+
+def claim_group(channel: str, claim: Mapping[str, Any], q: Mapping[str, Any]) -> str:
+    """Calibration group of a factor action: the channel, then ``answer:SLOT`` for a claim that carries
+    the answer, or the slot of a supporting claim (their discrimination differs by far)."""
+    if claim["slot"] == answer_slot(q):
+        # attribute answers split by family: yes/no, side, vertical, size answers differ in reliability
+        kind = claim.get("family") if claim["slot"] == "attribute" and claim.get("family") else claim["slot"]
+        return f"{channel}/answer:{kind}"
+    return f"{channel}/{claim['slot']}"
+
+
 def build_menu(
     claims: Sequence[Mapping[str, Any]],
     cands: Sequence[Mapping[str, Any]],
     costs: Mapping[str, float],
     kinds: Sequence[str],
+    q: Mapping[str, Any],
 ) -> list[dict[str, Any]]:
     """The action menu in tie-breaking order: structured, vlm_factor, grounded_factor, whole_response."""
     menu: list[dict[str, Any]] = []
     if "structured" in kinds:
         for c in claims:
             if c["slot"] in CLOSED_SLOTS or c["slot"] == "option":
-                menu.append(_factor("s", "structured", c, costs, f"structured/{c['slot']}"))
-    for prefix, kind, group in (("v", "vlm_factor", "vlm"), ("g", "grounded_factor", "grounded")):
+                menu.append(_factor("s", "structured", c, costs, claim_group("structured", c, q)))
+    for prefix, kind, channel in (("v", "vlm_factor", "vlm"), ("g", "grounded_factor", "grounded")):
         if kind in kinds:
             for c in claims:
                 if c["slot"] in SLOTS:
-                    menu.append(_factor(prefix, kind, c, costs, f"{group}/{c['slot']}"))
+                    menu.append(_factor(prefix, kind, c, costs, claim_group(channel, c, q)))
     if "whole_response" in kinds:
         for cand in cands:
             if cand["valid"]:
@@ -241,7 +257,8 @@ def build_menu(
     return menu
 
 
-def _factor(prefix: str, kind: str, claim: Mapping[str, Any], costs: Mapping[str, float], group: str) -> dict[str, Any]:
+def _factor(prefix: str, kind: str, claim: Mapping[str, Any], costs: Mapping[str, float], group: str
+            ) -> dict[str, Any]:
     return {"id": f"{prefix}:{claim['id']}", "kind": kind, "claim": claim["id"], "candidate": None,
             "cost": float(costs[kind]), "group": group}
 

@@ -20,10 +20,12 @@ from boe.core.ledger import KINDS
 from boe.errors import ConfigError
 from boe.util import redact_url
 
-__all__ = ["DEFAULT_CALIBRATION", "AgentConfig", "Costs", "default_calibration", "make_config"]
+__all__ = ["DEFAULT_CALIBRATION", "NEUTRAL", "AgentConfig", "Costs", "default_calibration", "make_config"]
 
 #: The shipped calibration, fitted on a full simulator ledger (see boe/agent/data/README.md).
 DEFAULT_CALIBRATION = "sim-calibration.json"
+#: The calibration value that means "no fitted groups" (for generating calibration ledgers).
+NEUTRAL = "neutral"
 
 
 class Costs(BaseModel):
@@ -60,8 +62,8 @@ class AgentConfig(BaseModel):
     policy_seed: int = 0
     costs: Costs = Field(default_factory=Costs)
     kinds: tuple[str, ...] = KINDS
-    calibration: str | None = None  # file path; None: the shipped simulator calibration
-    dataset: str = Field(default="sim", min_length=1)
+    calibration: str | None = None  # file path, "neutral" (no groups), or None: the shipped simulator calibration
+    dataset: str = Field(default="boe-sim", min_length=1)
     root: str | None = None
     ledger: Literal["online", "full"] = "online"
     extract_claims: bool = True
@@ -98,7 +100,7 @@ class AgentConfig(BaseModel):
             raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(sorted(POLICIES))}")
         if getattr(POLICIES[self.policy], "reads_labels", False):
             raise ValueError(f"policy {self.policy!r} reads evaluation labels and cannot run live")
-        if self.calibration is not None and not Path(self.calibration).is_file():
+        if self.calibration not in (None, NEUTRAL) and not Path(self.calibration).is_file():
             raise ValueError(f"calibration file {self.calibration!r} does not exist")
         if self.root is not None and not Path(self.root).is_dir():
             raise ValueError(f"dataset root {self.root!r} is not a directory")
@@ -114,6 +116,8 @@ class AgentConfig(BaseModel):
 
     def load_calibration(self) -> Calibration:
         """The calibration this run scores with (the file given, or the shipped default)."""
+        if self.calibration == NEUTRAL:
+            return Calibration(source="neutral (every group kappa 0.5: checks carry no weight)")
         if self.calibration is not None:
             return load_calibration(self.calibration)
         return default_calibration()

@@ -119,7 +119,7 @@ async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """The action menu with its design costs and calibration groups."""
     cfg = runtime.context.config
     costs = {k: cfg.costs.of(k) for k in ("structured", "vlm_factor", "grounded_factor", "whole_response")}
-    actions = build_menu(state["claims"], state["candidates"], costs, cfg.kinds)
+    actions = build_menu(state["claims"], state["candidates"], costs, cfg.kinds, state["analysis"])
     return {"actions": actions, "bought": [], "pending": None, "mode": cfg.ledger}
 
 

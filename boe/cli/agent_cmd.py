@@ -165,6 +165,99 @@ def ask_command(
         err_console().print(f"[dim]stored as run {result.run!r} in {_safe(db)}[/]", highlight=False)
 
 
+def demo_command(
+    db: Path = typer.Option(Path("boe-demo.db"), "--db", help="SQLite file the run is stored in."),
+    questions: Optional[str] = typer.Option(None, "--questions", help="Comma-separated demo question ids [the curated few]."),
+    k: int = typer.Option(16, "--k", help="Candidates sampled."),
+    budget: float = typer.Option(16, "--budget", help="Evidence budget."),
+    policy: str = typer.Option("boe", "--policy", help="Selection policy."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON document."),
+) -> None:
+    """Run the agent against the built-in simulator on a few shipped questions; store the run in ./boe-demo.db."""
+    import asyncio
+
+    from boe.agent.demo import DEMO_QUESTIONS, db_url, default_run_name, demo_config, demo_questions, run_questions, simulator
+    from boe.cli.common import parse_list
+    from boe.errors import ConfigError
+
+    ids = parse_list(questions) if questions else list(DEMO_QUESTIONS)
+    try:
+        qs = demo_questions(ids)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+    console = out_console()
+    url = db_url(db)
+    if not as_json:
+        console.print(
+            "[bold]boe demo[/]: the agent against the built-in [bold]simulator[/] of an OpenAI-compatible VLM "
+            "(synthetic scans, answers computed from their pixels; not a real model)", highlight=False
+        )
+
+    def show(res: AskResult) -> None:
+        if not as_json:
+            render_result(res, console, title=res.question_id)
+
+    with simulator() as base_url:
+        if not as_json:
+            console.print(f"[dim]simulator at {base_url}; K={k}, budget {_num(budget)}, policy {policy}[/]", highlight=False)
+        cfg = demo_config(base_url, k=k, budget=budget, policy=policy)
+        run = asyncio.run(run_questions(cfg, qs, db=url, run_name=default_run_name("demo"), on_result=show))
+    raw_acc, sel_acc = run.accuracy()
+    use = run.per_question_usage()
+    summary = {
+        "questions": len(run.results), "raw_majority_accuracy": raw_acc, "selected_accuracy": sel_acc,
+        "rescued": sum(1 for r in run.results if r.correct and not r.raw_correct),
+        "harmed": sum(1 for r in run.results if r.raw_correct and not r.correct),
+        "per_question": use, "seconds": run.seconds, "run": run.run, "db": str(db),
+        "calibration": cfg.load_calibration().source,
+    }
+    if as_json:
+        out = {"summary": summary, "results": [r.to_json() for r in run.results]}
+        sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
+        return
+    _render_summary(console, run, summary, cfg)
+
+
+def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="demo summary", title_justify="left", pad_edge=False)
+    for col in ("question", "reference", "raw majority", "selected", "cost", "calls", "tokens"):
+        t.add_column(col, justify="right" if col in ("cost", "calls", "tokens") else "left")
+    for r in run.results:
+        u = r.usage()
+        t.add_row(escape(r.question_id), escape(str(r.reference)),
+                  f"{escape(str(r.raw_answer))} {_tick(r.raw_correct)}", f"{escape(str(r.answer))} {_tick(r.correct)}",
+                  _num(r.cost), str(u["calls"]), str(u["prompt_tokens"] + u["completion_tokens"]))
+    console.print(t)
+    pq = summary["per_question"]
+    console.print(
+        f"raw majority right on {round(summary['raw_majority_accuracy'] * summary['questions'])}/{summary['questions']}, "
+        f"BoE on {round(summary['selected_accuracy'] * summary['questions'])}/{summary['questions']} "
+        f"(rescued {summary['rescued']}, harmed {summary['harmed']}); per question {pq.get('calls', 0):.1f} model calls, "
+        f"{pq.get('prompt_tokens', 0) + pq.get('completion_tokens', 0):.0f} tokens; {summary['seconds']:.1f} s",
+        highlight=False,
+    )
+    console.print(
+        "[dim]The demo questions were chosen to show a rescue; this is a demonstration, not a measurement "
+        "(python benchmarks/agent_accuracy.py measures 100 fresh simulator questions).[/]", highlight=False
+    )
+    cal = cfg.calibration or _shipped_calibration_path()
+    console.print(
+        f"stored as run [bold]{escape(str(summary['run']))}[/] in {escape(summary['db'])}; replay it offline with\n"
+        f"  boe replay --db {escape(summary['db'])} --run {escape(str(summary['run']))} --policy {cfg.policy} "
+        f"--budget {_num(cfg.budget)} --calibration {escape(str(cal))} --transcripts replay.jsonl",
+        highlight=False,
+    )
+
+
+def _shipped_calibration_path() -> str:
+    from boe.agent.configuration import _default_path
+
+    return _default_path()
+
+
 def _safe(url: str) -> str:
     from boe.util import redact_url
 

@@ -140,10 +140,11 @@ FINDINGS: dict[str, list[str]] = {
 
 #: The answer-relevant attribute: families of mutually exclusive values.
 ATTRIBUTES: dict[str, dict[str, list[str]]] = {
-    "side": {"left": ["left side", "left-sided", "lt", "sinistral"], "right": ["right side", "right-sided", "rt"],
+    "side": {"left": ["left side", "left-sided", "lt", "sinistral", "on the left", "on the left side", "left-hand side"],
+             "right": ["right side", "right-sided", "rt", "on the right", "on the right side", "right-hand side"],
              "bilateral": ["both sides", "both", "bilaterally"]},
-    "vertical": {"upper": ["superior", "top", "upper part", "apical", "cranial"],
-                 "lower": ["inferior", "bottom", "lower part", "basal", "caudal"]},
+    "vertical": {"upper": ["superior", "superiorly", "top", "upper part", "apical", "cranial", "in the upper part"],
+                 "lower": ["inferior", "inferiorly", "bottom", "lower part", "basal", "caudal", "in the lower part"]},
     "size": {"small": ["tiny", "little", "minor", "subcentimeter"],
              "large": ["big", "huge", "enlarged", "massive", "sizable", "sizeable"]},
     "yesno": {"yes": ["y", "true", "present", "positive", "affirmative", "correct"],

@@ -70,12 +70,15 @@ def test_graph_signs_rivals_and_menu_covers_every_claim():
     assert sign[(2, "attribute=left")] == -1 and sign[(0, "attribute=right")] == -1
     assert all(e["candidate"] != 3 for e in edges)  # invalid candidates carry no edges
     assert {c["id"]: c["location"] for c in claims}["finding=mass"] == ["left"]  # 2 of 3 supporters say left
-    menu = build_menu(claims, cands, COSTS, KINDS)
+    menu = build_menu(claims, cands, COSTS, KINDS, q)
     kinds = [a["kind"] for a in menu]
     assert kinds == ["structured"] * 2 + ["vlm_factor"] * 5 + ["grounded_factor"] * 5 + ["whole_response"] * 3
-    assert {a["group"] for a in menu} >= {"structured/modality", "vlm/finding", "grounded/attribute", "whole"}
+    groups = {a["id"]: a["group"] for a in menu}
+    assert groups["s:modality=ct"] == "structured/answer:modality" and groups["v:modality=mr"] == "vlm/answer:modality"
+    assert groups["v:finding=mass"] == "vlm/finding" and groups["g:attribute=left"] == "grounded/attribute"
+    assert groups["w:1"] == "whole"
     assert [a["candidate"] for a in menu if a["kind"] == "whole_response"] == [0, 1, 2]
-    only_vlm = build_menu(claims, cands, {**COSTS, "vlm_factor": 2.5}, ("vlm_factor",))
+    only_vlm = build_menu(claims, cands, {**COSTS, "vlm_factor": 2.5}, ("vlm_factor",), q)
     assert {a["kind"] for a in only_vlm} == {"vlm_factor"} and {a["cost"] for a in only_vlm} == {2.5}
 
 
@@ -83,3 +86,11 @@ def test_grading_uses_the_same_canonicalisation():
     q = analyse_question("what modality is this?")
     assert grade("mr", "MRI", q) == 1.0 and grade("ct", "MRI", q) == 0.0 and grade(None, "MRI", q) == 0.0
     assert grade("mr", None, q) is None
+
+
+def test_yes_no_answers_are_grouped_by_attribute_family():
+    q = analyse_question("Is there a mass in the left lung?")
+    cands = pool(q, [reply("yes", attribute="yes"), reply("No", attribute="left")])
+    claims, _ = build_graph(cands)
+    menu = build_menu(claims, cands, COSTS, ("vlm_factor",), q)
+    assert {a["id"]: a["group"] for a in menu} == {"v:attribute=yes": "vlm/answer:yesno", "v:attribute=no": "vlm/answer:yesno"}

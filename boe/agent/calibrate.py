@@ -1,0 +1,88 @@
+"""Fit the shipped simulator calibration: a full ledger over fresh simulator questions, then `fit_groups`.
+
+    python -m boe.agent.calibrate --n 400 --seed 101 --out boe/agent/data/sim-calibration.json
+
+1. generate ``n`` simulator questions (seed ``seed``; the demo set and the
+   accuracy benchmark use other seeds, so they are held out);
+2. start the simulator on loopback and run the agent over real HTTP in
+   *full-ledger* mode (every action of every menu is run once, under the
+   neutral calibration, so the ledger does not depend on any earlier fit);
+3. fit kappa_g and p_g per calibration group on that ledger exactly as
+   ``boe replay --calibration fit --save-calibration`` does (spec section 4),
+   plus the `bayes` policy's observation model, and write the file.
+
+The same can be done by hand: ``boe ask --ledger full --calibration neutral
+--db ...`` per question, then ``boe replay --db ... --run ...
+--save-calibration FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from boe.core.calibration import Calibration, save_calibration
+
+__all__ = ["fit_calibration", "main"]
+
+
+def fit_calibration(records: list[Any], cheap_kappa: float | None = None) -> Calibration:
+    """kappa_g / p_g on the given full-ledger records, plus the bayes observation model when available."""
+    from boe.core.experiment import load_questions
+    from boe.core.policies import POLICIES, _load_plugins, make_policy
+    from boe.core.replay import plan_calibration
+
+    questions, groups = load_questions(records)
+    plan = plan_calibration(questions, groups.keys, "fit", cheap_kappa=cheap_kappa)
+    cal = plan.calibrations[0]
+    _load_plugins()
+    if "bayes" in POLICIES:
+        pol = make_policy("bayes")
+        fit = getattr(pol, "fit_extra", None)
+        if fit is not None:
+            cal = fit(questions, np.ones(len(questions), dtype=bool), cal, groups.keys)
+    return cal
+
+
+async def _ledger(n: int, seed: int, db: str, workdir: Path, run_name: str) -> list[Any]:
+    from boe.agent.configuration import make_config
+    from boe.agent.demo import run_questions, simulator
+    from boe.db import Store
+    from boe.sim.dataset import generate_dataset, load_sim_dataset
+
+    data = generate_dataset(workdir / "questions", n, seed=seed)
+    questions = load_sim_dataset(data)
+    with simulator() as base_url:
+        cfg = make_config(base_url=base_url, model="boe-sim", dataset="boe-sim", ledger="full",
+                          calibration="neutral", root=str(data))
+        await run_questions(cfg, questions, db=db, run_name=run_name)
+    with Store(db) as store:
+        return list(store.iter_records(run_name, strict=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Fit the simulator calibration on a fresh full ledger.")
+    ap.add_argument("--n", type=int, default=400, help="simulator questions [400]")
+    ap.add_argument("--seed", type=int, default=101, help="dataset seed [101]")
+    ap.add_argument("--out", type=Path, required=True, help="calibration file to write")
+    ap.add_argument("--db", default=None, help="keep the full ledger in this store (default: a temporary file)")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db or f"sqlite:///{Path(tmp) / 'ledger.db'}"
+        run_name = f"calibration-ledger-n{args.n}-seed{args.seed}"
+        records = asyncio.run(_ledger(args.n, args.seed, db, Path(tmp), run_name))
+    cal = fit_calibration(records)
+    save_calibration(cal, args.out)
+    print(f"fitted {len(cal.groups)} groups on {len(records)} questions -> {args.out}")
+    for key, g in sorted(cal.groups.items()):
+        print(f"  {key:40s} kappa {g.kappa:.3f}  p {g.p['confirm']:.2f}/{g.p['reject']:.2f}/{g.p['unresolved']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
