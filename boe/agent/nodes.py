@@ -16,7 +16,7 @@ from boe.agent.state import AgentContext, AgentState
 from boe.errors import ModelError
 from boe.prompts import load_prompt, options_block
 from boe.tools.images import LoadedImage, open_image
-from boe.tools.parse import ReplyError, extract_json, read_slots
+from boe.tools.parse import ReplyError, extract_json, read_generation, read_slots
 from boe.tools.protocol import ToolRequest, ToolResult
 
 __all__ = [
@@ -61,9 +61,21 @@ async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     )
     comp = await ctx.generator.complete(
         prompt, [img.data_url], n=cfg.k, temperature=cfg.temperature, seed=cfg.seed,
-        tags={"question_id": state["question_id"]},
+        tags={"question_id": state["question_id"]}, accept=_generation_problem,
     )
     return {"replies": comp.texts, "calls": [comp.call.as_dict()]}
+
+
+def _generation_problem(texts: list[str | None]) -> str | None:
+    """None when at least one reply can be read; a batch with none is asked again (a server fault, likely)."""
+    errors = []
+    for t in texts:
+        try:
+            read_generation(t)
+            return None
+        except ReplyError as exc:
+            errors.append(str(exc))
+    return f"none of the {len(texts)} replies is readable ({errors[0] if errors else 'no replies'})"
 
 
 async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:

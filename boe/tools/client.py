@@ -27,7 +27,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -47,6 +47,8 @@ __all__ = [
     "request_key",
 ]
 
+#: How often an unusable reply (not JSON at all) is asked again.
+MAX_REASKS = 2
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 30.0
 
@@ -121,6 +123,7 @@ class ModelCall:
     latency_ms: float = 0.0
     cache_hit: bool = False
     n_fallback: bool = False
+    reasks: int = 0  # requests repeated because the reply was unusable
     error: str | None = None
     tags: dict[str, Any] = field(default_factory=dict)
 
@@ -230,8 +233,16 @@ class ModelClient:
         temperature: float = 0.0,
         seed: int | None = None,
         tags: dict[str, Any] | None = None,
+        accept: Callable[[list[str | None]], str | None] | None = None,
     ) -> Completion:
-        """``n`` replies to one prompt. Raises `ModelError` (with ``.call``) once retries are spent."""
+        """``n`` replies to one prompt. Raises `ModelError` (with ``.call``) once retries are spent.
+
+        ``accept(texts)`` returns None for a usable reply or the reason it is not;
+        an unusable reply (say, a batch that is not JSON at all) is asked again up
+        to `MAX_REASKS` times and is never cached. The last reply is returned
+        either way: the caller keeps unreadable candidates as invalid and turns an
+        unreadable verdict into ``unresolved`` with the error.
+        """
         if n < 1:
             raise ValueError("n must be >= 1")
         messages = build_messages(prompt, image_urls)
@@ -255,15 +266,23 @@ class ModelClient:
                 call.cached_tokens = int(usage.get("cached_tokens", 0))
                 return Completion(list(hit["texts"]), call)
         t0 = time.perf_counter()
-        try:
-            texts = await self._sample(prompt, messages, n, temperature, seed, call)
-        except ModelError as exc:
-            call.latency_ms = (time.perf_counter() - t0) * 1000.0
-            call.error = str(exc)
-            exc.call = call  # type: ignore[attr-defined]
-            raise
+        problem: str | None = None
+        for _ in range(MAX_REASKS + 1):
+            try:
+                texts = await self._sample(prompt, messages, n, temperature, seed, call)
+            except ModelError as exc:
+                call.latency_ms = (time.perf_counter() - t0) * 1000.0
+                call.error = str(exc)
+                exc.call = call  # type: ignore[attr-defined]
+                raise
+            problem = accept(texts) if accept is not None else None
+            if problem is None:
+                break
+            call.reasks += 1
         call.latency_ms = (time.perf_counter() - t0) * 1000.0
-        if self.cache is not None and all(t is not None for t in texts):
+        if problem is not None:
+            call.error = f"unusable reply after {call.reasks} re-asks: {problem}"
+        elif self.cache is not None and all(t is not None for t in texts):
             self.cache.put(key, {
                 "texts": texts,
                 "usage": {"prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,

@@ -39,7 +39,8 @@ class _Judge:
     async def _ask(self, rendered: Rendered, urls: list[str], request: ToolRequest, view: dict[str, Any]) -> ToolResult:
         tags = {"action": request.action.get("id")}
         try:
-            comp = await self.client.complete(rendered, urls, n=1, temperature=self.temperature, seed=request.seed, tags=tags)
+            comp = await self.client.complete(rendered, urls, n=1, temperature=self.temperature, seed=request.seed,
+                                              tags=tags, accept=_verdict_problem)
         except ModelError as exc:
             call: ModelCall | None = getattr(exc, "call", None)
             return ToolResult("unresolved", view=view, error=str(exc), calls=[call] if call else [])
@@ -49,6 +50,14 @@ class _Judge:
             comp.call.error = f"unreadable verdict: {exc}"
             return ToolResult("unresolved", view=view, error=comp.call.error, calls=[comp.call], raw_reply=comp.texts[0])
         return ToolResult(verdict, rationale, view, None, [comp.call], comp.texts[0])  # type: ignore[arg-type]
+
+
+def _verdict_problem(texts: list[str | None]) -> str | None:
+    try:
+        read_verdict(texts[0] if texts else None)
+    except ReplyError as exc:
+        return str(exc)
+    return None
 
 
 def _claim_fields(request: ToolRequest) -> tuple[str, str]:
