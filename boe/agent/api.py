@@ -334,6 +334,9 @@ async def ask_async(
     cfg = config if config is not None else make_config(**settings)
     if config is not None and settings:
         cfg = make_config(**{**config.model_dump(), **settings})
+    from boe.tools.images import check_path
+
+    check_path(image, cfg.root)  # a bad path fails before anything is opened or paid for
     async with Agent(cfg, api_key=api_key, store=db, run_name=run_name, checkpoint=checkpoint) as agent:
         return await agent.ask(image, question, options=options, reference=reference)
 

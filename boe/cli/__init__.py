@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "boe.cli.replay_cmd",
     "boe.cli.sim_cmd",
     "boe.cli.store_cmd",
+    "boe.cli.agent_cmd",
 )
 
 for _mod in COMMAND_MODULES:
