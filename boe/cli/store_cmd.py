@@ -17,7 +17,9 @@ def import_command(
     ledgers: list[Path] = typer.Argument(..., help="Ledger-v1 JSONL files.", show_default=False),
     db: str = typer.Option(..., "--db", help=_DB_HELP),
     run: str = typer.Option(..., "--run", help="Run to import into (created if needed)."),
-    replace: bool = typer.Option(False, "--replace", help="Replace questions the run already holds (default: keep them)."),
+    replace: bool = typer.Option(
+        False, "--replace", help="Replace questions the run already holds (default: keep them)."
+    ),
     parallel: bool | None = typer.Option(
         None, "--parallel/--no-parallel", help="Parse in a helper process [default: for inputs over 16 MB].",
         show_default=False,
@@ -71,7 +73,9 @@ def export_command(
         store.get_run(run)  # a clear error before any file is written
         n = export_ledger(store, run, sys.stdout if out == "-" else Path(out))
     err_console().print(
-        f"exported {n} question(s) of run {run!r}" + ("" if out == "-" else f" to {out}"), highlight=False, soft_wrap=True
+        f"exported {n} question(s) of run {run!r}" + ("" if out == "-" else f" to {out}"),
+        highlight=False,
+        soft_wrap=True,
     )
 
 

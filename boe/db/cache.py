@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from boe.db.models import CacheEntry, utcnow
+from boe.db.models import CacheEntry, table, utcnow
 from boe.db.sql import insert_ignore
 from boe.db.types import CachedResponse
 from boe.util import redact_url
@@ -27,7 +27,7 @@ NOT_IN_KEY = frozenset(
     {"api_key", "authorization", "headers", "extra_headers", "timeout", "max_retries", "http_client", "stream"}
 )
 
-_T = CacheEntry.__table__
+_T = table(CacheEntry)
 
 
 def request_key(
@@ -51,9 +51,8 @@ def request_key(
 
 def cache_get(conn: Connection, key: str) -> CachedResponse | None:
     """The cached reply under ``key``, if any."""
-    row = conn.execute(
-        select(_T.c.response, _T.c.model, _T.c.prompt_tokens, _T.c.completion_tokens, _T.c.created).where(_T.c.key == key)
-    ).first()
+    cols = (_T.c.response, _T.c.model, _T.c.prompt_tokens, _T.c.completion_tokens, _T.c.created)
+    row = conn.execute(select(*cols).where(_T.c.key == key)).first()
     if row is None:
         return None
     return CachedResponse(

@@ -44,7 +44,7 @@ Item = (
 
 
 def parse_files(paths: Sequence[str | Path], skip: set[Key] | frozenset[Key] = frozenset()) -> Iterator[Item]:
-    """Validate ledger lines in order: ("ok", prepared), ("skip", key) for keys in ``skip``, or ("bad", error fields)."""
+    """Validate ledger lines in order: yield ("ok", prepared), ("skip", key) for keys in ``skip``, ("bad", fields)."""
     from boe.core.ledger import parse_record_dict
 
     seen: set[Key] = set()

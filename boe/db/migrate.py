@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine, func, insert, inspect, select, text
 
 from boe import __version__
 from boe.db.engine import read_tx, write_tx
-from boe.db.models import Base, SchemaVersion, utcnow
+from boe.db.models import Base, SchemaVersion, table, utcnow
 from boe.errors import SchemaVersionError, StoreError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "ensure_schema", "stored_version"]
@@ -33,7 +33,7 @@ def stored_version(conn: Connection) -> tuple[int, str] | None:
     """(schema version, boe version that wrote it) of a store, or None when it has no version table."""
     if not inspect(conn).has_table(SchemaVersion.__tablename__):
         return None
-    t = SchemaVersion.__table__
+    t = table(SchemaVersion)
     top = conn.execute(select(func.max(t.c.version))).scalar()
     if top is None:
         return None
@@ -83,7 +83,7 @@ def ensure_schema(
                         f"boe {writer} (boe export) and import them here"
                     )
                 step(conn)
-                conn.execute(insert(SchemaVersion.__table__).values(version=v + 1, boe_version=__version__, applied=utcnow()))
+                _record_version(conn, v + 1)
         return SCHEMA_VERSION
 
     return write_tx(engine, setup, what=f"opening {where}")
@@ -100,5 +100,9 @@ def _create(conn: Connection, where: str, create: bool) -> int:
     if not create:
         raise StoreError(f"{where} holds no boe store")
     Base.metadata.create_all(conn)
-    conn.execute(insert(SchemaVersion.__table__).values(version=SCHEMA_VERSION, boe_version=__version__, applied=utcnow()))
+    _record_version(conn, SCHEMA_VERSION)
     return SCHEMA_VERSION
+
+
+def _record_version(conn: Connection, version: int) -> None:
+    conn.execute(insert(table(SchemaVersion)).values(version=version, boe_version=__version__, applied=utcnow()))

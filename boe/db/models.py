@@ -21,7 +21,7 @@ policy may read them.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -36,6 +36,7 @@ from sqlalchemy import (
     LargeBinary,
     SmallInteger,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -59,8 +60,14 @@ __all__ = [
     "SchemaVersion",
     "Transcript",
     "WorkItemRow",
+    "table",
     "utcnow",
 ]
+
+
+def table(model: type[Base]) -> Table:
+    """The Core table of a model (for bulk statements)."""
+    return cast(Table, model.__table__)
 
 
 def utcnow() -> datetime:

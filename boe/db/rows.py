@@ -8,15 +8,19 @@ copied into their own columns (they stay in the stored record JSON too):
   outcome's ``rationale`` (the judge's short reason), ``raw_reply`` and
   ``error`` (why the tool failed, for an ``unresolved`` outcome)
 
-Rows carry no question key: the writer prepends it once the question row exists.
+Child tables are kept column by column and without the question key, which
+the writer only learns once the question row exists; `QuestionRows.rows`
+zips the columns into row tuples with the key in front. (Columns pickle and
+unpickle several times faster than row tuples when a helper process parses.)
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from boe.db.types import ImageRecord, ModelCall, TranscriptRecord
@@ -32,7 +36,7 @@ __all__ = [
     "question_rows",
 ]
 
-# Column order of the row tuples below; the first column, question_pk, is added by the writer.
+# Column order of the rows; the first column, question_pk, is added by the writer.
 CANDIDATE_COLUMNS = ("question_pk", "idx", "answer", "raw_text", "slots", "valid", "utility")
 CLAIM_COLUMNS = ("question_pk", "pos", "claim_id", "slot", "value", "figure")
 EDGE_COLUMNS = ("question_pk", "claim_pos", "candidate_idx", "sign")
@@ -41,12 +45,13 @@ ACTION_COLUMNS = (
 )
 OUTCOME_COLUMNS = ("question_pk", "action_pos", "outcome", "rationale", "raw_reply", "error")
 
-Row = tuple[Any, ...]
+Columns = tuple[list[Any], ...]
+ChildTable = Literal["candidates", "claims", "edges", "actions", "outcomes"]
 
 
 @dataclass(slots=True)
 class QuestionRows:
-    """The question's own columns and its child rows (without the question key)."""
+    """The question's own columns and its child tables, column by column (without the question key)."""
 
     dataset: str
     source_id: str
@@ -55,11 +60,11 @@ class QuestionRows:
     image: Any
     reference: Any
     n_candidates: int
-    candidates: list[Row]
-    claims: list[Row]
-    edges: list[Row]
-    actions: list[Row]
-    outcomes: list[Row]
+    candidates: Columns
+    claims: Columns
+    edges: Columns
+    actions: Columns
+    outcomes: Columns
 
     @property
     def key(self) -> tuple[str, str]:
@@ -67,7 +72,11 @@ class QuestionRows:
 
     @property
     def n_rows(self) -> int:
-        return 1 + len(self.candidates) + len(self.claims) + len(self.edges) + 2 * len(self.actions)
+        return 1 + self.n_candidates + len(self.claims[0]) + len(self.edges[0]) + 2 * len(self.actions[0])
+
+    def rows(self, table: ChildTable, question_pk: int) -> Iterator[tuple[Any, ...]]:
+        """Row tuples of one child table, the question key first (the order of ``*_COLUMNS``)."""
+        return zip(repeat(question_pk), *getattr(self, table), strict=False)
 
 
 def _json(value: Any) -> str | None:
@@ -82,29 +91,11 @@ def _text(value: Any) -> str | None:
 
 def question_rows(rec: Mapping[str, Any]) -> QuestionRows:
     """Rows of the normalised tables for one validated record, as a dict (see `boe.core.ledger.parse_record_dict`)."""
-    candidates = [
-        (c["index"], c.get("answer"), _text(c.get("raw_text")), _json(c.get("slots")), c.get("valid", True),
-         c.get("utility"))
-        for c in rec["candidates"]
-    ]
-    claim_pos: dict[str, int] = {}
-    claims = []
-    for j, cl in enumerate(rec.get("claims", ())):
-        claim_pos[cl["id"]] = j
-        figure = cl.get("figure")
-        claims.append((j, cl["id"], cl.get("slot"), cl.get("value"), None if figure is None else str(figure)))
-    edges = [(claim_pos[e["claim"]], e["candidate"], e["sign"]) for e in rec.get("edges", ())]
-    actions = []
-    outcomes = []
-    for j, a in enumerate(rec.get("actions", ())):
-        claim = a.get("claim")
-        actions.append(
-            (j, a["id"], a["kind"], None if claim is None else claim_pos[claim], a.get("candidate"), a["cost"],
-             a["group"], _json(a.get("view")))
-        )
-        outcomes.append(
-            (j, a["outcome"], _text(a.get("rationale")), _text(a.get("raw_reply")), _text(a.get("error")))
-        )
+    cands = rec["candidates"]
+    claims = rec.get("claims", ())
+    edges = rec.get("edges", ())
+    acts = rec.get("actions", ())
+    claim_pos = {cl["id"]: j for j, cl in enumerate(claims)}
     task = rec.get("task") or {}
     return QuestionRows(
         dataset=rec["dataset"],
@@ -113,13 +104,49 @@ def question_rows(rec: Mapping[str, Any]) -> QuestionRows:
         options=task.get("options"),
         image=task.get("image"),
         reference=rec.get("reference"),
-        n_candidates=len(candidates),
-        candidates=candidates,
-        claims=claims,
-        edges=edges,
-        actions=actions,
-        outcomes=outcomes,
+        n_candidates=len(cands),
+        candidates=(
+            [c["index"] for c in cands],
+            [c.get("answer") for c in cands],
+            [_text(c.get("raw_text")) for c in cands],
+            [_json(c.get("slots")) for c in cands],
+            [c.get("valid", True) for c in cands],
+            [c.get("utility") for c in cands],
+        ),
+        claims=(
+            list(range(len(claims))),
+            [cl["id"] for cl in claims],
+            [cl.get("slot") for cl in claims],
+            [cl.get("value") for cl in claims],
+            [_text_id(cl.get("figure")) for cl in claims],
+        ),
+        edges=(
+            [claim_pos[e["claim"]] for e in edges],
+            [e["candidate"] for e in edges],
+            [e["sign"] for e in edges],
+        ),
+        actions=(
+            list(range(len(acts))),
+            [a["id"] for a in acts],
+            [a["kind"] for a in acts],
+            [None if a.get("claim") is None else claim_pos[a["claim"]] for a in acts],
+            [a.get("candidate") for a in acts],
+            [a["cost"] for a in acts],
+            [a["group"] for a in acts],
+            [_json(a.get("view")) for a in acts],
+        ),
+        outcomes=(
+            list(range(len(acts))),
+            [a["outcome"] for a in acts],
+            [_text(a.get("rationale")) for a in acts],
+            [_text(a.get("raw_reply")) for a in acts],
+            [_text(a.get("error")) for a in acts],
+        ),
     )
+
+
+def _text_id(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 @dataclass(slots=True)

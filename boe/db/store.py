@@ -8,10 +8,11 @@ import re
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Select, delete, func, insert, select
+from sqlalchemy import Connection, Select, Table, delete, func, insert, select
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 
 from boe import __version__
@@ -21,7 +22,6 @@ from boe.db.engine import display_url, make_engine, read_tx, sqlite_path, to_url
 from boe.db.migrate import ensure_schema
 from boe.db.models import (
     Action,
-    Calibration as CalibrationRow,
     Candidate,
     Claim,
     Edge,
@@ -32,7 +32,11 @@ from boe.db.models import (
     QuestionImage,
     Run,
     Transcript,
+    table,
     utcnow,
+)
+from boe.db.models import (
+    Calibration as CalibrationRow,
 )
 from boe.db.rows import (
     ACTION_COLUMNS,
@@ -40,6 +44,7 @@ from boe.db.rows import (
     CLAIM_COLUMNS,
     EDGE_COLUMNS,
     OUTCOME_COLUMNS,
+    ChildTable,
     PreparedQuestion,
     question_rows,
 )
@@ -70,21 +75,21 @@ T = TypeVar("T")
 P = TypeVar("P")
 RunRef = str | RunInfo
 
-_Q = Question.__table__
-_R = Run.__table__
-_T = Transcript.__table__
-_MC = ModelCallRow.__table__
-_IMG = Image.__table__
-_QI = QuestionImage.__table__
-_CAL = CalibrationRow.__table__
+_Q = table(Question)
+_R = table(Run)
+_T = table(Transcript)
+_MC = table(ModelCallRow)
+_IMG = table(Image)
+_QI = table(QuestionImage)
+_CAL = table(CalibrationRow)
 _CHUNK = 500
 # Child tables in insert order (a child after its parents); deletes run in reverse.
-_CHILDREN = (
-    (Candidate.__table__, CANDIDATE_COLUMNS, "candidates"),
-    (Claim.__table__, CLAIM_COLUMNS, "claims"),
-    (Edge.__table__, EDGE_COLUMNS, "edges"),
-    (Action.__table__, ACTION_COLUMNS, "actions"),
-    (Outcome.__table__, OUTCOME_COLUMNS, "outcomes"),
+_CHILDREN: tuple[tuple[Table, tuple[str, ...], ChildTable], ...] = (
+    (table(Candidate), CANDIDATE_COLUMNS, "candidates"),
+    (table(Claim), CLAIM_COLUMNS, "claims"),
+    (table(Edge), EDGE_COLUMNS, "edges"),
+    (table(Action), ACTION_COLUMNS, "actions"),
+    (table(Outcome), OUTCOME_COLUMNS, "outcomes"),
 )
 _SECRET_KEY = re.compile(r"(?i)(api[_-]?key|password|passwd|secret|token|authorization|credential)")
 
@@ -267,7 +272,8 @@ class Store:
         prepared = []
         for it in items:
             text = dump_record(it.record)
-            prepared.append(PreparedQuestion(question_rows(json.loads(text)), text, it.model_calls, it.transcripts, it.images))
+            rows = question_rows(json.loads(text))
+            prepared.append(PreparedQuestion(rows, text, it.model_calls, it.transcripts, it.images))
         return self.save_prepared(run, prepared, replace=replace, worker=worker)
 
     def save_prepared(
@@ -319,7 +325,7 @@ class Store:
         strict: bool = False,
         on_error: Callable[[RecordError], None] | None = None,
     ) -> Iterator[LedgerRecord]:
-        """The run's ledger records in insertion order; one that fails validation goes to ``on_error`` (raises if ``strict``)."""
+        """The run's records in insertion order; an invalid one goes to ``on_error`` (raises if ``strict``)."""
         from boe.core.ledger import parse_record
 
         yield from self._parsed(run, parse_record, strict, on_error)
@@ -456,9 +462,8 @@ class Store:
         data = calibration.model_dump(mode="json", exclude_none=True)
         data.pop("source", None)
         run_id = None if run is None else self._run_id(run)
-        self._write(
-            lambda conn: upsert(conn, _CAL, ["name"], {"name": name, "run_id": run_id, "data": data, "created": utcnow()})
-        )
+        values = {"name": name, "run_id": run_id, "data": data, "created": utcnow()}
+        self._write(lambda conn: upsert(conn, _CAL, ["name"], values))
 
     def load_calibration(self, name: str) -> Calibration:
         """The calibration stored under ``name``."""
@@ -578,10 +583,8 @@ def _question_pks(conn: Connection, run_id: int, keys: set[tuple[str, str]]) -> 
 def _delete_questions(conn: Connection, pks: list[int]) -> None:
     """Delete questions and everything hanging off them, children first (cheap foreign-key checks)."""
     for chunk in _chunks(pks):
-        for table, _, _ in reversed(_CHILDREN):
-            conn.execute(delete(table).where(table.c.question_pk.in_(chunk)))
-        for table in (_QI, _T, _MC):
-            conn.execute(delete(table).where(table.c.question_pk.in_(chunk)))
+        for child in [t for t, _, _ in reversed(_CHILDREN)] + [_QI, _T, _MC]:
+            conn.execute(delete(child).where(child.c.question_pk.in_(chunk)))
         conn.execute(delete(_Q).where(_Q.c.id.in_(chunk)))
 
 
@@ -612,10 +615,10 @@ def _save(
         ]
         result = conn.execute(insert(_Q).returning(_Q.c.id, sort_by_parameter_order=True), params)
         pks = [row[0] for row in result]
-        for table, columns, attr in _CHILDREN:
-            rows = [(pk, *row) for pk, p in zip(pks, batch, strict=True) for row in getattr(p.rows, attr)]
+        for child, columns, name in _CHILDREN:
+            rows = list(chain.from_iterable(p.rows.rows(name, pk) for pk, p in zip(pks, batch, strict=True)))
             if rows:
-                bulk_insert(conn, table, columns, rows)
+                bulk_insert(conn, child, columns, rows)
         for pk, p in zip(pks, batch, strict=True):
             if p.images:
                 _link_images(conn, pk, p.images)
@@ -624,9 +627,7 @@ def _save(
             if p.transcripts:
                 for t in p.transcripts:
                     if (t.dataset, t.question_id) != p.rows.key:
-                        raise ValueError(
-                            f"a transcript of {t.dataset}/{t.question_id} given with question {p.rows.key[0]}/{p.rows.key[1]}"
-                        )
+                        raise ValueError(f"a transcript of {t.dataset}/{t.question_id} given with {p.rows.key}")
                 _insert_transcripts(conn, run_id, [(pk, t) for t in p.transcripts])
     if worker is not None:
         _work.complete(conn, run_id, keys)
@@ -641,10 +642,10 @@ def _link_images(conn: Connection, question_pk: int, images: Sequence[ImageRecor
                 data=img.data, created=utcnow(),
             )
         )
-    ids = dict(conn.execute(select(_IMG.c.sha256, _IMG.c.id).where(_IMG.c.sha256.in_({i.sha256 for i in images}))).all())
-    conn.execute(
-        insert(_QI), [{"question_pk": question_pk, "pos": j, "image_id": ids[img.sha256]} for j, img in enumerate(images)]
-    )
+    stmt = select(_IMG.c.sha256, _IMG.c.id).where(_IMG.c.sha256.in_({i.sha256 for i in images}))
+    ids = dict(conn.execute(stmt).all())
+    links = [{"question_pk": question_pk, "pos": j, "image_id": ids[img.sha256]} for j, img in enumerate(images)]
+    conn.execute(insert(_QI), links)
 
 
 def _insert_calls(conn: Connection, run_id: int, question_pk: int | None, calls: Sequence[ModelCall]) -> None:

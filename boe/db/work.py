@@ -12,23 +12,24 @@ Lease times use the database clock, so workers on several machines agree.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
-from sqlalchemy import Connection, ColumnElement, and_, func, literal, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Connection, and_, func, literal, or_, select, tuple_, update
 
-from boe.db.models import WorkItemRow
+from boe.db.models import WorkItemRow, table
 from boe.db.sql import insert_ignore
 from boe.db.types import WorkItem
 
 __all__ = ["claim", "complete", "counts", "enqueue", "release"]
 
-_W = WorkItemRow.__table__
+_W = table(WorkItemRow)
 _CHUNK = 500
 
 
 def db_now(conn: Connection) -> ColumnElement[float]:
     """The database clock in seconds since the epoch."""
     if conn.dialect.name == "postgresql":
-        return func.extract("epoch", func.clock_timestamp())
+        return cast(ColumnElement[float], func.extract("epoch", func.clock_timestamp()))
     return (func.julianday("now") - literal(2440587.5)) * literal(86400.0)
 
 

@@ -155,7 +155,8 @@ def assert_whole_questions(url: str, run: str) -> int:
         records = {(r.dataset, r.question_id): r for r in store.iter_records(run)}
         with store.engine.connect() as conn:
             q = m.Question.__table__
-            keys = conn.execute(select(q.c.id, q.c.dataset, q.c.source_id).where(q.c.run_id == store.get_run(run).id)).all()
+            stmt = select(q.c.id, q.c.dataset, q.c.source_id).where(q.c.run_id == store.get_run(run).id)
+            keys = conn.execute(stmt).all()
             assert len(keys) == len({(d, s) for _, d, s in keys}) == len(records)
             pk_key = {pk: (d, s) for pk, d, s in keys}
             for table, attr in ((m.Candidate, "candidates"), (m.Claim, "claims"), (m.Edge, "edges"),

@@ -108,14 +108,19 @@ def test_normalised_tables_match_the_record(store_url: str) -> None:
                 "vqa-rad", "q1", "what modality?", ["ct", "mr"], "img/1.png", "ct", 3
             )
             assert [(c.idx, c.answer, c.valid, c.utility, c.raw_text) for c in q.candidates] == [
-                (0, "ct", True, 1.0, '{"answer": "CT"}'), (1, "mr", True, 0.0, "MRI"), (2, None, False, 0.0, "I cannot tell")
+                (0, "ct", True, 1.0, '{"answer": "CT"}'),
+                (1, "mr", True, 0.0, "MRI"),
+                (2, None, False, 0.0, "I cannot tell"),
             ]
             assert q.candidates[0].slots == {"modality": "ct", "region": None} and q.candidates[2].slots is None
             assert [(c.pos, c.claim_id, c.slot, c.value, c.figure) for c in q.claims] == [
                 (0, "modality=ct", "modality", "ct", "0"), (1, "modality=mr", "modality", "mr", None)
             ]
             assert [(e.claim_pos, e.candidate_idx, e.sign) for e in q.edges] == [(0, 0, 1), (0, 1, -1), (1, 1, 1)]
-            acts = [(a.pos, a.action_id, a.kind, a.claim_pos, a.candidate_idx, a.cost, a.group_name, a.view) for a in q.actions]
+            acts = [
+                (a.pos, a.action_id, a.kind, a.claim_pos, a.candidate_idx, a.cost, a.group_name, a.view)
+                for a in q.actions
+            ]
             assert acts == [
                 (0, "s:modality=ct", "structured", 0, None, 1.0, "structured/modality", {"field": "Modality"}),
                 (1, "g:modality=mr", "grounded_factor", 1, None, 4.0, "grounded", {"crop": [10, 20, 110, 140]}),
@@ -206,15 +211,15 @@ def test_transcripts_model_calls_and_images(store_url: str, tmp_path: Path) -> N
         assert len(calls) == 2 and {c.endpoint for c in calls} == {"https://api.example/v1?key=***"}
         assert (calls[0].prompt_tokens, calls[0].completion_tokens, calls[0].retries) == (100, 20, 1)
         with store.engine.connect() as conn:
-            rows = conn.execute(select(m.Image.sha256, m.Image.path, m.Image.width, m.Image.data).order_by(m.Image.id)).all()
+            stmt = select(m.Image.sha256, m.Image.path, m.Image.width, m.Image.data).order_by(m.Image.id)
+            rows = conn.execute(stmt).all()
             assert rows == [(img.sha256, str(img_path), 64, None), (embedded.sha256, "b.png", 1, b"other")]
             assert conn.execute(select(func.count()).select_from(m.QuestionImage.__table__)).scalar() == 3
 
 
 def test_calibrations(store_url: str) -> None:
-    cal = Calibration(
-        cheap_kappa=0.6, groups={"vqa/vlm": GroupCalibration(kappa=0.7, p={"confirm": 0.5, "reject": 0.3, "unresolved": 0.2})}
-    )
+    group = GroupCalibration(kappa=0.7, p={"confirm": 0.5, "reject": 0.3, "unresolved": 0.2})
+    cal = Calibration(cheap_kappa=0.6, groups={"vqa/vlm": group})
     with Store(store_url) as store:
         run = store.create_run("r")
         store.save_calibration("fit-1", cal, run=run)

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Connection, create_engine, event, inspect, text
 
-from boe.db import Store
-from boe.db import migrate
+from boe.db import Store, migrate
 from boe.errors import SchemaVersionError, StoreError
 
 
@@ -65,7 +64,8 @@ def test_write_transactions_take_the_write_lock_up_front(tmp_path: Path) -> None
 
 def _bump_version(store: Store, version: int) -> None:
     with store.engine.begin() as conn:
-        conn.execute(text("INSERT INTO boe_schema (version, boe_version, applied) VALUES (:v, '9.9', '2030-01-01')"), {"v": version})
+        stmt = text("INSERT INTO boe_schema (version, boe_version, applied) VALUES (:v, '9.9', '2030-01-01')")
+        conn.execute(stmt, {"v": version})
 
 
 def test_a_newer_schema_is_refused(store_url: str) -> None:

@@ -1,0 +1,104 @@
+"""Store benchmark: import the paper-scale ledger into SQLite, replay from the store vs from the file.
+
+    python benchmarks/store.py                 # 24,237 questions (the paper's scale)
+    python benchmarks/store.py --n 3000        # a quicker look
+
+The pool ledger is generated once into a cache folder (``$BOE_BENCH_CACHE``,
+default ``~/.cache/boe/benchmarks``) and reused. Every step runs the real
+``boe`` command in a fresh process, so the times include start-up, as a user
+sees them. Targets (issue #3): import under 90 s; replay from the store at
+most 1.5x the replay from the file. Also checks that export gives back the
+imported file byte for byte and that both replays report the same figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+POLICIES = "raw,boe,boe-factor,random-factor,whole,label-guided"
+BUDGETS = "1,2,4,8,16"
+
+
+def cached_ledger(n: int, seed: int, cache: Path) -> tuple[Path, float | None]:
+    """The pool ledger of ``n`` questions, generated on first use (returns the path and generation seconds)."""
+    path = cache / f"pool-n{n}-seed{seed}.jsonl"
+    if path.exists():
+        return path, None
+    from boe.sim.ledgers import pool_ledger, write_jsonl
+
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    start = time.perf_counter()
+    with tmp.open("w", encoding="utf-8") as fh:
+        write_jsonl(pool_ledger(n, seed=seed), fh)
+    tmp.replace(path)
+    return path, time.perf_counter() - start
+
+
+def boe(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Run the `boe` command; returns wall seconds and the finished process."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "boe", *args], capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"boe {' '.join(args)} failed:\n{proc.stderr}")
+    return seconds, proc
+
+
+def main() -> None:
+    """Run the benchmark and print a table."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=24_237, help="questions in the pool ledger")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache", type=Path, default=Path(os.environ.get("BOE_BENCH_CACHE", "~/.cache/boe/benchmarks")))
+    ap.add_argument("--workdir", type=Path, default=None, help="where the database goes (default: a temporary folder)")
+    ap.add_argument("--policies", default=POLICIES)
+    ap.add_argument("--budgets", default=BUDGETS)
+    args = ap.parse_args()
+
+    ledger, generated = cached_ledger(args.n, args.seed, args.cache.expanduser())
+    work = Path(tempfile.mkdtemp(prefix="boe-bench-", dir=args.workdir))
+    db = work / "store.db"
+    url = f"sqlite:///{db}"
+    load_before = os.getloadavg()
+
+    t_import, out = boe("import", str(ledger), "--db", url, "--run", "bench")
+    summary = out.stderr.strip().splitlines()[-1]
+    t_export, _ = boe("export", "--db", url, "--run", "bench", "--out", str(work / "export.jsonl"))
+    same_file = filecmp.cmp(ledger, work / "export.jsonl", shallow=False)
+    opts = ["--policy", args.policies, "--budget", args.budgets, "--json"]
+    t_file, from_file = boe("replay", str(ledger), *opts)
+    t_store, from_store = boe("replay", "--db", url, "--run", "bench", *opts)
+    same_figures = json.loads(from_file.stdout)["results"] == json.loads(from_store.stdout)["results"]
+    load_after = os.getloadavg()
+
+    size = db.stat().st_size + sum(p.stat().st_size for p in work.glob("store.db-*"))
+    rows = [
+        ("import into SQLite", t_import, "< 90 s", t_import < 90),
+        ("export to JSONL", t_export, "", None),
+        ("replay from the file", t_file, "", None),
+        ("replay from the store", t_store, f"<= {1.5 * t_file:.1f} s (1.5x)", t_store <= 1.5 * t_file),
+    ]
+    print(f"ledger: {ledger} ({ledger.stat().st_size / 1e6:.0f} MB, {args.n} questions"
+          + (f", generated in {generated:.1f} s)" if generated is not None else ", cached)"))
+    print(f"store:  {db} ({size / 1e6:.0f} MB); {summary}")
+    print(f"replay: policies {args.policies}; budgets {args.budgets}")
+    print(f"load average (1 min) before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs\n")
+    print(f"{'step':<24}{'seconds':>10}  {'target':<22}{'met':>5}")
+    for name, sec, target, ok in rows:
+        print(f"{name:<24}{sec:>10.1f}  {target:<22}{'' if ok is None else ('yes' if ok else 'NO'):>5}")
+    print(f"\nreplay store / file: {t_store / t_file:.2f}x; import: {args.n / t_import:,.0f} questions/s")
+    print(f"export identical to the imported file: {same_file}; same figures from both replays: {same_figures}")
+    print(f"(work folder {work}; delete it when done)")
+
+
+if __name__ == "__main__":
+    main()
