@@ -106,7 +106,7 @@ def run_experiment(
                 raise ConfigError(f"--compare {a}:{b}: policy {p!r} is not among --policy {','.join(policies)}")
     options = {"eta": eta, "seed": seed}
     built = [make_policy(p, **options) for p in policies]
-    extra_fits = [getattr(p, "fit_extra") for p in built if hasattr(p, "fit_extra")]
+    extra_fits = [p.fit_extra for p in built if hasattr(p, "fit_extra")]
 
     def extra_fit(qs: Sequence[Question], train: np.ndarray, cal: Calibration) -> Calibration:
         for fit in extra_fits:

@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal
+from typing import IO, Annotated, Any, Literal, NotRequired
 
 from pydantic import (
     BaseModel,
@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
     with_config,
 )
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from boe.errors import LedgerError, RecordError
 
