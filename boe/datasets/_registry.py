@@ -1,0 +1,134 @@
+"""Dataset formats registered by name, format detection, and `load_dataset`."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from boe.datasets._context import LoadContext
+from boe.datasets._item import Dataset, DatasetItem, LoadIssue
+from boe.errors import ConfigError, InputError
+
+__all__ = ["FORMATS", "DatasetFormat", "available_formats", "detect_format", "load_dataset", "register_format"]
+
+Loader = Callable[..., Iterable[DatasetItem]]
+
+
+@dataclass(frozen=True)
+class DatasetFormat:
+    """One on-disk layout: how to load it, how to recognise it, where its root is."""
+
+    name: str
+    load: Loader  # load(path, ctx, **options) -> items
+    sniff: Callable[[Path], bool] | None = None
+    root: Callable[[Path], Path] | None = None  # the dataset root for a given path (default: the dir itself)
+    description: str = ""
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The keyword options the loader accepts, with their defaults."""
+        params = inspect.signature(self.load).parameters.values()
+        return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+FORMATS: dict[str, DatasetFormat] = {}
+
+# The built-in formats live in modules that register themselves on import.
+_BUILTIN_MODULES = ("_vqarad", "_vqamed", "_slake", "_pathvqa", "_pmcvqa", "_medxpert", "_sim")
+
+
+def register_format(
+    name: str,
+    *,
+    sniff: Callable[[Path], bool] | None = None,
+    root: Callable[[Path], Path] | None = None,
+    description: str = "",
+) -> Callable[[Loader], Loader]:
+    """Decorator: make ``load(path, ctx, **options)`` available to `load_dataset` as ``format=name``."""
+
+    def deco(fn: Loader) -> Loader:
+        if name in FORMATS and FORMATS[name].load is not fn:
+            raise ConfigError(f"dataset format {name!r} is already registered")
+        FORMATS[name] = DatasetFormat(name, fn, sniff, root, description or (fn.__doc__ or "").strip().split("\n")[0])
+        return fn
+
+    return deco
+
+
+def _builtins() -> None:
+    for mod in _BUILTIN_MODULES:
+        importlib.import_module(f"boe.datasets.{mod}")
+
+
+def available_formats() -> dict[str, str]:
+    """Format name -> one-line description."""
+    _builtins()
+    return {name: f.description for name, f in sorted(FORMATS.items())}
+
+
+def detect_format(path: str | Path) -> str:
+    """The one format whose layout ``path`` matches; `InputError` when none or several do."""
+    _builtins()
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"dataset path {str(p)!r} does not exist")
+    hits = [name for name, f in FORMATS.items() if f.sniff is not None and f.sniff(p)]
+    if len(hits) == 1:
+        return hits[0]
+    known = ", ".join(sorted(FORMATS))
+    if not hits:
+        raise InputError(f"cannot tell the dataset format of {str(p)!r}; pass format= one of: {known}")
+    raise InputError(f"{str(p)!r} matches several dataset formats ({', '.join(sorted(hits))}); pass format=")
+
+
+def load_dataset(
+    path: str | Path,
+    format: str | None = None,
+    *,
+    root: str | Path | None = None,
+    name: str | None = None,
+    strict: bool = False,
+    require_images: bool = True,
+    on_issue: Callable[[LoadIssue], None] | None = None,
+    **options: Any,
+) -> Dataset:
+    """Load a benchmark from its published layout (a directory or one file) into `DatasetItem`s.
+
+    ``format`` is detected when left out and the layout is unambiguous.
+    ``root`` is the directory every image must lie in (default: the
+    format's idea of the dataset root). A malformed record, an image path
+    outside the root, a duplicate id, or (with ``require_images``) a
+    missing image file skips that record and is reported in
+    ``Dataset.issues`` and to ``on_issue``; ``strict=True`` raises
+    `DatasetRecordError` instead. Format ``options`` (e.g. ``split``,
+    ``keep_yes_no``, ``hide_options``) are checked before anything is read.
+    """
+    _builtins()
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"dataset path {str(p)!r} does not exist")
+    fmt_name = format or detect_format(p)
+    fmt = FORMATS.get(fmt_name)
+    if fmt is None:
+        raise ConfigError(f"unknown dataset format {fmt_name!r}; known: {', '.join(sorted(FORMATS))}")
+    unknown = sorted(set(options) - set(fmt.options))
+    if unknown:
+        accepted = ", ".join(fmt.options) or "none"
+        raise ConfigError(f"format {fmt_name!r} has no option(s) {unknown}; it accepts: {accepted}")
+    if root is not None:
+        root_dir = Path(root).expanduser()
+    elif fmt.root is not None:
+        root_dir = fmt.root(p)
+    else:
+        root_dir = p if p.is_dir() else p.parent
+    if not root_dir.is_dir():
+        raise InputError(f"dataset root {str(root_dir)!r} is not a directory")
+    ctx = LoadContext(root_dir, name or fmt_name, strict=strict, require_images=require_images, on_issue=on_issue)
+    items = tuple(fmt.load(p, ctx, **options))
+    recorded = {"format": fmt_name, "path": str(p.resolve()), "strict": strict, "require_images": require_images,
+                **fmt.options, **options}
+    return Dataset(name or fmt_name, fmt_name, ctx.root, items, tuple(ctx.issues), dict(ctx.dropped), recorded)
