@@ -42,29 +42,29 @@ _CHOICE = re.compile(r"^\(?([A-Da-d])\s*[:.)]\s*(.*)$", re.DOTALL)
 _LABEL = re.compile(r"^\(?([A-Da-d])\)?\s*[:.]?$")
 _QUOTES = "'\"\u201c\u201d\u2018\u2019"
 
-# Matched against `normalise(reference)`: references that point at other options or decline to answer.
+# Matched against `normalise(reference, keep_articles=True)` ("a" may be an option letter): references that
+# point at other options or decline to answer.
 PLACEHOLDER_PATTERNS: tuple[str, ...] = (
-    r"^(none|all|both|neither|any|each) of "
+    r"^(none|all|both|neither|any|each) of (the )?"
     r"(these|those|them|above|below|options|choices|answers|preceding|following)\b",
-    r"^(none|all|both|neither) of (above|these|options|choices)$",
     r"^(none|all|both|neither)$",
     r"^(both |either |neither )?[a-d]( |, )(and|or|nor|&) [a-d]$",
     r"^(both |all )?[a-d](, [a-d])+,? (and|or) [a-d]$",
-    r"\b(can ?not|could not|can't|unable to|impossible to|not possible to|not able to) (be )?"
+    r"\b(can ?not|cant|could not|couldnt|unable to|impossible to|not possible to|not able to) (be )?"
     r"(determine|determined|assess|assessed|evaluate|evaluated|tell|say|know|identify|identified|answer|"
     r"conclude|infer|inferred|judge|establish)",
     r"^(not|no) (mentioned|specified|stated|given|provided|shown|visible|available|applicable|determined|known|"
     r"clear|indicated|reported|described|enough information|information|answer|data)\b",
     r"^(unknown|unclear|undetermined|indeterminate|uncertain|n a|na|not applicable|insufficient information|"
     r"insufficient data|information not (given|provided|available)|no correct answer|other)$",
-    r"^(image|figure|text|question|context|caption) (does|do) not (show|provide|mention|specify|indicate|say)",
+    r"^(the )?(image|figure|text|question|context|caption) (does|do) not (show|provide|mention|specify|indicate|say)",
 )
 _PLACEHOLDER = re.compile("|".join(f"(?:{p})" for p in PLACEHOLDER_PATTERNS))
 
 
 def is_placeholder_answer(text: str) -> bool:
     """Whether an answer only makes sense next to its options ("none of the above", "cannot be determined")."""
-    return bool(_PLACEHOLDER.search(normalise(text)))
+    return bool(_PLACEHOLDER.search(normalise(text, keep_articles=True)))
 
 
 def _is_pmc_file(p: Path) -> bool:

@@ -27,6 +27,7 @@ class DatasetFormat:
     sniff: Callable[[Path], bool] | None = None
     root: Callable[[Path], Path] | None = None  # the dataset root for a given path (default: the dir itself)
     description: str = ""
+    exclusive: bool = False  # a sniff match is certain (a marker file names the format): no other format is tried
 
     @property
     def options(self) -> dict[str, Any]:
@@ -47,13 +48,20 @@ def register_format(
     sniff: Callable[[Path], bool] | None = None,
     root: Callable[[Path], Path] | None = None,
     description: str = "",
+    exclusive: bool = False,
 ) -> Callable[[Loader], Loader]:
-    """Decorator: make ``load(path, ctx, **options)`` available to `load_dataset` as ``format=name``."""
+    """Decorator: make ``load(path, ctx, **options)`` available to `load_dataset` as ``format=name``.
+
+    ``sniff(path)`` says whether a path looks like this format (for
+    `detect_format`); an ``exclusive`` format's match ends detection before
+    any other sniffer opens a file.
+    """
 
     def deco(fn: Loader) -> Loader:
         if name in FORMATS and FORMATS[name].load is not fn:
             raise ConfigError(f"dataset format {name!r} is already registered")
-        FORMATS[name] = DatasetFormat(name, fn, sniff, root, description or (fn.__doc__ or "").strip().split("\n")[0])
+        doc = description or (fn.__doc__ or "").strip().split("\n")[0]
+        FORMATS[name] = DatasetFormat(name, fn, sniff, root, doc, exclusive)
         return fn
 
     return deco
@@ -76,7 +84,10 @@ def detect_format(path: str | Path) -> str:
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"dataset path {str(p)!r} does not exist")
-    hits = [name for name, f in FORMATS.items() if f.sniff is not None and f.sniff(p)]
+    for name, f in FORMATS.items():
+        if f.exclusive and f.sniff is not None and f.sniff(p):
+            return name
+    hits = [name for name, f in FORMATS.items() if not f.exclusive and f.sniff is not None and f.sniff(p)]
     if len(hits) == 1:
         return hits[0]
     known = ", ".join(sorted(FORMATS))

@@ -82,7 +82,8 @@ def _label(options: Mapping[str, str], answer: str, forms: list[str], given: Any
     return hits[0]
 
 
-@register_format(FORMAT, sniff=_sniff,
+# exclusive: detection stops at dataset.json, so no other format's sniffer peeks into facts.jsonl
+@register_format(FORMAT, sniff=_sniff, exclusive=True,
                  description="the simulator's datasets (dataset.json + questions.jsonl + images/)")
 def load_boe_sim(path: Path, ctx: LoadContext) -> Iterator[DatasetItem]:
     """Load a boe-sim dataset directory (or its questions.jsonl); facts.jsonl is never read."""

@@ -90,16 +90,17 @@ _QUANTITY = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*([a-z]+))?(?![\w.])")
 _NUMBER_TOKEN = re.compile(r"\d+(?:\.\d+)?|[a-z]+")
 
 
-def normalise(text: object) -> str:
+def normalise(text: object, *, keep_articles: bool = False) -> str:
     """Lower case, unicode unified (NFKC, no accents, plain quotes and dashes), no punctuation or articles.
 
     Decimal points inside numbers are kept and ``%`` becomes ``percent``.
+    ``keep_articles`` keeps "a", "an", "the" (where "a" may be an option letter).
     """
     t = unicodedata.normalize("NFKD", str(text).translate(_UNIFY))
     t = "".join(c for c in t if not unicodedata.combining(c))
     t = unicodedata.normalize("NFKC", t).casefold().replace("'", "").replace("%", " percent ")
     t = _LONE_DOT.sub(" ", _NON_WORD.sub(" ", t)).replace("_", " ")
-    return " ".join(w for w in t.split() if w not in _ARTICLES)
+    return " ".join(w for w in t.split() if keep_articles or w not in _ARTICLES)
 
 
 def _singular(token: str) -> str:

@@ -48,3 +48,11 @@ def write_lines(path: Path, lines: Iterable[str]) -> Path:
 
 def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
     return write_lines(path, (r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in rows))
+
+
+def record_at(path: Path, line: int) -> Any:
+    """The JSON value that starts on ``line`` (1-based) of a file: checks that a reported line is right."""
+    text = path.read_text(encoding="utf-8")
+    offset = sum(len(ln) for ln in text.splitlines(keepends=True)[: line - 1])
+    start = len(text) - len(text[offset:].lstrip())
+    return json.JSONDecoder().raw_decode(text, start)[0]
