@@ -17,6 +17,7 @@ Importing this package is light (no OpenCV, no model client).
 
 from boe.datasets._context import Drop, LoadContext, RecordProblem
 from boe.datasets._item import Dataset, DatasetItem, DatasetRecordError, ImageFile, LoadIssue
+from boe.datasets._pmcvqa import is_placeholder_answer
 from boe.datasets._registry import available_formats, detect_format, load_dataset, register_format
 from boe.datasets.evaluate import (
     AnswerEvaluator,
@@ -52,10 +53,3 @@ __all__ = [
     "register_format",
     "score",
 ]
-
-
-def is_placeholder_answer(text: str) -> bool:
-    """Whether a PMC-VQA reference only makes sense next to its options ("none of the above", ...)."""
-    from boe.datasets._pmcvqa import is_placeholder_answer as check
-
-    return check(text)

@@ -12,15 +12,18 @@ from types import TracebackType
 from typing import Any
 
 from boe.datasets._item import AnswerType, DatasetItem, DatasetRecordError, ImageFile, IssueKind, LoadIssue
+from boe.datasets.evaluate import normalise
 from boe.errors import ConfigError
 
 __all__ = [
     "Drop",
     "LoadContext",
+    "OPEN_CLOSED",
     "RecordProblem",
     "clean_text",
     "find_files",
     "head",
+    "is_yes_no",
     "read_csv",
     "read_json_records",
     "read_jsonl",
@@ -31,8 +34,16 @@ __all__ = [
     "text_field",
 ]
 
+#: OPEN / CLOSED as VQA-RAD and SLAKE spell them (compared after `clean_text` and upper-casing).
+OPEN_CLOSED: dict[str, AnswerType] = {"OPEN": "open", "CLOSED": "closed"}
+
 _SPACE = re.compile(r"\s+")
 _INVISIBLE = dict.fromkeys(map(ord, "\ufeff\u200b\u200c\u200d\u2060"), None)
+
+
+def is_yes_no(answer: str) -> bool:
+    """Whether an answer is a bare "yes" or "no" (case and punctuation aside)."""
+    return normalise(answer) in ("yes", "no")
 
 
 def clean_text(value: object) -> str:
@@ -269,11 +280,10 @@ def read_json_records(ctx: LoadContext, path: Path) -> Iterator[tuple[int, Any]]
     """(line, element) for each element of a JSON array file, the line being where the element starts."""
     text = _read(ctx, path)
     decoder = json.JSONDecoder()
-    ws = re.compile(r"[ \t\r\n]*")
-    i = ws.match(text, 0).end()  # type: ignore[union-attr]
+    i = _skip_ws(text, 0)
     if i >= len(text) or text[i] != "[":
         raise ctx.file_error(path, "expected a JSON array of records")
-    i = ws.match(text, i + 1).end()  # type: ignore[union-attr]
+    i = _skip_ws(text, i + 1)
     line, counted = 1, 0
     if i < len(text) and text[i] == "]":
         return
@@ -285,13 +295,19 @@ def read_json_records(ctx: LoadContext, path: Path) -> Iterator[tuple[int, Any]]
         except json.JSONDecodeError as exc:
             raise ctx.file_error(path, f"invalid JSON ({exc.msg})", text.count("\n", 0, exc.pos) + 1) from exc
         yield line, obj
-        i = ws.match(text, end).end()  # type: ignore[union-attr]
+        i = _skip_ws(text, end)
         if i < len(text) and text[i] == ",":
-            i = ws.match(text, i + 1).end()  # type: ignore[union-attr]
+            i = _skip_ws(text, i + 1)
             continue
         if i < len(text) and text[i] == "]":
             return
         raise ctx.file_error(path, "invalid JSON (expected ',' or ']')", text.count("\n", 0, i) + 1)
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
 
 
 def read_jsonl(ctx: LoadContext, path: Path) -> Iterator[tuple[int, Any]]:

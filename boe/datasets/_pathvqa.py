@@ -20,6 +20,7 @@ from boe.datasets._context import (
     clean_text,
     find_files,
     head,
+    is_yes_no,
     read_csv,
     read_json_records,
     read_jsonl,
@@ -34,7 +35,6 @@ _SPLITS = {"train": "train", "val": "val", "valid": "val", "validation": "val", 
 _PICKLES = ("*_qa.pkl", "qas/*_qa.pkl", "qas/*/*_qa.pkl")
 _TEXT_FILES = ("*.json", "*.jsonl", "*.csv", "qas/*.json", "qas/*.jsonl", "qas/*.csv")
 _FIELDS = ("image", "question", "answer")
-YES_NO = frozenset({"yes", "no"})
 
 
 class _DataOnly(pickle.Unpickler):
@@ -113,7 +113,7 @@ def load_pathvqa(
                 # numbered before any filter, so ids do not depend on keep_yes_no
                 k = per_image[image] = per_image.get(image, 0) + 1
                 answer = text_field(rec, "answer")
-                closed = answer.lower() in YES_NO
+                closed = is_yes_no(answer)
                 if closed and not keep_yes_no:
                     raise Drop("yes/no answer")
                 yield ctx.item(

@@ -28,7 +28,7 @@ from boe.datasets._context import (
     read_csv,
     split_files,
 )
-from boe.datasets._item import DatasetItem
+from boe.datasets._item import AnswerType, DatasetItem
 from boe.datasets._registry import register_format
 from boe.datasets.evaluate import normalise
 
@@ -157,6 +157,7 @@ def load_pmc_vqa(
                 correct = options[label]
                 if drop_placeholders and is_placeholder_answer(correct):
                     raise Drop("placeholder reference")
+                answer_type: AnswerType
                 if hide_options:  # the paper's protocol: the correct option's text is the open-answer reference
                     reference, alternatives, answer_type = correct, [extra] if extra else [], "open"
                 else:
@@ -166,7 +167,7 @@ def load_pmc_vqa(
                     question=question,
                     reference=reference,
                     alternatives=alternatives,
-                    answer_type=answer_type,  # type: ignore[arg-type]
+                    answer_type=answer_type,
                     options=options,
                     options_hidden=hide_options,
                     label=label,

@@ -28,13 +28,13 @@ from boe.datasets._context import (
     require_fields,
     text_field,
 )
-from boe.datasets._item import DatasetItem
+from boe.datasets._item import AnswerType, DatasetItem
 from boe.datasets._registry import register_format
 from boe.datasets.evaluate import normalise
 
 FORMAT = "boe-sim"
 VERSION = 1
-_TYPES = {"open": "open", "closed": "closed", "choice": "mcq"}
+_TYPES: dict[str, AnswerType] = {"open": "open", "closed": "closed", "choice": "mcq"}
 
 
 def _meta_file(p: Path) -> Path:
@@ -129,7 +129,7 @@ def load_boe_sim(path: Path, ctx: LoadContext) -> Iterator[DatasetItem]:
                 question=text_field(rec, "question"),
                 reference=reference,
                 alternatives=alternatives,
-                answer_type=atype,  # type: ignore[arg-type]
+                answer_type=atype,
                 options=options,
                 label=label,
                 images=[ctx.image(p) for p in rec["images"]],

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from boe.datasets._context import (
+    OPEN_CLOSED,
     Drop,
     LoadContext,
     RecordProblem,
@@ -29,7 +30,6 @@ from boe.errors import ConfigError
 _SPLITS = {"train": "train", "validate": "val", "validation": "val", "val": "val", "test": "test"}
 _FILES = ("train.json", "validate.json", "val.json", "test.json", "*/train.json", "*/validate.json", "*/test.json")
 _IMAGE_DIRS = ("imgs", "", "images", "Slake1.0/imgs")
-_ANSWER_TYPES = {"OPEN": "open", "CLOSED": "closed"}
 _META = ("content_type", "modality", "location", "base_type")
 
 
@@ -59,7 +59,7 @@ def load_slake(
                 q_lang = clean_text(rec.get("q_lang") or "").lower() or None
                 if lang is not None and q_lang != lang:
                     raise Drop(f"language not {lang}")
-                atype = _ANSWER_TYPES.get(clean_text(rec.get("answer_type") or "OPEN").upper())
+                atype = OPEN_CLOSED.get(clean_text(rec.get("answer_type") or "OPEN").upper())
                 if atype is None:
                     raise RecordProblem(f"answer_type {rec['answer_type']!r} is neither OPEN nor CLOSED")
                 metadata = {"split": file_split, "qid": rec["qid"], "language": q_lang, "img_id": rec.get("img_id")}
@@ -69,7 +69,7 @@ def load_slake(
                     question_id=f"{file_split or 'all'}-{clean_text(rec['qid'])}",
                     question=text_field(rec, "question"),
                     reference=text_field(rec, "answer"),
-                    answer_type=atype,  # type: ignore[arg-type]
+                    answer_type=atype,
                     images=[ctx.image(rec["img_name"], dirs=_IMAGE_DIRS, figure=folder or None)],
                     metadata=metadata,
                     answer_raw=str(rec["answer"]),

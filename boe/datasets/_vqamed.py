@@ -26,6 +26,7 @@ from boe.datasets._context import (
     clean_text,
     find_files,
     head,
+    is_yes_no,
     read_text_lines,
     split_files,
 )
@@ -41,7 +42,6 @@ _IMAGE_SUBDIRS = ("Train_images", "Val_images", "VQAMed2019_Test_Images", "image
 _CATEGORY_FILE = re.compile(r"^C\d+_([A-Za-z]+)_", re.IGNORECASE)
 _OPTIONAL = re.compile(r"\(([^()]*)\)")
 _MAX_OPTIONAL = 3  # more optional parts than this: only "all kept" and "all dropped"
-YES_NO = frozenset({"yes", "no"})
 
 
 def _is_vqamed_file(p: Path) -> bool:
@@ -153,7 +153,7 @@ def _load_file(f: Path, ctx: LoadContext, split: str | None) -> Iterator[Dataset
                 question=question,
                 reference=reference,
                 alternatives=forms[1:],
-                answer_type="closed" if reference.lower() in YES_NO else "open",
+                answer_type="closed" if is_yes_no(reference) else "open",
                 images=[ctx.image(image_id, dirs=dirs, exts=(".jpg", ".jpeg", ".png"))],
                 metadata={"split": split, "category": category, "image_id": image_id},
                 answer_raw=answer,

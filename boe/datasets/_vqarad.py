@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from boe.datasets._context import (
+    OPEN_CLOSED,
     LoadContext,
     RecordProblem,
     clean_text,
@@ -30,7 +31,6 @@ _SPLITS = {"train": "train", "test": "test"}
 _FILES = ("trainset*.json", "testset*.json", "VQA_RAD Dataset Public.json")
 _IMAGE_DIRS = ("images", "", "VQA_RAD Image Folder")
 _QTYPE_FIX = {"PRSE": "PRES"}  # a misspelling in the released files
-_ANSWER_TYPES = {"OPEN": "open", "CLOSED": "closed"}
 
 
 def _is_vqarad_file(p: Path) -> bool:
@@ -67,7 +67,7 @@ def load_vqa_rad(path: Path, ctx: LoadContext, *, split: str | None = None) -> I
                 qid = clean_text(rec["qid"])
                 if not qid:
                     raise RecordProblem("field 'qid' is empty")
-                atype = _ANSWER_TYPES.get(clean_text(rec["answer_type"]).upper())
+                atype = OPEN_CLOSED.get(clean_text(rec["answer_type"]).upper())
                 if atype is None:
                     raise RecordProblem(f"answer_type {rec['answer_type']!r} is neither OPEN nor CLOSED")
                 qtype_raw = str(rec.get("question_type") or "")
@@ -83,7 +83,7 @@ def load_vqa_rad(path: Path, ctx: LoadContext, *, split: str | None = None) -> I
                     question_id=f"{prefix}-{qid}",
                     question=text_field(rec, "question"),
                     reference=text_field(rec, "answer"),
-                    answer_type=atype,  # type: ignore[arg-type]
+                    answer_type=atype,
                     images=[ctx.image(rec["image_name"], dirs=_IMAGE_DIRS)],
                     metadata=metadata,
                     answer_raw=str(rec["answer"]),

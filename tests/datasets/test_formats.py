@@ -402,7 +402,7 @@ def test_boe_sim_synonyms_from_the_simulator(tmp_path):
 def test_boe_sim_reads_what_the_simulator_writes(tmp_path):
     pytest.importorskip("cv2")
     sim = pytest.importorskip("boe.sim.dataset")
-    root = sim.generate_dataset(tmp_path / "gen", 6, seed=3, size=64, per_image=2)
+    root = sim.generate_dataset(tmp_path / "gen", 6, seed=3, size=64)
     ds = load_dataset(root)
     theirs = sim.load_sim_dataset(root)
     assert not ds.issues

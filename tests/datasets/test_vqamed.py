@@ -80,6 +80,14 @@ def test_fixture_directory():
     assert {it.metadata["split"] for it in ds} == {"train", "val", "test"}
 
 
+def test_fixture_quirks_are_in_the_files():
+    qa = FIXTURE / "train" / "QAPairsByCategory"
+    assert (FIXTURE / "val" / "QAPairsByCategory" / "C2_Plane_val.txt").read_bytes().count(b"\r\n") == 2
+    assert (qa / "C3_Organ_train.txt").read_bytes().startswith(b"\xef\xbb\xbf")
+    assert not (qa / "C3_Organ_train.txt").read_bytes().endswith(b"\n")
+    assert b"\t" in (qa / "C1_Modality_train.txt").read_bytes()
+
+
 @pytest.mark.parametrize(
     ("qid", "question", "reference", "alternatives"),
     [
