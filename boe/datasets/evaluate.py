@@ -177,7 +177,7 @@ def option_letter(candidate: str, options: Mapping[str, str]) -> str | None:
     text = candidate.strip()
     if not text:
         return None
-    by_text = {normalise(v): k for k, v in options.items()}
+    by_text = {norm: k for k, v in options.items() if (norm := normalise(v))}
     whole = normalise(text)
     if whole in by_text:
         return by_text[whole]
@@ -200,7 +200,7 @@ def option_letter(candidate: str, options: Mapping[str, str]) -> str | None:
         return letter if letter in options else None
     # the candidate names exactly one option's text inside a longer answer, with no negation or side added
     words = whole.split()
-    hits = {k for norm, k in by_text.items() if norm and _contains(words, norm.split())}
+    hits = {k for norm, k in by_text.items() if _contains(words, norm.split())}
     option_words = set(" ".join(by_text).split())
     if len(hits) == 1 and not (set(words) - option_words) & _GUARD_WORDS:
         return hits.pop()

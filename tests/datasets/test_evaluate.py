@@ -124,6 +124,12 @@ def test_option_letter(candidate, letter):
     assert g.method == ("empty" if not candidate else "option")
 
 
+def test_an_option_without_words_is_never_picked_by_text():
+    odd = {"A": "The", "B": "cyst"}
+    assert option_letter("a", odd) == "A"  # the letter, read as a letter
+    assert option_letter("the", odd) is None and option_letter("a cyst", odd) == "B"
+
+
 def test_option_count_awareness():
     four = DatasetItem("q", "t", "Q?", "D", "mcq", options={"A": "a", "B": "b", "C": "c", "D": "d"}, label="D")
     assert grade("D", four).correct and not grade("E", four).correct
