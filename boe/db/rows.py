@@ -120,11 +120,7 @@ def question_rows(rec: Mapping[str, Any]) -> QuestionRows:
             [cl.get("value") for cl in claims],
             [_text_id(cl.get("figure")) for cl in claims],
         ),
-        edges=(
-            [claim_pos[e["claim"]] for e in edges],
-            [e["candidate"] for e in edges],
-            [e["sign"] for e in edges],
-        ),
+        edges=_columns(sorted((claim_pos[e["claim"]], e["candidate"], e["sign"]) for e in edges), 3),
         actions=(
             list(range(len(acts))),
             [a["id"] for a in acts],
@@ -143,6 +139,11 @@ def question_rows(rec: Mapping[str, Any]) -> QuestionRows:
             [_text(a.get("error")) for a in acts],
         ),
     )
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> Columns:
+    """Rows to columns (edges go in primary-key order, so the writer appends to the B-tree)."""
+    return tuple(list(col) for col in zip(*rows, strict=True)) if rows else tuple([] for _ in range(width))
 
 
 def _text_id(value: Any) -> str | None:

@@ -202,3 +202,19 @@ def test_kill_9_mid_import_then_rerun(store_url: str, tmp_path: Path) -> None:
     with Store(store_url) as store:
         export_ledger(store, "big", tmp_path / "out.jsonl")
     assert (tmp_path / "out.jsonl").read_bytes() == src.read_bytes()
+
+
+def test_import_boe_and_replaying_files_do_not_load_sqlalchemy(tmp_path: Path) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", pool_records(5, seed=1))
+    code = (
+        "import sys\n"
+        "import boe, boe.db, boe.cli\n"
+        f"sys.argv = ['boe', 'replay', {str(src)!r}, '--policy', 'raw,boe', '--budget', '4']\n"
+        "try:\n"
+        "    boe.cli.app(standalone_mode=False)\n"
+        "finally:\n"
+        "    print('LOADED' if 'sqlalchemy' in sys.modules else 'CLEAN', file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "CLEAN"
