@@ -241,8 +241,8 @@ def prior_log(counts: F64, n_cand: F64, params: F64) -> tuple[F64, B_]:
     real = np.zeros((n, d + 1), dtype=bool)
     real[:, :d] = counts > 0
     b1, b2, c0, c1 = (params[:, i : i + 1] for i in range(4))
-    with np.errstate(divide="ignore"):
-        logw = np.where(counts > 0, b1 * counts + b2 * np.log(counts), -np.inf)
+    present = counts > 0
+    logw = np.where(present, b1 * counts + b2 * np.log(np.where(present, counts, 1.0)), -np.inf)
     has = real.any(axis=1)
     top = np.where(has, logw.max(axis=1, initial=-np.inf), 0.0)
     lse = top + np.log(np.where(counts > 0, np.exp(logw - top[:, None]), 0.0).sum(axis=1) + (~has))
@@ -994,6 +994,8 @@ def _pair_values(
     n = rows.size
     a_max = feasible.shape[1]
     n_short = min(n_short, a_max)
+    if n_short < 2:
+        return np.full(n, -np.inf), np.full(n, -1, dtype=np.intp)
     key = np.where(feasible, info, -np.inf)
     short = np.argsort(-key, axis=1, kind="stable")[:, :n_short]  # (n, N)
     ok = np.take_along_axis(feasible, short, axis=1)

@@ -1,0 +1,385 @@
+"""The `bayes` policies: the paper's theory as properties, exactness against a literal model, invariants."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from boe.core.bayes import (
+    BAYES_KEY,
+    Bayes,
+    BayesLookahead,
+    BayesModel,
+    ChannelTable,
+    ClaimParams,
+    PriorParams,
+    model_of,
+)
+from boe.core.calibration import Calibration, load_calibration, save_calibration
+from boe.core.experiment import load_questions, run_experiment
+from boe.core.graph import GroupIndex
+from boe.core.ledger import parse_record_dict
+from boe.core.policies import make_policy
+from boe.core.replay import plan_calibration, replay, transcripts
+from boe.core.state import bind_questions
+from boe.errors import ConfigError
+from boe.sim.ledgers import factor_code_ledger, pool_ledger, pool_spec
+from tests.core.strategies import ledgers
+
+OUT = {1: 0, -1: 1, 0: 2}
+
+
+def _questions(recs, groups=None):
+    return load_questions([parse_record_dict(r) for r in recs], groups if groups is not None else GroupIndex())
+
+
+def _fitted(recs) -> Calibration:
+    """Plug-in and `bayes` calibration fitted on ``recs`` (a separate ledger from the replayed one)."""
+    qs, groups = _questions(recs)
+    return plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra).calibrations[0]
+
+
+def _replay(recs, policies, budgets, cal, **opts):
+    qs, groups = _questions(recs)
+    plan = plan_calibration(qs, groups.keys, "file", file_calibration=cal)
+    runs = replay(qs, groups.keys, policies, budgets, plan, policy_options=opts, workers=1)
+    return qs, {(r.policy, r.budget): r for r in runs}
+
+
+def _success(qs, run) -> float:
+    return float(np.mean([qs[i].utility[run.selected[i]] for i in range(len(qs))]))
+
+
+def _within_mc(p_hat: float, p: float, n: int, z: float = 4.0) -> bool:
+    return abs(p_hat - p) <= z * math.sqrt(max(p * (1 - p), 1e-12) / n) + 1e-12
+
+
+# --------------------------------------------------------------------------- the paper's theory
+
+
+def test_factor_code_full_menu_identifies_the_answer_with_log2_k_checks():
+    """M = 6, K = 64, factor cost 4, whole cost 8, budget 24: six factor checks, always right."""
+    cal = _fitted(list(factor_code_ledger(300, m=6, seed=101)))
+    qs, runs = _replay(list(factor_code_ledger(200, m=6, seed=102)), ["bayes", "bayes-lookahead"], [24], cal)
+    for pol in ("bayes", "bayes-lookahead"):
+        run = runs[pol, 24.0]
+        assert _success(qs, run) == 1.0
+        for i, q in enumerate(qs):
+            bought = run.actions_of(i)
+            assert len(bought) == 6 and all(q.is_factor[bought])
+
+
+def test_factor_code_candidate_checks_succeed_with_q_plus_one_over_k():
+    """Whole-response checks only: success (q + 1) / K for the paper's `whole` and for `bayes` (q = 3 checks)."""
+    n, k = 1500, 64
+    cal = _fitted(list(factor_code_ledger(300, m=6, seed=201)))
+    recs = list(factor_code_ledger(n, m=6, seed=202, with_factors=False))
+    qs, runs = _replay(recs, ["whole", "bayes"], [24], cal)
+    p = min((3 + 1) / k, 1.0)
+    for pol in ("whole", "bayes"):
+        assert _within_mc(_success(qs, runs[pol, 24.0]), p, n), (pol, _success(qs, runs[pol, 24.0]))
+    assert all(len(runs["bayes", 24.0].actions_of(i)) == 3 for i in range(n))
+
+
+@pytest.mark.parametrize("rho", [0.6, 0.75, 0.9, 1.0])
+def test_noisy_factor_model_success_is_rho_to_the_m(rho):
+    """K = 16, M = 4, binary-symmetric factor checks: after the four checks `bayes` succeeds with rho^4."""
+    n = 1500
+    cal = _fitted(list(factor_code_ledger(600, m=4, seed=301, rho=rho, with_whole=False)))
+    qs, runs = _replay(list(factor_code_ledger(n, m=4, seed=302, rho=rho, with_whole=False)), ["bayes"], [16], cal)
+    run = runs["bayes", 16.0]
+    assert all(run.n_actions == 4)
+    assert _within_mc(_success(qs, run), rho**4, n), (rho, _success(qs, run))
+
+
+# --------------------------------------------------------------------------- exactness
+
+
+def _lik_claim(q, model, j, h, outcomes):
+    """sum_T P(stances_j, T | h) prod C(o | T) for a claim (aligned: P(T | h) instead), literally."""
+    ds = q.dataset
+    cp = model.claims.get(ds, ClaimParams())
+    aid = q.answer_id
+    valid = aid >= 0
+    s = q.incidence[j]
+    groups = {}
+    for i in np.nonzero(valid)[0]:
+        groups.setdefault(int(aid[i]), set()).add(int(s[i]))
+    aligned = bool(valid.any()) and all(len(g) == 1 and 0 not in g for g in groups.values())
+    total = 0.0
+    for t in (1, 0):
+        if aligned:
+            tau = cp.aligned_true[2] if h < 0 else cp.aligned_true[0 if s[aid == h][0] == 1 else 1]
+            w = tau if t == 1 else 1 - tau
+        else:
+            w = cp.free_true if t == 1 else 1 - cp.free_true
+            for i in np.nonzero(valid)[0]:
+                c = 0 if aid[i] == h else 1
+                w *= cp.stance[c][1 - t][{1: 0, -1: 1, 0: 2}[int(s[i])]]
+        for ch, o in outcomes:
+            w *= (ch.given_true if t == 1 else ch.given_false)[o]
+        total += w
+    return total
+
+
+def _literal_joint(q, model, group_keys, history, extra=None):
+    """Unnormalised P(h, stances of checked claims, outcomes) for every hypothesis (answers, then none)."""
+    pp = model.priors.get(q.dataset, PriorParams())
+    aid = q.answer_id
+    d = int(aid.max()) + 1 if (aid >= 0).any() else 0
+    n = np.array([float((aid == x).sum()) for x in range(d)])
+    if d:
+        z = pp.none_intercept + pp.none_slope * n.max() / q.k
+        p_none = 1 / (1 + math.exp(-z))
+        w = np.exp(pp.count_coef * n + pp.log_count_coef * np.log(n))
+        prior = list((1 - p_none) * w / w.sum()) + [p_none]
+    else:
+        prior = [1.0]
+    by_claim: dict[int, list] = {}
+    whole = []
+    for a, o in history:
+        key = group_keys[q.group[a]]
+        if q.is_factor[a]:
+            by_claim.setdefault(int(q.action_claim[a]), []).append((model.factor_channels[key], OUT[o]))
+        else:
+            whole.append((model.whole_channels[key], int(aid[q.action_candidate[a]]), OUT[o]))
+    if extra is not None:
+        by_claim.setdefault(extra, [])
+    out = []
+    for hi, ph in enumerate(prior):
+        h = hi if hi < d else -1
+        v = ph
+        for j, outs in by_claim.items():
+            v *= _lik_claim(q, model, j, h, outs)
+        for ch, target, o in whole:
+            v *= (ch.given_true if (target >= 0 and target == h) else ch.given_false)[o]
+        out.append(v)
+    return np.array(out), d
+
+
+def _literal_evsi(q, model, group_keys, history, a):
+    seen = {int(q.action_claim[x]) for x, _ in history if q.is_factor[x]}
+    extra = int(q.action_claim[a]) if q.is_factor[a] and q.action_claim[a] not in seen else None
+    base, d = _literal_joint(q, model, group_keys, history, extra)
+    if d == 0:
+        return 0.0
+    gain = -base[:d].max()
+    for o in (1, -1, 0):
+        joint, _ = _literal_joint(q, model, group_keys, [*history, (a, o)])
+        gain += joint[:d].max()
+    return gain / base.sum()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledgers(min_size=2, max_size=5), st.sampled_from([4, 9, 100]))
+def test_posterior_and_evsi_equal_a_literal_model(recs, budget):
+    """Every step: the vectorised posterior and EVSI equal brute-force sums under the fitted model."""
+    qs, groups = _questions(recs)
+    cal = plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra).calibrations[0]
+    model = model_of(cal)
+    pol = Bayes()
+    state = bind_questions(qs, np.arange(len(qs)), [cal], None, groups.keys, budget, with_labels=True)
+    outcomes = state.labels.outcome
+    state.labels = None
+    pol.start(state)
+    for _ in range(40):
+        post = pol.posterior(state)
+        values = pol.values(state)
+        for r, q in enumerate(qs):
+            steps = state.steps[r]
+            history = [(int(a), int(o)) for a, o in zip(state.log[r, :steps], state.revealed[r, :steps], strict=True)]
+            joint, d = _literal_joint(q, model, groups.keys, history)
+            expect = joint / joint.sum()
+            got = np.concatenate([post[r, :d], post[r, -1:]])
+            assert np.allclose(got, expect, rtol=1e-9, atol=1e-12)
+            for a in range(q.n_actions):
+                expect_value = _literal_evsi(q, model, groups.keys, history, a)
+                assert math.isclose(values[r, a], expect_value, rel_tol=1e-7, abs_tol=1e-12)
+        choice = pol.choose(state)
+        choice = np.where(state.done, -1, choice)
+        state.done |= choice < 0
+        go = np.nonzero(choice >= 0)[0]
+        if go.size == 0:
+            break
+        state.reveal(go, choice[go], outcomes[go, choice[go]])
+        pol.observe(state, go, choice[go], outcomes[go, choice[go]])
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+def _engine(recs, policies, budgets, cal=None, **opts):
+    qs, groups = _questions(recs)
+    if cal is None:
+        plan = plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra)
+    else:
+        plan = plan_calibration(qs, groups.keys, "file", file_calibration=cal)
+    runs = replay(qs, groups.keys, policies, budgets, plan, policy_options=opts, workers=1)
+    return {(r.policy, r.budget): transcripts(r, qs) for r in runs}
+
+
+@settings(max_examples=80, deadline=None)
+@given(ledgers())
+def test_budget_zero_is_raw_majority(recs):
+    got = _engine(recs, ["raw", "bayes", "bayes-lookahead"], [0])
+    for pol in ("bayes", "bayes-lookahead"):
+        for x, y in zip(got[pol, 0.0], got["raw", 0.0], strict=True):
+            assert x["actions"] == [] and x["selected"] == y["selected"]
+
+
+def test_budget_zero_is_raw_on_pool_ledgers():
+    recs = list(pool_ledger(200, seed=5, spec=pool_spec("hard")))
+    got = _engine(recs, ["raw", "bayes"], [0])
+    assert [x["selected"] for x in got["bayes", 0.0]] == [x["selected"] for x in got["raw", 0.0]]
+
+
+@settings(max_examples=80, deadline=None)
+@given(ledgers(), st.sampled_from([1, 3, 5.5, 9, 17]), st.sampled_from([0.0, 0.001]))
+def test_budget_respected_no_action_twice_scores_are_probabilities(recs, budget, eta):
+    got = _engine(recs, ["bayes", "bayes-lookahead"], [budget], eta=eta)
+    for lines in got.values():
+        for rec, x in zip(recs, lines, strict=True):
+            cost = {a["id"]: a["cost"] for a in rec["actions"]}
+            assert len(set(x["actions"])) == len(x["actions"])
+            assert sum(cost[a] for a in x["actions"]) <= budget + 1e-12
+            s = np.array(x["scores"])
+            assert np.all((s >= 0) & (s <= 1 + 1e-12))
+            assert s[x["selected"]] == s.max()
+
+
+def _scramble(recs, rng):
+    out = copy.deepcopy(recs)
+    for rec in out:
+        rec["reference"] = "scrambled"
+        for c in rec["candidates"]:
+            c["utility"] = float(rng.integers(0, 2))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(ledgers(), st.integers(0, 10**6))
+def test_never_reads_utilities(recs, seed):
+    """With the calibration fixed, scrambling utilities and references changes no transcript."""
+    cal = _fitted(recs)
+    a = _engine(recs, ["bayes", "bayes-lookahead"], [4, 16], cal=cal)
+    b = _engine(_scramble(recs, np.random.default_rng(seed)), ["bayes", "bayes-lookahead"], [4, 16], cal=cal)
+    for key in a:
+        for x, y in zip(a[key], b[key], strict=True):
+            x, y = dict(x), dict(y)
+            x.pop("utility"), y.pop("utility")
+            assert x == y
+
+
+def test_eta_stops_and_fallback_spends():
+    """eta above every value buys nothing; with eta = 0 `fallback="stop"` stops where `"info"` spends."""
+    recs = list(pool_ledger(150, seed=21))
+    cal = _fitted(list(pool_ledger(300, seed=22)))
+    qs, runs = _replay(recs, ["bayes"], [16], cal, eta=1.0)
+    assert runs["bayes", 16.0].n_actions.sum() == 0
+    _, stop = _replay(recs, ["bayes"], [16], cal, fallback="stop")
+    _, info = _replay(recs, ["bayes"], [16], cal, fallback="info")
+    assert stop["bayes", 16.0].cost.mean() < info["bayes", 16.0].cost.mean()
+    assert np.all(info["bayes", 16.0].cost >= stop["bayes", 16.0].cost)
+
+
+# --------------------------------------------------------------------------- lookahead
+
+
+def _pair_question():
+    """Answer a (3 candidates) against b (2): one confirm of b is not enough, two are."""
+    cands = [{"index": i, "answer": x, "valid": True, "utility": float(x == "b")} for i, x in enumerate("aaabb")]
+    actions = [
+        {"id": f"w:{i}", "kind": "whole_response", "claim": None, "candidate": i, "cost": 1, "group": "whole",
+         "outcome": "confirm"}
+        for i in (3, 4)
+    ]
+    rec = {"format": "boe-ledger/1", "question_id": "pair", "dataset": "toy", "task": {}, "reference": "b",
+           "candidates": cands, "claims": [], "edges": [], "actions": actions}
+    model = BayesModel(
+        priors={"toy": PriorParams(count_coef=1.0, log_count_coef=0.0, none_intercept=-30.0)},
+        whole_channels={"toy/whole": ChannelTable(given_true=(0.7, 0.3, 0.0), given_false=(0.3, 0.7, 0.0))},
+    )
+    cal = Calibration(extra={BAYES_KEY: model.model_dump(mode="json")})
+    return [rec], cal
+
+
+def test_lookahead_buys_a_pair_that_only_pays_together():
+    recs, cal = _pair_question()
+    qs, runs = _replay(recs, ["bayes", "bayes-lookahead"], [2], cal, fallback="stop")
+    assert runs["bayes", 2.0].n_actions[0] == 0 and runs["bayes", 2.0].selected[0] == 0
+    assert runs["bayes-lookahead", 2.0].n_actions[0] == 2
+    assert qs[0].utility[runs["bayes-lookahead", 2.0].selected[0]] == 1.0
+    # one check cannot pay: with budget 1 the pair is unaffordable
+    _, one = _replay(recs, ["bayes-lookahead"], [1], cal, fallback="stop")
+    assert one["bayes-lookahead", 1.0].n_actions[0] == 0
+
+
+# --------------------------------------------------------------------------- fitting and files
+
+
+def test_fit_recovers_channel_and_stance_parameters():
+    spec = pool_spec("default")
+    recs = list(pool_ledger(1500, seed=31, spec=spec))
+    model = model_of(_fitted(recs))
+    ch = model.factor_channels["pool/structured/modality"]
+    s = spec.structured
+    assert abs(ch.given_true[0] - (1 - s.unresolved) * s.acc) < 0.03
+    assert abs(ch.given_false[0] - (1 - s.unresolved) * (1 - s.acc)) < 0.03
+    wh = model.whole_channels["pool/whole"]
+    w = spec.whole
+    assert abs(wh.given_true[0] - (1 - w.unresolved) * w.acc) < 0.03
+    assert abs(wh.given_false[1] - (1 - w.unresolved) * w.acc) < 0.03
+    cp = model.claims["pool"]
+    # "the answer is v" claims are aligned: true exactly when the correct answer's candidates assert them
+    assert cp.aligned_true[0] > 0.95 and cp.aligned_true[1] < 0.05
+    # a correct candidate asserts the true value more often than a wrong one
+    assert cp.stance[0][0][0] > cp.stance[1][0][0] > cp.stance[1][1][0]
+    prior = model.priors["pool"]
+    assert prior.count_coef + prior.log_count_coef > 0
+
+
+def test_crossfit_fits_one_model_per_fold_on_named_groups():
+    recs = list(pool_ledger(100, seed=41))
+    qs, groups = _questions(recs)
+    plan = plan_calibration(qs, groups.keys, "crossfit:4", extra_fit=Bayes().fit_extra)
+    models = [model_of(c) for c in plan.calibrations]
+    assert len(models) == 4
+    assert all(set(m.factor_channels) | set(m.whole_channels) == set(groups.keys) for m in models)
+    assert len({m.factor_channels["pool/vlm"].given_true for m in models}) == 4
+
+
+def test_calibration_file_round_trip_and_refusal(tmp_path):
+    recs = list(pool_ledger(80, seed=51))
+    cal = _fitted(recs)
+    save_calibration(cal, tmp_path / "cal.json")
+    back = load_calibration(tmp_path / "cal.json")
+    assert model_of(back) == model_of(cal)
+    qs, groups = _questions(recs)
+    a = run_experiment(qs, groups.keys, ["bayes"], [8], calibration=back)
+    b = run_experiment(qs, groups.keys, ["bayes"], [8], calibration=cal)
+    assert np.array_equal(a.runs[0].selected, b.runs[0].selected)
+    bare = plan_calibration(qs, groups.keys, "fit").calibrations[0]
+    with pytest.raises(ConfigError, match="bayes"):
+        run_experiment(qs, groups.keys, ["bayes", "boe"], [8], calibration=bare)
+
+
+def test_unseen_dataset_falls_back_to_raw_and_uninformative_channels():
+    cal = _fitted(list(pool_ledger(80, seed=61)))
+    recs = list(pool_ledger(60, seed=62, spec=pool_spec("hard")))  # dataset "pool-hard" is not in the calibration
+    got = _engine(recs, ["raw", "bayes"], [16], cal=cal)
+    assert [x["selected"] for x in got["bayes", 16.0]] == [x["selected"] for x in got["raw", 16.0]]
+
+
+def test_options_are_validated():
+    with pytest.raises(ConfigError):
+        make_policy("bayes", eta=math.inf)
+    with pytest.raises(ConfigError):
+        make_policy("bayes", fallback="maybe")
+    with pytest.raises(ConfigError):
+        BayesLookahead(shortlist=1)
+    assert isinstance(make_policy("bayes-lookahead", shortlist=4, seed=3), BayesLookahead)
