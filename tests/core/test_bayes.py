@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -30,6 +29,7 @@ from boe.core.state import bind_questions
 from boe.errors import ConfigError
 from boe.sim.ledgers import factor_code_ledger, pool_ledger, pool_spec
 from tests.core.strategies import ledgers
+from tests.core.test_replay import _scramble
 
 OUT = {1: 0, -1: 1, 0: 2}
 
@@ -250,15 +250,6 @@ def test_budget_respected_no_action_twice_scores_are_probabilities(recs, budget,
             s = np.array(x["scores"])
             assert np.all((s >= 0) & (s <= 1 + 1e-12))
             assert s[x["selected"]] == s.max()
-
-
-def _scramble(recs, rng):
-    out = copy.deepcopy(recs)
-    for rec in out:
-        rec["reference"] = "scrambled"
-        for c in rec["candidates"]:
-            c["utility"] = float(rng.integers(0, 2))
-    return out
 
 
 @settings(max_examples=40, deadline=None)
