@@ -46,7 +46,7 @@ __all__ = [
     "EVALUATION_COLUMNS",
     "Action",
     "Base",
-    "Calibration",
+    "CalibrationRow",
     "Candidate",
     "CacheEntry",
     "Claim",
@@ -280,7 +280,9 @@ class Transcript(Base):
     created: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class Calibration(Base):
+class CalibrationRow(Base):
+    """A calibration (boe.core.calibration.Calibration as JSON) stored by name."""
+
     __tablename__ = "calibrations"
 
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -22,6 +22,7 @@ from boe.db.engine import display_url, make_engine, read_tx, sqlite_path, to_url
 from boe.db.migrate import ensure_schema
 from boe.db.models import (
     Action,
+    CalibrationRow,
     Candidate,
     Claim,
     Edge,
@@ -34,9 +35,6 @@ from boe.db.models import (
     Transcript,
     table,
     utcnow,
-)
-from boe.db.models import (
-    Calibration as CalibrationRow,
 )
 from boe.db.rows import (
     ACTION_COLUMNS,
@@ -195,7 +193,10 @@ class Store:
         exist_ok: bool = False,
         git_revision: str | None = None,
     ) -> RunInfo:
-        """Create a run with its configuration (secrets scrubbed), boe version and git revision (detected if None)."""
+        """Create a run with its configuration (secrets masked), boe version and git revision (found if None).
+
+        With ``exist_ok`` an existing run of that name is returned as it is.
+        """
         if not name or len(name) > 200:
             raise StoreError("a run name must have 1 to 200 characters")
         clean = _scrub(dict(config or {}))

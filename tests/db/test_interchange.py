@@ -169,7 +169,7 @@ def assert_whole_questions(url: str, run: str) -> int:
 
 
 def test_kill_9_mid_import_then_rerun(store_url: str, tmp_path: Path) -> None:
-    n = 600 if store_url.startswith("sqlite") else 250
+    n = 500 if store_url.startswith("sqlite") else 250  # 5 or 3 transactions of about 100 questions
     recs = pool_records(n, seed=11)
     src = write_jsonl(tmp_path / "big.jsonl", recs)
     cmd = [sys.executable, "-m", "boe", "import", str(src), "--db", store_url, "--run", "big", "--parallel"]
@@ -182,7 +182,7 @@ def test_kill_9_mid_import_then_rerun(store_url: str, tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             helpers = helpers or _children(proc.pid)
             try:
-                if watcher.count_questions("big") >= n // 5:
+                if watcher.count_questions("big") > 0:  # the first transaction is in
                     break
             except StoreError:
                 pass  # the run does not exist yet
@@ -191,7 +191,7 @@ def test_kill_9_mid_import_then_rerun(store_url: str, tmp_path: Path) -> None:
     proc.wait()
     assert helpers, "the import did not use its parser process"
     stored = assert_whole_questions(store_url, "big")
-    assert n // 5 <= stored < n
+    assert 0 < stored < n
     deadline = time.monotonic() + 20
     while any(_alive(p) for p in helpers):  # the orphaned parser notices and exits
         assert time.monotonic() < deadline, "the parser process outlived the killed import"

@@ -68,7 +68,7 @@ def _claimer(url: str, worker: str, barrier: Any, out: Any) -> None:
 
 
 def test_concurrent_claimers_never_share_an_item(store_url: str) -> None:
-    keys = [("pool", f"q{i:04d}") for i in range(300)]
+    keys = [("pool", f"q{i:04d}") for i in range(150)]
     with Store(store_url) as store:
         store.create_run("r")
         store.enqueue("r", keys)
