@@ -267,7 +267,7 @@ class ModelClient:
                 return Completion(list(hit["texts"]), call)
         t0 = time.perf_counter()
         problem: str | None = None
-        for _ in range(MAX_REASKS + 1):
+        for attempt in range(MAX_REASKS + 1):
             try:
                 texts = await self._sample(prompt, messages, n, temperature, seed, call)
             except ModelError as exc:
@@ -278,7 +278,8 @@ class ModelClient:
             problem = accept(texts) if accept is not None else None
             if problem is None:
                 break
-            call.reasks += 1
+            if attempt < MAX_REASKS:
+                call.reasks += 1
         call.latency_ms = (time.perf_counter() - t0) * 1000.0
         if problem is not None:
             call.error = f"unusable reply after {call.reasks} re-asks: {problem}"

@@ -194,3 +194,27 @@ def test_concurrency_is_bounded():
 
     run(go())
     assert peak == 3
+
+
+def test_an_unusable_reply_is_asked_again_and_not_cached():
+    replies = iter(["not json", "still not", '{"verdict": "confirm", "rationale": "ok"}'])
+    srv = Server(script={i: (lambda r: _reply(json.loads(r.content), [next(replies)])) for i in (1, 2, 3)})
+    cache = MemoryCache()
+    cl = srv.client(cache=cache)
+    prompt = load_prompt("factor_judge").render(view_kind="whole", figure="0", question="q", slot="modality", value="ct")
+
+    def accept(texts):
+        return None if texts[0].startswith("{") else "not JSON"
+
+    comp = run(cl.complete(prompt, [IMG], accept=accept))
+    assert comp.texts[0].startswith('{"verdict"') and comp.call.reasks == 2 and comp.call.error is None
+    assert comp.call.requests == 3 and len(cache.data) == 1
+
+
+def test_a_reply_that_stays_unusable_is_returned_with_the_error_and_not_cached():
+    srv = Server(script={i: (lambda r: _reply(json.loads(r.content), ["nope"])) for i in range(1, 10)})
+    cache = MemoryCache()
+    comp = run(srv.client(cache=cache).complete(_prompt(), [IMG], accept=lambda t: "not JSON"))
+    assert comp.texts == ["nope"] and comp.call.reasks == 2 and "not JSON" in comp.call.error
+    assert comp.call.requests == 3
+    assert cache.data == {}
