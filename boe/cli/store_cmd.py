@@ -21,7 +21,7 @@ def import_command(
         False, "--replace", help="Replace questions the run already holds (default: keep them)."
     ),
     parallel: bool | None = typer.Option(
-        None, "--parallel/--no-parallel", help="Parse in a helper process [default: for inputs over 16 MB].",
+        None, "--parallel/--no-parallel", help="Parse in a helper process (default: when the input exceeds 16 MB).",
         show_default=False,
     ),
 ) -> None:

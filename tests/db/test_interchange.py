@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from boe.core.experiment import load_questions, run_experiment
 from boe.core.ledger import iter_ledger
@@ -45,6 +47,44 @@ def test_import_export_round_trip(store_url: str, tmp_path: Path, kind: str, par
     out = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line) for line in out] == recs  # equal values, same order
     assert out == src.read_text(encoding="utf-8").splitlines()  # in fact the very same lines
+    assert tables_view(store_url, "r") == [core_view(r) for r in recs]
+
+
+def core_view(rec: dict[str, Any]) -> dict[str, Any]:
+    """The ledger fields the normalised tables hold, from a record."""
+    claims = [c["id"] for c in rec["claims"]]
+    return {
+        "key": (rec["dataset"], rec["question_id"]),
+        "candidates": [(c["index"], c["answer"], c["valid"], c["utility"], c.get("slots")) for c in rec["candidates"]],
+        "claims": [(c["id"], c["slot"], c["value"]) for c in rec["claims"]],
+        "edges": sorted((claims.index(e["claim"]), e["candidate"], e["sign"]) for e in rec["edges"]),
+        "actions": [
+            (a["id"], a["kind"], None if a["claim"] is None else claims.index(a["claim"]), a["candidate"],
+             float(a["cost"]), a["group"], a["outcome"])
+            for a in rec["actions"]
+        ],
+    }
+
+
+def tables_view(url: str, run: str) -> list[dict[str, Any]]:
+    """The same fields read back from the normalised tables through the ORM models."""
+    with Store(url) as store, Session(store.engine) as s:
+        run_id = store.get_run(run).id
+        questions = s.scalars(select(m.Question).where(m.Question.run_id == run_id).order_by(m.Question.id))
+        return [
+            {
+                "key": (q.dataset, q.source_id),
+                "candidates": [(c.idx, c.answer, c.valid, c.utility, c.slots) for c in q.candidates],
+                "claims": [(c.claim_id, c.slot, c.value) for c in q.claims],
+                "edges": [(e.claim_pos, e.candidate_idx, e.sign) for e in q.edges],
+                "actions": [
+                    (a.action_id, a.kind, a.claim_pos, a.candidate_idx, a.cost, a.group_name,
+                     a.outcome.outcome if a.outcome else None)
+                    for a in q.actions
+                ],
+            }
+            for q in questions
+        ]
 
 
 def _transcripts(records: object) -> list[dict[str, object]]:
