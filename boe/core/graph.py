@@ -88,7 +88,8 @@ class Question:
 
     @property
     def is_factor(self) -> B_:
-        return self.kind != WHOLE_CODE
+        out: B_ = self.kind != WHOLE_CODE
+        return out
 
     @property
     def labelled(self) -> bool:

@@ -197,8 +197,10 @@ def _explain_graph(
         if cid in ids:
             raise _FieldError(f"claims[{pos}].id", f"duplicate claim id {cid!r}")
         ids.add(cid)
-    pairs: set[tuple[int, str]] = set()
-    for pos, (cand, claim, *_) in enumerate(edges):
+    pairs: set[tuple[Any, Any]] = set()
+    for pos, edge in enumerate(edges):
+        cand: int = edge[0]  # type: ignore[assignment]
+        claim: str = edge[1]  # type: ignore[assignment]
         if not 0 <= cand < k:
             raise _FieldError(f"edges[{pos}].candidate", f"no candidate {cand} (K={k})")
         if claim not in ids:
@@ -324,7 +326,7 @@ def parse_record_dict(
             d = adapter.validate_python(data)
         if check:
             _check_dict(d)
-        return d
+        return d  # type: ignore[no-any-return]
     except (ValidationError, _FieldError):
         parse_record(data, source=source, line=line)  # raises RecordError with the details
         raise AssertionError("a record failed the fast check but passed the full one") from None
@@ -427,10 +429,9 @@ def _stream(
     on_error: Callable[[RecordError], None] | None,
     dedupe: bool = True,
 ) -> Iterator[LedgerRecord | RecordDict]:
-    if isinstance(sources, (str, Path)) or hasattr(sources, "readline"):
-        sources = [sources]  # type: ignore[list-item]
+    items: Iterable[Any] = [sources] if isinstance(sources, (str, Path)) or hasattr(sources, "readline") else sources
     seen: set[tuple[str, str]] = set()
-    for src in sources:  # type: ignore[union-attr]
+    for src in items:
         if hasattr(src, "readline"):
             yield from _read_lines(src, str(getattr(src, "name", "<stream>")), parse, strict, on_error, seen, dedupe)
             continue
@@ -453,7 +454,7 @@ def _read_lines(
     dedupe: bool = True,
 ) -> Iterator[LedgerRecord | RecordDict]:
     for lineno, raw in enumerate(fh, start=1):
-        if not raw.strip():
+        if not raw.strip():  # type: ignore[attr-defined]
             continue
         try:
             rec = parse(raw, source=name, line=lineno)

@@ -117,7 +117,7 @@ def literal_replay(
 
     def evsi(cur: list[float], a: int) -> float:
         _, p = params(a)
-        total = 0
+        total = 0.0
         for o in OUTCOMES:
             total += p[o] * max(_s(x) for x in updated(cur, a, o))
         return total - max(_s(x) for x in cur)

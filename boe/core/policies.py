@@ -203,7 +203,7 @@ class BoE(ScorePolicy):
     """Greedy plug-in EVSI per cost; stop when the chosen value is <= eta."""
 
     name = "boe"
-    OPTIONS = ("eta", "factor_only")
+    OPTIONS: ClassVar[tuple[str, ...]] = ("eta", "factor_only")
 
     def __init__(self, eta: float = 0.0, factor_only: bool = False) -> None:
         if not math.isfinite(eta):
@@ -230,7 +230,7 @@ class BoE(ScorePolicy):
                 state.logit[q, k].tolist(),
                 state.alpha[q, a, k].tolist(),
                 float(state.weight[q, a]),
-                tuple(state.p[q, a].tolist()),  # type: ignore[arg-type]
+                (float(state.p[q, a, 0]), float(state.p[q, a, 1]), float(state.p[q, a, 2])),
                 float(state.cost[q, a]),
             )
             stop[j] = v <= self.eta
@@ -243,7 +243,7 @@ class BoEFactor(BoE):
     """`boe` restricted to factor actions (the matched-menu comparison)."""
 
     name = "boe-factor"
-    OPTIONS = ("eta",)
+    OPTIONS: ClassVar[tuple[str, ...]] = ("eta",)
 
     def __init__(self, eta: float = 0.0) -> None:
         super().__init__(eta=eta, factor_only=True)

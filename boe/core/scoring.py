@@ -21,13 +21,15 @@ def wt(kappa: float) -> float:
 def sigmoid(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """s = 1 / (1 + exp(-logit)), elementwise; -inf maps to 0."""
     with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-x))
+        den: npt.NDArray[np.float64] = 1.0 + np.exp(-x)
+    return np.asarray(1.0 / den, dtype=np.float64)
 
 
 def cheap_logits(counts: npt.NDArray[np.float64], cheap_kappa: float) -> npt.NDArray[np.float64]:
     """logit s_i(0) = wt(kappa_cheap) * (n_i - K/2)."""
     k = counts.shape[-1]
-    return wt(cheap_kappa) * (counts - k / 2)
+    out: npt.NDArray[np.float64] = wt(cheap_kappa) * (counts - k / 2)
+    return out
 
 
 def first_max(values: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.intp]:
@@ -41,7 +43,7 @@ def first_max(values: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_] | Non
     hit = values >= top - TIE_TOL
     if mask is not None:
         hit &= mask
-    idx = np.argmax(hit, axis=-1)
+    idx: npt.NDArray[np.intp] = np.argmax(hit, axis=-1)
     if mask is not None:
         idx = np.where(hit.any(axis=-1), idx, -1)
     return idx

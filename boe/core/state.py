@@ -153,7 +153,8 @@ class EvidenceState:
         """Per-row sum over candidates of H_b(s(0)) - H_b(s(t)) (the paper's Sharp summand)."""
         h0 = binary_entropy(sigmoid(self.logit0))
         h1 = binary_entropy(self.scores())
-        return np.where(self.candidate, h0 - h1, 0.0).sum(axis=1)
+        out: F64 = np.where(self.candidate, h0 - h1, 0.0).sum(axis=1)
+        return out
 
 
 def bind_questions(
@@ -258,7 +259,7 @@ def bind_questions(
 
 def _log_width(cost: F64, available: B_, budget: float) -> int:
     """Enough log columns for the most purchases the budget allows (the log grows if needed)."""
-    a_max = cost.shape[1]
+    a_max = int(cost.shape[1])
     if not available.any() or budget <= 0:
         return 1
     min_cost = float(cost[available].min())
