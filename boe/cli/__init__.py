@@ -25,6 +25,7 @@ app = typer.Typer(
 COMMAND_MODULES = (
     "boe.cli.replay_cmd",
     "boe.cli.sim_cmd",
+    "boe.cli.theory_cmd",
     "boe.cli.store_cmd",
     "boe.cli.agent_cmd",
 )
