@@ -8,11 +8,13 @@ reference (content hash and path, not the pixels).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from boe.core.ledger import LedgerRecord
+from boe.errors import ConfigError
 
 if TYPE_CHECKING:
     from boe.agent.configuration import AgentConfig
@@ -55,16 +57,32 @@ def open_store(
 
     st = Store(store) if isinstance(store, (str, Path)) else store
     name = run_name or f"ask-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
-    run = st.create_run(
-        name,
-        {
-            "kind": "agent", "agent": config.public(),
-            "calibration": {"source": calibration.source,
-                            **calibration.model_dump(mode="json", exclude_none=True, exclude={"source"})},
-        },
-        exist_ok=True,
-    )
+    cal = {"source": calibration.source, **calibration.model_dump(mode="json", exclude_none=True, exclude={"source"})}
+    run = st.create_run(name, {"kind": "agent", "agent": config.public(), "calibration": cal}, exist_ok=True)
+    stored = run.config.get("agent")
+    mine = json.loads(json.dumps(config.public()))
+    if stored is not None and _selection_settings(stored) != _selection_settings(mine):
+        if isinstance(store, (str, Path)):
+            st.close()
+        raise ConfigError(
+            f"run {name!r} already exists with another configuration "
+            f"({_difference(stored, mine)}); choose another --run name"
+        )
     return st, run, name, StoreCache(st)
+
+
+#: Settings that decide what a stored question means; a run never mixes two of them.
+_RUN_KEYS = ("model", "judge_model", "k", "temperature", "judge_temperature", "budget", "policy", "eta",
+             "policy_seed", "costs", "kinds", "calibration", "dataset", "ledger", "seed")
+
+
+def _selection_settings(cfg: dict[str, Any]) -> dict[str, Any]:
+    return {k: cfg.get(k) for k in _RUN_KEYS}
+
+
+def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    diff = [k for k in _RUN_KEYS if a.get(k) != b.get(k)]
+    return ", ".join(f"{k}: {a.get(k)!r} there, {b.get(k)!r} here" for k in diff[:3])
 
 
 def _when(text: str | None) -> datetime | None:

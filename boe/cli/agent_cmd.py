@@ -134,6 +134,8 @@ def ask_command(
     dataset: str = typer.Option("sim", "--dataset", help="Dataset name: the calibration groups used are DATASET/..."),
     root: Optional[Path] = typer.Option(None, "--root", help="Dataset root: refuse images outside it."),
     reference: Optional[str] = typer.Option(None, "--reference", help="The known answer (evaluation only; the policy never reads it)."),
+    costs: Optional[str] = typer.Option(None, "--costs", help="Design costs structured,vlm_factor,grounded_factor,whole_response [1,4,4,8]."),
+    judge_temperature: float = typer.Option(0.0, "--judge-temperature", help="Judge temperature."),
     ledger: str = typer.Option("online", "--ledger", help="online (run the bought checks) or full (run every check, for calibration and replays)."),
     db: Optional[str] = typer.Option(None, "--db", help="Store the run here (sqlite:///file.db, a path, or postgresql+psycopg://...)."),
     run: Optional[str] = typer.Option(None, "--run", help="Run name in --db [default: ask-TIMESTAMP]."),
@@ -153,7 +155,8 @@ def ask_command(
         temperature=temperature, budget=budget, policy=policy, eta=eta,
         calibration=None if calibration is None else str(calibration), dataset=dataset,
         root=None if root is None else str(root), ledger=ledger, seed=seed, timeout=timeout,
-        max_retries=max_retries, concurrency=concurrency,
+        max_retries=max_retries, concurrency=concurrency, judge_temperature=judge_temperature,
+        costs=_parse_costs(costs),
     )
     result = ask(image, question, config=cfg, options=options, reference=reference, db=db, run_name=run,
                  checkpoint=checkpoint)
@@ -256,6 +259,22 @@ def _shipped_calibration_path() -> str:
     from boe.agent.configuration import _default_path
 
     return _default_path()
+
+
+def _parse_costs(text: str | None) -> dict[str, float] | None:
+    from boe.errors import ConfigError
+
+    if text is None:
+        return None
+    kinds = ("structured", "vlm_factor", "grounded_factor", "whole_response")
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise ConfigError(f"--costs: four numbers separated by commas, got {text!r}") from None
+    if len(values) != 4:
+        raise ConfigError(f"--costs: four numbers ({', '.join(kinds)}), got {len(values)}")
+    return dict(zip(kinds, values, strict=True))
 
 
 def _safe(url: str) -> str:

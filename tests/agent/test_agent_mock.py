@@ -219,3 +219,18 @@ def test_public_configuration_has_no_secrets():
     cfg = make_config(base_url="http://user:pw@x/v1?api_key=abc", model="m")
     blob = json.dumps(cfg.public())
     assert "pw" not in blob and "abc" not in blob
+
+
+def test_a_stored_run_never_mixes_configurations(scan, tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    ask(FakeVLM(POOL, TRUTH), scan, store=db)
+    ask(FakeVLM(POOL, TRUTH), scan, store=db)  # same settings: the run is reused
+    with pytest.raises(ConfigError, match="budget: 16.0 there, 8.0 here"):
+        ask(FakeVLM(POOL, TRUTH), scan, store=db, budget=8)
+
+
+def test_costs_come_from_the_configuration(scan):
+    res = ask(FakeVLM(POOL, TRUTH), scan, costs={"structured": 2, "vlm_factor": 3, "grounded_factor": 5,
+                                                 "whole_response": 7})
+    costs = {a["kind"]: a["cost"] for a in res.record["actions"]}
+    assert costs == {"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7}
