@@ -41,11 +41,11 @@ def simulator(**options: Any) -> Iterator[str]:
         server.close()
 
 
-def demo_questions(ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """The shipped demo questions (by id, in the given order; all of them when ``ids`` is empty)."""
+def demo_questions(ids: Sequence[str] | None = None, data: str | Path | None = None) -> list[dict[str, Any]]:
+    """Questions of the shipped demo set (or of the boe-sim dataset ``data``) by id, in the given order; all when ``ids`` is empty."""
     from boe.sim.dataset import demo_dir, load_sim_dataset
 
-    rows = load_sim_dataset(demo_dir())
+    rows = load_sim_dataset(demo_dir() if data is None else data)
     if not ids:
         return rows
     by_id = {r["id"]: r for r in rows}
@@ -113,6 +113,7 @@ def demo_config(base_url: str, **overrides: Any) -> AgentConfig:
 
     values: dict[str, Any] = {"base_url": base_url, "model": SIM_MODEL, "dataset": "boe-sim", "root": str(demo_dir())}
     values.update({k: v for k, v in overrides.items() if v is not None})
+    values["root"] = str(Path(values["root"]).resolve())
     return make_config(**values)
 
 

@@ -27,6 +27,24 @@ def _short(text: Any, n: int = 28) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _label(result: AskResult, answer: str | None) -> str:
+    """An answer as shown: multiple-choice letters with their option text."""
+    if answer is None:
+        return "-"
+    if result.options and answer in result.options:
+        return f"{answer} ({result.options[answer]})"
+    return answer
+
+
+def _moved(result: AskResult, ids: list[int]) -> str:
+    """Moved candidates grouped by answer, e.g. ``chest×9 limb×2``."""
+    counts: dict[str, int] = {}
+    for i in ids:
+        key = str(result.candidates[i]["answer"])
+        counts[key] = counts.get(key, 0) + 1
+    return " ".join(f"{k}×{n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def render_result(result: AskResult, console: Console, *, title: str | None = None) -> None:
     """Print the candidates, the selection beside the raw majority, and the evidence log."""
     from rich.markup import escape
@@ -38,60 +56,69 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
     console.print(f"\n[bold]{escape(head)}[/]: {escape(result.question)}", highlight=False)
     if result.options:
         console.print("  options: " + ", ".join(f"{k}={escape(v)}" for k, v in result.options.items()), highlight=False)
-    t = Table(title=f"{len(cands)} candidates", title_justify="left", show_lines=False, pad_edge=False)
-    for col, just in (("#", "right"), ("answer", "left"), *((c, "left") for _, c in _SLOT_COLS), ("s(0)", "right"),
-                      ("s(final)", "right"), ("", "left")):
-        t.add_column(col, justify=just, no_wrap=col in ("#", "s(0)", "s(final)"))
+    t = Table(title=f"{len(cands)} candidates (canonical claims; ◀ selected, ◁ raw majority)", title_justify="left",
+              pad_edge=False, box=None, header_style="bold", collapse_padding=True)
+    for col, just in (("#", "right"), ("answer", "left"), *((c, "left") for _, c in _SLOT_COLS), ("s0", "right"),
+                      ("s", "right"), ("", "left")):
+        t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis")
     s0 = prior.get("prior_scores") or []
     for c in cands:
         i = c["index"]
         if not c["valid"]:
-            t.add_row(str(i), "[dim]invalid[/]", f"[dim]{escape(_short(c.get('error'), 60))}[/]", "", "", "", "", "", "",
-                      "")
+            t.add_row(str(i), "[dim]invalid[/]", f"[dim]{escape(_short(c.get('error'), 40))}[/]", "", "", "", "", "",
+                      "", "")
             continue
         claims = c.get("claims") or {}
-        marks = []
-        if i == result.selected:
-            marks.append("[bold green]◀ selected[/]")
-        if i == result.raw_selected:
-            marks.append("[yellow]◀ raw majority[/]")
+        marks = ""
         if c.get("utility") is not None:
-            marks.append("[green]✓[/]" if c["utility"] >= 0.5 else "[red]✗[/]")
+            marks += "[green]✓[/]" if c["utility"] >= 0.5 else "[red]✗[/]"
+        if i == result.selected:
+            marks += "[bold green]◀[/]"
+        if i == result.raw_selected:
+            marks += "[yellow]◁[/]"
         t.add_row(
-            str(i), escape(_short(c["answer"], 20)),
-            *(escape(_short(claims.get(slot, {}).get("value"), 12)) for slot, _ in _SLOT_COLS),
-            f"{s0[i]:.3f}" if s0 else "", f"{result.scores[i]:.3f}", " ".join(marks),
+            str(i), escape(_short(c["answer"], 14)),
+            *(escape(_short(claims.get(slot, {}).get("value"), 9)) for slot, _ in _SLOT_COLS),
+            f"{s0[i]:.2f}" if s0 else "", f"{result.scores[i]:.2f}", marks,
         )
     console.print(t)
-    log = Table(title=f"evidence log (policy {result.policy}, budget {_num(result.budget)}, spent {_num(result.cost)})",
-                title_justify="left", pad_edge=False)
-    for col in ("step", "action", "view", "cost", "κ", "outcome", "up", "down", "why"):
-        log.add_column(col, justify="right" if col in ("step", "cost", "κ") else "left")
+    console.print(
+        f"[bold]evidence log[/] (policy {escape(result.policy)}, budget {_num(result.budget)}, spent {_num(result.cost)})",
+        highlight=False,
+    )
     colours = {"confirm": "green", "reject": "red", "unresolved": "dim"}
+    kinds = {"structured": "record check", "vlm_factor": "judge, whole image", "grounded_factor": "judge, crop",
+             "whole_response": "judge, whole response"}
     for e in result.evidence:
         view = e.get("view") or {}
-        vtxt = view.get("kind", "")
+        where = ""
         if view.get("box"):
-            vtxt += " " + ",".join(str(x) for x in view["box"])
-        why = e.get("rationale") or ""
-        if e.get("error"):
-            why = f"[red]error:[/] {escape(_short(e['error'], 60))}"
-        else:
-            why = escape(_short(why, 60))
-        log.add_row(
-            str(e["step"]), escape(e["id"]), escape(vtxt), _num(e["cost"]), f"{e['kappa']:.3f}",
-            f"[{colours[e['outcome']]}]{e['outcome']}[/]", _ids(e["moved_up"]), _ids(e["moved_down"]), why,
+            x0, y0, x1, y1 = view["box"]
+            words = " ".join(view.get("location") or []) or "body"
+            where = f" of the {words} x{x0}-{x1} y{y0}-{y1}"
+        console.print(
+            f" {e['step']:>2}. [bold]{escape(e['id'])}[/] ({kinds.get(e['kind'], e['kind'])}{escape(where)}) "
+            f"cost {_num(e['cost'])}, κ {e['kappa']:.3f} → [{colours[e['outcome']]}]{e['outcome']}[/]",
+            highlight=False,
         )
+        up, down = _moved(result, e["moved_up"]), _moved(result, e["moved_down"])
+        if up or down:
+            console.print(f"     up: {escape(up) or '-'}   down: {escape(down) or '-'}", highlight=False)
+        if e.get("error"):
+            console.print(f"     [red]error:[/] {escape(_short(e['error'], 160))}", highlight=False)
+        elif e.get("rationale"):
+            console.print(f"     [dim]{escape(_short(e['rationale'], 160))}[/]", highlight=False)
     if not result.evidence:
-        log.add_row("", "[dim](nothing bought)[/]", "", "", "", "", "", "", "")
-    console.print(log)
-    sel = escape(str(result.answer))
-    raw = escape(str(result.raw_answer))
+        console.print("  [dim](nothing bought)[/]", highlight=False)
     verdict = ""
     if result.reference is not None:
-        verdict = f"   reference: {escape(str(result.reference))} (BoE {_tick(result.correct)}, raw {_tick(result.raw_correct)})"
-    console.print(f"[bold]selected:[/] [bold green]{sel}[/]   [bold]raw majority:[/] [yellow]{raw}[/]{verdict}",
-                  highlight=False)
+        verdict = (f"   reference: {escape(_label(result, _ref_label(result)))} "
+                   f"(BoE {_tick(result.correct)}, raw {_tick(result.raw_correct)})")
+    console.print(
+        f"[bold]selected:[/] [bold green]{escape(_label(result, result.answer))}[/]   "
+        f"[bold]raw majority:[/] [yellow]{escape(_label(result, result.raw_answer))}[/]{verdict}",
+        highlight=False,
+    )
     u = result.usage()
     console.print(
         f"[dim]model calls {u['calls']} ({u['requests']} HTTP requests, {u['cached_calls']} from cache, "
@@ -103,14 +130,18 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
+def _ref_label(result: AskResult) -> str | None:
+    """The reference as an option letter when the question has options."""
+    if result.options and result.reference is not None:
+        from boe.agent.claims import answer_of
+
+        letter, _ = answer_of(result.reference, result.record.get("analysis", {}))
+        return letter
+    return result.reference
+
+
 def _tick(v: bool | None) -> str:
     return "?" if v is None else ("[green]right[/]" if v else "[red]wrong[/]")
-
-
-def _ids(ids: list[int]) -> str:
-    if not ids:
-        return ""
-    return ",".join(str(i) for i in ids[:8]) + ("…" if len(ids) > 8 else "")
 
 
 def _num(x: float) -> str:
@@ -170,7 +201,8 @@ def ask_command(
 
 def demo_command(
     db: Path = typer.Option(Path("boe-demo.db"), "--db", help="SQLite file the run is stored in."),
-    questions: Optional[str] = typer.Option(None, "--questions", help="Comma-separated demo question ids [the curated few]."),
+    questions: Optional[str] = typer.Option(None, "--questions", help="Comma-separated question ids [the curated few of the shipped set]."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Another boe-sim dataset folder (boe sim dataset) [the shipped demo set]."),
     k: int = typer.Option(16, "--k", help="Candidates sampled."),
     budget: float = typer.Option(16, "--budget", help="Evidence budget."),
     policy: str = typer.Option("boe", "--policy", help="Selection policy."),
@@ -183,9 +215,9 @@ def demo_command(
     from boe.cli.common import parse_list
     from boe.errors import ConfigError
 
-    ids = parse_list(questions) if questions else list(DEMO_QUESTIONS)
+    ids = parse_list(questions) if questions else ([] if data is not None else list(DEMO_QUESTIONS))
     try:
-        qs = demo_questions(ids)
+        qs = demo_questions(ids, data)
     except KeyError as exc:
         raise ConfigError(str(exc.args[0])) from None
     console = out_console()
@@ -203,7 +235,7 @@ def demo_command(
     with simulator() as base_url:
         if not as_json:
             console.print(f"[dim]simulator at {base_url}; K={k}, budget {_num(budget)}, policy {policy}[/]", highlight=False)
-        cfg = demo_config(base_url, k=k, budget=budget, policy=policy)
+        cfg = demo_config(base_url, k=k, budget=budget, policy=policy, root=None if data is None else str(data))
         run = asyncio.run(run_questions(cfg, qs, db=url, run_name=default_run_name("demo"), on_result=show))
     raw_acc, sel_acc = run.accuracy()
     use = run.per_question_usage()
