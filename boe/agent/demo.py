@@ -7,6 +7,8 @@ client, runs its LangGraph graph, and stores the run in a SQLite file.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,11 +22,15 @@ from boe.agent.configuration import AgentConfig, make_config
 
 __all__ = ["DEMO_QUESTIONS", "DemoRun", "demo_questions", "run_questions", "simulator"]
 
-#: The demo questions, in order. ``sim-0-00003`` is included because, at the
-#: default seed, the raw majority of its 16 candidates is wrong and the bought
-#: evidence recovers the reference: it was picked to show a rescue, so the demo
-#: is a demonstration, not a measurement (see benchmarks/agent_accuracy.py).
-DEMO_QUESTIONS: tuple[str, ...] = ()
+#: Where the demo questions come from when the package ships no demo set: the
+#: simulator's dataset generator at a fixed seed (deterministic, ~1 s).
+DEMO_SEED, DEMO_N = 7, 32
+
+#: The demo questions, in order. ``sim-7-00031`` is included because its raw
+#: majority is wrong and the bought evidence recovers the reference (K=16,
+#: budget 16, the shipped calibration): it was picked to show a rescue, so the
+#: demo is a demonstration, not a measurement (see benchmarks/agent_accuracy.py).
+DEMO_QUESTIONS: tuple[str, ...] = ("sim-7-00005", "sim-7-00000", "sim-7-00002", "sim-7-00031")
 
 SIM_MODEL = "boe-sim"
 
@@ -43,9 +49,9 @@ def simulator(**options: Any) -> Iterator[str]:
 
 def demo_questions(ids: Sequence[str] | None = None, data: str | Path | None = None) -> list[dict[str, Any]]:
     """Questions of the shipped demo set (or of the boe-sim dataset ``data``) by id, in the given order; all when ``ids`` is empty."""
-    from boe.sim.dataset import demo_dir, load_sim_dataset
+    from boe.sim.dataset import load_sim_dataset
 
-    rows = load_sim_dataset(demo_dir() if data is None else data)
+    rows = load_sim_dataset(demo_data() if data is None else data)
     if not ids:
         return rows
     by_id = {r["id"]: r for r in rows}
@@ -107,11 +113,29 @@ async def run_questions(
     return out
 
 
+def demo_data() -> Path:
+    """The demo dataset folder: generated once per user from `DEMO_SEED` into the cache folder."""
+    import os
+
+    from boe.sim.dataset import generate_dataset
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "boe"
+    root = base / f"demo-seed{DEMO_SEED}-n{DEMO_N}"
+    if not (root / "dataset.json").is_file():
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="demo-", dir=base))
+        generate_dataset(tmp / "data", DEMO_N, seed=DEMO_SEED)
+        try:
+            (tmp / "data").rename(root)
+        except OSError:  # another process made it first
+            pass
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
 def demo_config(base_url: str, **overrides: Any) -> AgentConfig:
     """The demo's configuration: K=16, budget 16, `boe`, the shipped calibration, the demo folder as root."""
-    from boe.sim.dataset import demo_dir
-
-    values: dict[str, Any] = {"base_url": base_url, "model": SIM_MODEL, "dataset": "boe-sim", "root": str(demo_dir())}
+    values: dict[str, Any] = {"base_url": base_url, "model": SIM_MODEL, "dataset": "boe-sim", "root": str(demo_data())}
     values.update({k: v for k, v in overrides.items() if v is not None})
     values["root"] = str(Path(values["root"]).resolve())
     return make_config(**values)

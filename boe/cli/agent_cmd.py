@@ -262,8 +262,9 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
         t.add_column(col, justify="right" if col in ("cost", "calls", "tokens") else "left")
     for r in run.results:
         u = r.usage()
-        t.add_row(escape(r.question_id), escape(str(r.reference)),
-                  f"{escape(str(r.raw_answer))} {_tick(r.raw_correct)}", f"{escape(str(r.answer))} {_tick(r.correct)}",
+        t.add_row(escape(r.question_id), escape(_label(r, _ref_label(r))),
+                  f"{escape(_label(r, r.raw_answer))} {_tick(r.raw_correct)}",
+                  f"{escape(_label(r, r.answer))} {_tick(r.correct)}",
                   _num(r.cost), str(u["calls"]), str(u["prompt_tokens"] + u["completion_tokens"]))
     console.print(t)
     pq = summary["per_question"]

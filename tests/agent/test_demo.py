@@ -1,0 +1,46 @@
+"""`boe demo` as a user runs it: simulator on loopback, the agent, ./boe-demo.db, under a minute."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from boe.agent.configuration import _default_path
+from boe.db import Store
+
+pytestmark = pytest.mark.slow
+
+
+def test_demo_answers_rescues_and_stores_a_replayable_run(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", "from boe.cli import main; main()", "demo", "--json"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    elapsed = time.perf_counter() - t0
+    assert res.returncode == 0, res.stderr
+    assert elapsed < 60
+    out = json.loads(res.stdout)
+    summary = out["summary"]
+    assert summary["questions"] == 4 and summary["rescued"] >= 1
+    rescue = next(r for r in out["results"] if r["correct"] and not r["raw_correct"])
+    assert rescue["evidence"] and rescue["raw_majority"]["answer"] != rescue["answer"]
+    assert (tmp_path / "boe-demo.db").is_file()
+    # the stored run replays offline to the same transcripts
+    run = summary["run"]
+    replay = tmp_path / "replay.jsonl"
+    rep = subprocess.run(
+        [sys.executable, "-c", "from boe.cli import main; main()", "replay", "--db", str(tmp_path / "boe-demo.db"),
+         "--run", run, "--policy", "boe", "--budget", "16", "--calibration", _default_path(), "--transcripts",
+         str(replay)], capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    with Store(tmp_path / "boe-demo.db") as store:
+        stored = [t.to_dict() for t in store.iter_transcripts(run)]
+        assert store.count_questions(run) == 4
+    replayed = [json.loads(line) for line in replay.read_text().splitlines()]
+    for s, r in zip(stored, replayed, strict=True):
+        s.pop("evidence", None)
+        assert s == r
+    assert [r["transcript"] for r in out["results"]] == replayed
