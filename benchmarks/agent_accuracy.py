@@ -42,7 +42,10 @@ def mcnemar(b: int, c: int) -> float:
 
 def table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
@@ -50,8 +53,16 @@ async def online(questions: list[dict[str, Any]], base_url: str, args: argparse.
     from boe.agent.configuration import make_config
     from boe.agent.demo import run_questions
 
-    cfg = make_config(base_url=base_url, model="boe-sim", dataset="boe-sim", k=args.k, budget=args.budget,
-                      policy=args.policy, calibration=args.calibration, root=str(args.data))
+    cfg = make_config(
+        base_url=base_url,
+        model="boe-sim",
+        dataset="boe-sim",
+        k=args.k,
+        budget=args.budget,
+        policy=args.policy,
+        calibration=args.calibration,
+        root=str(args.data),
+    )
     return await run_questions(cfg, questions, db=db, run_name="online"), cfg
 
 
@@ -59,8 +70,17 @@ async def full(questions: list[dict[str, Any]], base_url: str, args: argparse.Na
     from boe.agent.configuration import make_config
     from boe.agent.demo import run_questions
 
-    cfg = make_config(base_url=base_url, model="boe-sim", dataset="boe-sim", k=args.k, budget=args.budget,
-                      policy=args.policy, calibration=args.calibration, root=str(args.data), ledger="full")
+    cfg = make_config(
+        base_url=base_url,
+        model="boe-sim",
+        dataset="boe-sim",
+        k=args.k,
+        budget=args.budget,
+        policy=args.policy,
+        calibration=args.calibration,
+        root=str(args.data),
+        ledger="full",
+    )
     return await run_questions(cfg, questions, db=db, run_name="full")
 
 
@@ -99,19 +119,31 @@ def main(argv: list[str] | None = None) -> int:
         oracle = sum(1 for r in res if any((c.get("utility") or 0) >= 0.5 for c in r.candidates))
         use = run.per_question_usage()
         cal = cfg.load_calibration().source
-        print(f"{n} simulator questions (seed {args.seed}), K={args.k}, budget {args.budget:g}, policy {args.policy}, "
-              f"calibration {cal}")
+        print(
+            f"{n} simulator questions (seed {args.seed}), K={args.k}, budget {args.budget:g}, policy {args.policy}, "
+            f"calibration {cal}"
+        )
         rows = [
             ["raw majority", f"{raw_ok / n:.3f}", f"{raw_ok}/{n}", "", "", "0.00"],
-            [args.policy, f"{sel_ok / n:.3f}", f"{sel_ok}/{n}", str(rescued), str(harmed),
-             f"{sum(r.cost for r in res) / n:.2f}"],
+            [
+                args.policy,
+                f"{sel_ok / n:.3f}",
+                f"{sel_ok}/{n}",
+                str(rescued),
+                str(harmed),
+                f"{sum(r.cost for r in res) / n:.2f}",
+            ],
         ]
         print(table(rows, ["selection", "accuracy", "right", "rescued", "harmed", "mean cost"]))
-        print(f"Oracle@K {oracle / n:.3f}; paired exact McNemar p = {mcnemar(rescued, harmed):.3g}; "
-              f"majority wrong on {n - raw_ok}, rescued {rescued}")
-        print(f"per question: {use['calls']:.2f} model calls ({use['requests']:.2f} HTTP requests), "
-              f"{use['prompt_tokens']:.0f} prompt + {use['completion_tokens']:.0f} completion tokens; "
-              f"{t_online / n:.2f} s")
+        print(
+            f"Oracle@K {oracle / n:.3f}; paired exact McNemar p = {mcnemar(rescued, harmed):.3g}; "
+            f"majority wrong on {n - raw_ok}, rescued {rescued}"
+        )
+        print(
+            f"per question: {use['calls']:.2f} model calls ({use['requests']:.2f} HTTP requests), "
+            f"{use['prompt_tokens']:.0f} prompt + {use['completion_tokens']:.0f} completion tokens; "
+            f"{t_online / n:.2f} s"
+        )
         if full_run is not None:
             replay_table(db, cfg, args, res)
     return 0
@@ -125,17 +157,26 @@ def replay_table(db: str, cfg: Any, args: argparse.Namespace, online_results: li
     with Store(db) as store:
         records = list(store.iter_records("full", strict=True))
     questions, groups = load_questions(records)
-    exp = run_experiment(questions, groups.keys, ["raw", "boe", "boe-factor", "random-factor", "whole"],
-                         [4, 8, 16], calibration=cfg.load_calibration())
-    rows = [[r.policy, f"{r.budget:g}", f"{r.accuracy:.3f}", str(r.corrections), str(r.harms), f"{r.mean_cost:.2f}"]
-            for r in exp.rows]
+    exp = run_experiment(
+        questions,
+        groups.keys,
+        ["raw", "boe", "boe-factor", "random-factor", "whole"],
+        [4, 8, 16],
+        calibration=cfg.load_calibration(),
+    )
+    rows = [
+        [r.policy, f"{r.budget:g}", f"{r.accuracy:.3f}", str(r.corrections), str(r.harms), f"{r.mean_cost:.2f}"]
+        for r in exp.rows
+    ]
     print("\nfull ledger, replayed offline under the same calibration:")
     print(table(rows, ["policy", "budget", "accuracy", "rescued", "harmed", "mean cost"]))
     boe_run = exp.run(args.policy, args.budget) if args.budget in (4, 8, 16) else None
     if boe_run is not None:
         same = sum(int(boe_run.selected[i]) == r.selected for i, r in enumerate(online_results))
-        print(f"full-ledger replay of {args.policy} at {args.budget:g} selects the online choice on "
-              f"{same}/{len(online_results)} questions (the judge is deterministic: seed 0, temperature 0)")
+        print(
+            f"full-ledger replay of {args.policy} at {args.budget:g} selects the online choice on "
+            f"{same}/{len(online_results)} questions (the judge is deterministic: seed 0, temperature 0)"
+        )
 
 
 if __name__ == "__main__":

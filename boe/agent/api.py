@@ -211,9 +211,16 @@ class Agent:
             if cache is None:
                 cache = store_cache
         common = {
-            "api_key": self._api_key, "timeout": cfg.timeout, "max_retries": cfg.max_retries, "backoff": cfg.backoff,
-            "concurrency": cfg.concurrency, "cache": cache, "use_n": cfg.use_n, "json_schema": cfg.json_schema,
-            "max_tokens": cfg.max_tokens, "http_client": self._http_client,
+            "api_key": self._api_key,
+            "timeout": cfg.timeout,
+            "max_retries": cfg.max_retries,
+            "backoff": cfg.backoff,
+            "concurrency": cfg.concurrency,
+            "cache": cache,
+            "use_n": cfg.use_n,
+            "json_schema": cfg.json_schema,
+            "max_tokens": cfg.max_tokens,
+            "http_client": self._http_client,
         }
         self.generator = ModelClient(base_url=cfg.base_url, model=cfg.model, role="generator", **common)
         self.judge = ModelClient(base_url=cfg.judge_url, model=cfg.judge, role="judge", **common)
@@ -224,8 +231,9 @@ class Agent:
             if kind == "structured":
                 self.tools[kind] = make_tool(kind)
             elif kind == "grounded_factor":
-                self.tools[kind] = make_tool(kind, client=self.judge, temperature=cfg.judge_temperature,
-                                             pad=cfg.crop_pad, min_frac=cfg.crop_min)
+                self.tools[kind] = make_tool(
+                    kind, client=self.judge, temperature=cfg.judge_temperature, pad=cfg.crop_pad, min_frac=cfg.crop_min
+                )
             else:
                 self.tools[kind] = make_tool(kind, client=self.judge, temperature=cfg.judge_temperature)
         saver = None
@@ -252,8 +260,11 @@ class Agent:
         }
 
     def _thread(self, question_id: str) -> str:
-        blob = json.dumps([self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
-                          sort_keys=True, default=str)
+        blob = json.dumps(
+            [self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
+            sort_keys=True,
+            default=str,
+        )
         return f"{question_id}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
     def _recursion_limit(self) -> int:
@@ -287,14 +298,25 @@ class Agent:
         img = open_image(image, self.config.root)
         qid = question_id or question_key(img.ref.image_id, question, opts)
         ctx = AgentContext(
-            config=self.config, calibration=self.calibration, generator=self.generator, judge=self.judge,
-            tools=self.tools, images={img.ref.image_id: img}, store=self.store, run_id=self.run_id,
+            config=self.config,
+            calibration=self.calibration,
+            generator=self.generator,
+            judge=self.judge,
+            tools=self.tools,
+            images={img.ref.image_id: img},
+            store=self.store,
+            run_id=self.run_id,
             on_step=self.on_step,
         )
         run_config = {"configurable": {"thread_id": self._thread(qid)}, "recursion_limit": self._recursion_limit()}
         state_in = {
-            "question_id": qid, "question": question.strip(), "options": opts, "reference": reference,
-            "image": img.ref.as_dict(), "analysis": analyse_question(question, opts, img.ref.metadata), "calls": [],
+            "question_id": qid,
+            "question": question.strip(),
+            "options": opts,
+            "reference": reference,
+            "image": img.ref.as_dict(),
+            "analysis": analyse_question(question, opts, img.ref.metadata),
+            "calls": [],
         }
         resumed = False
         out: dict[str, Any] | None = None
@@ -309,11 +331,24 @@ class Agent:
         if out is None:
             out = await self.graph.ainvoke(state_in, run_config, context=ctx)
         return AskResult(
-            question_id=qid, question=out["question"], options=out.get("options"), reference=out.get("reference"),
-            selected=out["selected"], raw_selected=out["raw_selected"], candidates=out["candidates"],
-            evidence=out.get("bought") or [], scores=out["scores"], cost=out["cost"], budget=self.config.budget,
-            policy=self.config.policy, transcript=out["transcript"], record=out["record"], calls=out.get("calls") or [],
-            run=self.run_name, resumed=resumed, notes=list(self.notes),
+            question_id=qid,
+            question=out["question"],
+            options=out.get("options"),
+            reference=out.get("reference"),
+            selected=out["selected"],
+            raw_selected=out["raw_selected"],
+            candidates=out["candidates"],
+            evidence=out.get("bought") or [],
+            scores=out["scores"],
+            cost=out["cost"],
+            budget=self.config.budget,
+            policy=self.config.policy,
+            transcript=out["transcript"],
+            record=out["record"],
+            calls=out.get("calls") or [],
+            run=self.run_name,
+            resumed=resumed,
+            notes=list(self.notes),
         )
 
 

@@ -58,8 +58,9 @@ async def _ledger(n: int, seed: int, db: str, workdir: Path, run_name: str) -> l
     data = generate_dataset(workdir / "questions", n, seed=seed)
     questions = load_sim_dataset(data)
     with simulator() as base_url:
-        cfg = make_config(base_url=base_url, model="boe-sim", dataset="boe-sim", ledger="full",
-                          calibration="neutral", root=str(data))
+        cfg = make_config(
+            base_url=base_url, model="boe-sim", dataset="boe-sim", ledger="full", calibration="neutral", root=str(data)
+        )
         await run_questions(cfg, questions, db=db, run_name=run_name)
     with Store(db) as store:
         return list(store.iter_records(run_name, strict=True))

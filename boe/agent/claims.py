@@ -72,10 +72,24 @@ def parse_candidate(index: int, raw: str | None) -> dict[str, Any]:
     try:
         answer, slots, present = read_generation(raw)
     except ReplyError as exc:
-        return {"index": index, "raw_text": raw, "valid": False, "answer_text": None,
-                "slots": dict.fromkeys(SLOTS), "slots_present": False, "error": str(exc)}
-    return {"index": index, "raw_text": raw, "valid": True, "answer_text": answer, "slots": slots,
-            "slots_present": present, "error": None}
+        return {
+            "index": index,
+            "raw_text": raw,
+            "valid": False,
+            "answer_text": None,
+            "slots": dict.fromkeys(SLOTS),
+            "slots_present": False,
+            "error": str(exc),
+        }
+    return {
+        "index": index,
+        "raw_text": raw,
+        "valid": True,
+        "answer_text": answer,
+        "slots": slots,
+        "slots_present": present,
+        "error": None,
+    }
 
 
 def answer_of(text: str | None, q: Mapping[str, Any]) -> tuple[str | None, Canon | None]:
@@ -117,7 +131,11 @@ def _option_letter(text: str, options: Mapping[str, str], slot: str) -> str | No
     if slot in SLOTS:
         canon = vocabulary().canonical(slot, text)
         if canon is not None and canon.known:
-            hits = [k for k, opt in options.items() if (c := vocabulary().canonical(slot, opt)) is not None and c.value == canon.value]
+            hits = [
+                k
+                for k, opt in options.items()
+                if (c := vocabulary().canonical(slot, opt)) is not None and c.value == canon.value
+            ]
             if len(hits) == 1:
                 return hits[0]
     return None
@@ -157,7 +175,9 @@ def _rivals(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     )
 
 
-def build_graph(cands: Sequence[Mapping[str, Any]], figure: str = "0") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def build_graph(
+    cands: Sequence[Mapping[str, Any]], figure: str = "0"
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Canonical claims (with location words) and signed edges of a canonicalised pool."""
     order = {s: i for i, s in enumerate((*SLOTS, "option"))}
     found: dict[str, dict[str, Any]] = {}
@@ -167,8 +187,15 @@ def build_graph(cands: Sequence[Mapping[str, Any]], figure: str = "0") -> tuple[
         for slot, c in cand["claims"].items():
             cid = f"{slot}={c['value']}"
             if cid not in found:
-                found[cid] = {"id": cid, "slot": slot, "value": c["value"], "figure": figure,
-                              "known": c["known"], "family": c["family"], "support": 0}
+                found[cid] = {
+                    "id": cid,
+                    "slot": slot,
+                    "value": c["value"],
+                    "figure": figure,
+                    "known": c["known"],
+                    "family": c["family"],
+                    "support": 0,
+                }
             found[cid]["support"] += 1
     claims = sorted(found.values(), key=lambda c: (order[c["slot"]], -c["support"], c["value"]))
     edges: list[dict[str, Any]] = []
@@ -252,15 +279,28 @@ def build_menu(
     if "whole_response" in kinds:
         for cand in cands:
             if cand["valid"]:
-                menu.append({"id": f"w:{cand['index']}", "kind": "whole_response", "claim": None,
-                             "candidate": cand["index"], "cost": float(costs["whole_response"]), "group": "whole"})
+                menu.append(
+                    {
+                        "id": f"w:{cand['index']}",
+                        "kind": "whole_response",
+                        "claim": None,
+                        "candidate": cand["index"],
+                        "cost": float(costs["whole_response"]),
+                        "group": "whole",
+                    }
+                )
     return menu
 
 
-def _factor(prefix: str, kind: str, claim: Mapping[str, Any], costs: Mapping[str, float], group: str
-            ) -> dict[str, Any]:
-    return {"id": f"{prefix}:{claim['id']}", "kind": kind, "claim": claim["id"], "candidate": None,
-            "cost": float(costs[kind]), "group": group}
+def _factor(prefix: str, kind: str, claim: Mapping[str, Any], costs: Mapping[str, float], group: str) -> dict[str, Any]:
+    return {
+        "id": f"{prefix}:{claim['id']}",
+        "kind": kind,
+        "claim": claim["id"],
+        "candidate": None,
+        "cost": float(costs[kind]),
+        "group": group,
+    }
 
 
 def grade(answer: str | None, reference: str | None, q: Mapping[str, Any]) -> float | None:

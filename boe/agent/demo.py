@@ -7,6 +7,7 @@ client, runs its LangGraph graph, and stores the run in a SQLite file.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -48,7 +49,7 @@ def simulator(**options: Any) -> Iterator[str]:
 
 
 def demo_questions(ids: Sequence[str] | None = None, data: str | Path | None = None) -> list[dict[str, Any]]:
-    """Questions of the shipped demo set (or of the boe-sim dataset ``data``) by id, in the given order; all when ``ids`` is empty."""
+    """Questions of the demo set (or of the boe-sim dataset ``data``) by id, in order; all when ``ids`` is empty."""
     from boe.sim.dataset import load_sim_dataset
 
     rows = load_sim_dataset(demo_data() if data is None else data)
@@ -104,8 +105,9 @@ async def run_questions(
         out.run = agent.run_name
         for q in questions:
             image = q.get("dicom") if config.dataset == "boe-sim-dicom" and q.get("dicom") else q["images"][0]
-            res = await agent.ask(image, q["question"], options=q.get("options"), reference=q.get("answer"),
-                                  question_id=q["id"])
+            res = await agent.ask(
+                image, q["question"], options=q.get("options"), reference=q.get("answer"), question_id=q["id"]
+            )
             out.results.append(res)
             if on_result is not None:
                 on_result(res)
@@ -125,10 +127,8 @@ def demo_data() -> Path:
         base.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="demo-", dir=base))
         generate_dataset(tmp / "data", DEMO_N, seed=DEMO_SEED)
-        try:
+        with contextlib.suppress(OSError):  # another process made it first
             (tmp / "data").rename(root)
-        except OSError:  # another process made it first
-            pass
         shutil.rmtree(tmp, ignore_errors=True)
     return root
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from boe.agent.claims import analyse_question, build_graph, build_menu, canonicalise, grade, parse_candidate
+from boe.agent.claims import build_graph, build_menu, canonicalise, grade, parse_candidate
 from boe.agent.planner import Planner, build_record
 from boe.agent.state import AgentContext, AgentState
 from boe.errors import ModelError
@@ -60,8 +60,13 @@ async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         question=state["question"], options_block=options_block(state.get("options"))
     )
     comp = await ctx.generator.complete(
-        prompt, [img.data_url], n=cfg.k, temperature=cfg.temperature, seed=cfg.seed,
-        tags={"question_id": state["question_id"]}, accept=_generation_problem,
+        prompt,
+        [img.data_url],
+        n=cfg.k,
+        temperature=cfg.temperature,
+        seed=cfg.seed,
+        tags={"question_id": state["question_id"]},
+        accept=_generation_problem,
     )
     return {"replies": comp.texts, "calls": [comp.call.as_dict()]}
 
@@ -90,12 +95,16 @@ async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:
 
         async def extract(cand: dict[str, Any]) -> None:
             rendered = prompt.render(
-                question=state["question"], options_block=options_block(state.get("options")),
+                question=state["question"],
+                options_block=options_block(state.get("options")),
                 candidate=cand["raw_text"] or cand["answer_text"],
             )
             try:
                 comp = await ctx.judge.complete(
-                    rendered, [img.data_url], temperature=ctx.config.judge_temperature, seed=ctx.config.seed,
+                    rendered,
+                    [img.data_url],
+                    temperature=ctx.config.judge_temperature,
+                    seed=ctx.config.seed,
                     tags={"question_id": state["question_id"], "candidate": cand["index"]},
                 )
             except ModelError as exc:
@@ -143,8 +152,14 @@ def _request(state: AgentState, ctx: AgentContext, action: dict[str, Any]) -> To
     claim = next((c for c in state["claims"] if c["id"] == action["claim"]), None) if action["claim"] else None
     cand = state["candidates"][action["candidate"]] if action["candidate"] is not None else None
     return ToolRequest(
-        action=action, question=state["question"], image=image_of(ctx, state), options=state.get("options"),
-        claim=claim, candidate=cand, context=state["analysis"]["context"], seed=ctx.config.seed,
+        action=action,
+        question=state["question"],
+        image=image_of(ctx, state),
+        options=state.get("options"),
+        claim=claim,
+        candidate=cand,
+        context=state["analysis"]["context"],
+        seed=ctx.config.seed,
     )
 
 
@@ -154,8 +169,14 @@ async def _run_tool(state: AgentState, ctx: AgentContext, action: dict[str, Any]
 
 
 def _result_dict(res: ToolResult) -> dict[str, Any]:
-    return {"outcome": res.outcome, "rationale": res.rationale, "view": res.view, "error": res.error,
-            "raw_reply": res.raw_reply, "calls": [c.call_id for c in res.calls]}
+    return {
+        "outcome": res.outcome,
+        "rationale": res.rationale,
+        "view": res.view,
+        "error": res.error,
+        "raw_reply": res.raw_reply,
+        "calls": [c.call_id for c in res.calls],
+    }
 
 
 async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
@@ -171,9 +192,16 @@ def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
     """The policy on this question's menu (the same objects `boe replay` uses)."""
     cfg = ctx.config
     rec = build_record(
-        question_id=state["question_id"], dataset=cfg.dataset, question=state["question"],
-        image=state["image"]["path"], options=state.get("options"), reference=state.get("reference"),
-        candidates=_ledger_candidates(state), claims=state["claims"], edges=state["edges"], actions=state["actions"],
+        question_id=state["question_id"],
+        dataset=cfg.dataset,
+        question=state["question"],
+        image=state["image"]["path"],
+        options=state.get("options"),
+        reference=state.get("reference"),
+        candidates=_ledger_candidates(state),
+        claims=state["claims"],
+        edges=state["edges"],
+        actions=state["actions"],
     )
     return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed)
 
@@ -213,11 +241,24 @@ async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     step = planner_for(state, ctx).step(pairs)
     action = state["actions"][pending["action"]]
     entry = {
-        "step": len(bought) + 1, "action": pending["action"], "id": action["id"], "kind": action["kind"],
-        "claim": action["claim"], "candidate": action["candidate"], "cost": action["cost"], "group": action["group"],
-        "outcome": pending["outcome"], "rationale": pending["rationale"], "error": pending["error"],
-        "view": pending["view"], "raw_reply": pending["raw_reply"], "calls": pending["calls"], "kappa": step.kappa,
-        "moved_up": step.moved_up, "moved_down": step.moved_down, "scores": step.scores,
+        "step": len(bought) + 1,
+        "action": pending["action"],
+        "id": action["id"],
+        "kind": action["kind"],
+        "claim": action["claim"],
+        "candidate": action["candidate"],
+        "cost": action["cost"],
+        "group": action["group"],
+        "outcome": pending["outcome"],
+        "rationale": pending["rationale"],
+        "error": pending["error"],
+        "view": pending["view"],
+        "raw_reply": pending["raw_reply"],
+        "calls": pending["calls"],
+        "kappa": step.kappa,
+        "moved_up": step.moved_up,
+        "moved_down": step.moved_down,
+        "scores": step.scores,
     }
     bought.append(entry)
     if ctx.on_step is not None:
@@ -236,12 +277,21 @@ async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
 def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
     out = []
     for c in state["candidates"]:
-        out.append({
-            "index": c["index"], "answer": c["answer"], "valid": c["valid"], "utility": c.get("utility"),
-            "answer_text": c["answer_text"], "slots": c["slots"], "claims": c.get("claims", {}),
-            "raw_text": c["raw_text"], "error": c["error"], **({"extracted": True} if c.get("extracted") else {}),
-            **({"extraction_error": c["extraction_error"]} if c.get("extraction_error") else {}),
-        })
+        out.append(
+            {
+                "index": c["index"],
+                "answer": c["answer"],
+                "valid": c["valid"],
+                "utility": c.get("utility"),
+                "answer_text": c["answer_text"],
+                "slots": c["slots"],
+                "claims": c.get("claims", {}),
+                "raw_text": c["raw_text"],
+                "error": c["error"],
+                **({"extracted": True} if c.get("extracted") else {}),
+                **({"extraction_error": c["extraction_error"]} if c.get("extraction_error") else {}),
+            }
+        )
     return out
 
 
@@ -261,18 +311,31 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
             extra.update({k: res[k] for k in ("rationale", "view", "error", "raw_reply", "calls")})
         actions.append({**a, **extra})
     rec = build_record(
-        question_id=state["question_id"], dataset=cfg.dataset, question=state["question"],
-        image=state["image"]["path"], options=state.get("options"), reference=state.get("reference"),
-        candidates=_ledger_candidates(state), claims=state["claims"], edges=state["edges"], actions=actions,
+        question_id=state["question_id"],
+        dataset=cfg.dataset,
+        question=state["question"],
+        image=state["image"]["path"],
+        options=state.get("options"),
+        reference=state.get("reference"),
+        candidates=_ledger_candidates(state),
+        claims=state["claims"],
+        edges=state["edges"],
+        actions=actions,
         outcomes={k: v["outcome"] for k, v in observed.items()},
         extra={
             "ledger": cfg.ledger,
             "analysis": state["analysis"],
             "image_ref": state["image"],
             "agent": {
-                "policy": cfg.policy, "budget": cfg.budget, "eta": cfg.eta, "policy_seed": cfg.policy_seed,
-                "calibration": ctx.calibration.source, "selected": state["selected"],
-                "raw_selected": state["raw_selected"], "cost": state["cost"], "scores": state["scores"],
+                "policy": cfg.policy,
+                "budget": cfg.budget,
+                "eta": cfg.eta,
+                "policy_seed": cfg.policy_seed,
+                "calibration": ctx.calibration.source,
+                "selected": state["selected"],
+                "raw_selected": state["raw_selected"],
+                "cost": state["cost"],
+                "scores": state["scores"],
                 "prior_scores": state["prior_scores"],
             },
             "evidence_log": [{k: v for k, v in b.items() if k not in ("scores", "raw_reply")} for b in bought],

@@ -44,8 +44,12 @@ class StoreCache:
     def put(self, key: str, value: dict[str, Any]) -> None:
         usage = value.get("usage", {})
         self.store.cache_put(
-            key, value, endpoint=str(value.get("endpoint", "")), model=str(value.get("model", "")),
-            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+            key,
+            value,
+            endpoint=str(value.get("endpoint", "")),
+            model=str(value.get("model", "")),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
         )
 
 
@@ -72,8 +76,23 @@ def open_store(
 
 
 #: Settings that decide what a stored question means; a run never mixes two of them.
-_RUN_KEYS = ("model", "judge_model", "k", "temperature", "judge_temperature", "budget", "policy", "eta",
-             "policy_seed", "costs", "kinds", "calibration", "dataset", "ledger", "seed")
+_RUN_KEYS = (
+    "model",
+    "judge_model",
+    "k",
+    "temperature",
+    "judge_temperature",
+    "budget",
+    "policy",
+    "eta",
+    "policy_seed",
+    "costs",
+    "kinds",
+    "calibration",
+    "dataset",
+    "ledger",
+    "seed",
+)
 
 
 def _selection_settings(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +114,10 @@ def _when(text: str | None) -> datetime | None:
 
 
 def save_question(
-    ctx: AgentContext, record: dict[str, Any], calls: list[dict[str, Any]], transcript: dict[str, Any],
+    ctx: AgentContext,
+    record: dict[str, Any],
+    calls: list[dict[str, Any]],
+    transcript: dict[str, Any],
     image_ref: dict[str, Any],
 ) -> bool:
     """Write one answered question to the run's store (one transaction)."""
@@ -104,11 +126,16 @@ def save_question(
     rec = LedgerRecord.model_validate(record)
     model_calls = [
         ModelCall(
-            endpoint=c["base_url"], model=c["model"], request_hash=c["request_key"],
-            prompt_tokens=c.get("prompt_tokens"), completion_tokens=c.get("completion_tokens"),
+            endpoint=c["base_url"],
+            model=c["model"],
+            request_hash=c["request_key"],
+            prompt_tokens=c.get("prompt_tokens"),
+            completion_tokens=c.get("completion_tokens"),
             latency_s=(c.get("latency_ms") or 0.0) / 1000.0,
             status="cached" if c.get("cache_hit") else ("error" if c.get("error") else "ok"),
-            retries=max(0, int(c.get("requests", 1)) - 1), cached=bool(c.get("cache_hit")), error=c.get("error"),
+            retries=max(0, int(c.get("requests", 1)) - 1),
+            cached=bool(c.get("cache_hit")),
+            error=c.get("error"),
             created=_when(c.get("started_at")),
         )
         for c in calls
@@ -117,8 +144,13 @@ def save_question(
     tr = TranscriptRecord.from_dict({**transcript, "evidence": evidence})
     path = Path(image_ref["path"])
     image = ImageRecord.from_file(
-        path, width=image_ref.get("width"), height=image_ref.get("height"),
+        path,
+        width=image_ref.get("width"),
+        height=image_ref.get("height"),
         format=(image_ref.get("mime") or "").removeprefix("image/") or None,
     )
-    return bool(ctx.store.save_question(ctx.run_id, rec, model_calls=model_calls, transcripts=[tr], images=[image],
-                                        replace=True))
+    return bool(
+        ctx.store.save_question(
+            ctx.run_id, rec, model_calls=model_calls, transcripts=[tr], images=[image], replace=True
+        )
+    )

@@ -82,8 +82,16 @@ class Step:
 class Planner:
     """A policy on one question's menu, under one calibration and budget."""
 
-    def __init__(self, record: LedgerRecord, calibration: Calibration, policy: str, budget: float,
-                 *, eta: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        record: LedgerRecord,
+        calibration: Calibration,
+        policy: str,
+        budget: float,
+        *,
+        eta: float = 0.0,
+        seed: int = 0,
+    ) -> None:
         self.record = record
         self.groups = GroupIndex()
         self.question = Question.from_record(record, self.groups)
@@ -119,13 +127,16 @@ class Planner:
             state.reveal(rows, acts, outs)
             policy.observe(state, rows, acts, outs)
             move = state.logit[0, :k] - before
-            steps.append(Step(
-                action=action, outcome=outcome,
-                moved_up=[int(i) for i in np.nonzero(move > 0)[0]],
-                moved_down=[int(i) for i in np.nonzero(move < 0)[0]],
-                kappa=float(self.kappa[self.question.group[action]]),
-                scores=[float(x) for x in policy.final_scores(state)[0, :k]],
-            ))
+            steps.append(
+                Step(
+                    action=action,
+                    outcome=outcome,
+                    moved_up=[int(i) for i in np.nonzero(move > 0)[0]],
+                    moved_down=[int(i) for i in np.nonzero(move < 0)[0]],
+                    kappa=float(self.kappa[self.question.group[action]]),
+                    scores=[float(x) for x in policy.final_scores(state)[0, :k]],
+                )
+            )
         return state, policy, steps
 
     def next_action(self, bought: Sequence[tuple[int, str]]) -> int:
@@ -167,8 +178,9 @@ class Planner:
         groups = GroupIndex()
         question = Question.from_record(rec, groups)
         plan = plan_calibration([question], groups.keys, "file", file_calibration=self.calibration)
-        run = replay([question], groups.keys, [self.policy_name], [self.budget], plan,
-                     policy_options=dict(self.policy_options))[0]
+        run = replay(
+            [question], groups.keys, [self.policy_name], [self.budget], plan, policy_options=dict(self.policy_options)
+        )[0]
         line = transcripts(run, [question])[0]
         online = [self.record.actions[a].id for a, _ in bought]
         if line["actions"] != online:

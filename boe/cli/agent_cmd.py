@@ -18,7 +18,13 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "render_result"]
 
-_SLOT_COLS = (("modality", "mod"), ("region", "region"), ("plane", "plane"), ("finding", "finding"), ("attribute", "attr"))
+_SLOT_COLS = (
+    ("modality", "mod"),
+    ("region", "region"),
+    ("plane", "plane"),
+    ("finding", "finding"),
+    ("attribute", "attr"),
+)
 
 
 def _short(text: Any, n: int = 28) -> str:
@@ -56,17 +62,30 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
     console.print(f"\n[bold]{escape(head)}[/]: {escape(result.question)}", highlight=False)
     if result.options:
         console.print("  options: " + ", ".join(f"{k}={escape(v)}" for k, v in result.options.items()), highlight=False)
-    t = Table(title=f"{len(cands)} candidates (canonical claims; ◀ selected, ◁ raw majority)", title_justify="left",
-              pad_edge=False, box=None, header_style="bold", collapse_padding=True)
-    for col, just in (("#", "right"), ("answer", "left"), *((c, "left") for _, c in _SLOT_COLS), ("s0", "right"),
-                      ("s", "right"), ("", "left")):
+    t = Table(
+        title=f"{len(cands)} candidates (canonical claims; ◀ selected, ◁ raw majority)",
+        title_justify="left",
+        pad_edge=False,
+        box=None,
+        header_style="bold",
+        collapse_padding=True,
+    )
+    for col, just in (
+        ("#", "right"),
+        ("answer", "left"),
+        *((c, "left") for _, c in _SLOT_COLS),
+        ("s0", "right"),
+        ("s", "right"),
+        ("", "left"),
+    ):
         t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis")
     s0 = prior.get("prior_scores") or []
     for c in cands:
         i = c["index"]
         if not c["valid"]:
-            t.add_row(str(i), "[dim]invalid[/]", f"[dim]{escape(_short(c.get('error'), 40))}[/]", "", "", "", "", "",
-                      "", "")
+            t.add_row(
+                str(i), "[dim]invalid[/]", f"[dim]{escape(_short(c.get('error'), 40))}[/]", "", "", "", "", "", "", ""
+            )
             continue
         claims = c.get("claims") or {}
         marks = ""
@@ -77,18 +96,26 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         if i == result.raw_selected:
             marks += "[yellow]◁[/]"
         t.add_row(
-            str(i), escape(_short(c["answer"], 14)),
+            str(i),
+            escape(_short(c["answer"], 14)),
             *(escape(_short(claims.get(slot, {}).get("value"), 9)) for slot, _ in _SLOT_COLS),
-            f"{s0[i]:.2f}" if s0 else "", f"{result.scores[i]:.2f}", marks,
+            f"{s0[i]:.2f}" if s0 else "",
+            f"{result.scores[i]:.2f}",
+            marks,
         )
     console.print(t)
     console.print(
-        f"[bold]evidence log[/] (policy {escape(result.policy)}, budget {_num(result.budget)}, spent {_num(result.cost)})",
+        f"[bold]evidence log[/] (policy {escape(result.policy)}, budget {_num(result.budget)}, "
+        f"spent {_num(result.cost)})",
         highlight=False,
     )
     colours = {"confirm": "green", "reject": "red", "unresolved": "dim"}
-    kinds = {"structured": "record check", "vlm_factor": "judge, whole image", "grounded_factor": "judge, crop",
-             "whole_response": "judge, whole response"}
+    kinds = {
+        "structured": "record check",
+        "vlm_factor": "judge, whole image",
+        "grounded_factor": "judge, crop",
+        "whole_response": "judge, whole response",
+    }
     for e in result.evidence:
         view = e.get("view") or {}
         where = ""
@@ -112,8 +139,10 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         console.print("  [dim](nothing bought)[/]", highlight=False)
     verdict = ""
     if result.reference is not None:
-        verdict = (f"   reference: {escape(_label(result, _ref_label(result)))} "
-                   f"(BoE {_tick(result.correct)}, raw {_tick(result.raw_correct)})")
+        verdict = (
+            f"   reference: {escape(_label(result, _ref_label(result)))} "
+            f"(BoE {_tick(result.correct)}, raw {_tick(result.raw_correct)})"
+        )
     console.print(
         f"[bold]selected:[/] [bold green]{escape(_label(result, result.answer))}[/]   "
         f"[bold]raw majority:[/] [yellow]{escape(_label(result, result.raw_answer))}[/]{verdict}",
@@ -152,25 +181,46 @@ def ask_command(
     image: Path = typer.Argument(..., help="The image (PNG, JPEG, BMP, TIFF, WebP or DICOM).", show_default=False),
     question: str = typer.Argument(..., help="The question about the image.", show_default=False),
     options: Optional[str] = typer.Option(None, "--options", help="Multiple choice: A=text,B=text,..."),
-    base_url: str = typer.Option(..., "--base-url", envvar="BOE_BASE_URL", help="OpenAI-compatible endpoint of the generator, e.g. http://127.0.0.1:8000/v1."),
+    base_url: str = typer.Option(
+        ...,
+        "--base-url",
+        envvar="BOE_BASE_URL",
+        help="OpenAI-compatible endpoint of the generator, e.g. http://127.0.0.1:8000/v1.",
+    ),
     model: str = typer.Option(..., "--model", envvar="BOE_MODEL", help="Generator model name."),
     judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model [default: the generator]."),
-    judge_base_url: Optional[str] = typer.Option(None, "--judge-base-url", help="Judge endpoint [default: --base-url]."),
+    judge_base_url: Optional[str] = typer.Option(
+        None, "--judge-base-url", help="Judge endpoint [default: --base-url]."
+    ),
     k: int = typer.Option(16, "--k", help="Candidates sampled."),
     temperature: float = typer.Option(1.1, "--temperature", help="Generator temperature."),
     budget: float = typer.Option(16, "--budget", help="Evidence budget in design-cost units."),
     policy: str = typer.Option("boe", "--policy", help="raw, boe, boe-factor, random-factor, whole (and plugins)."),
     eta: float = typer.Option(0.0, "--eta", help="boe stops when the best value per cost is <= eta."),
-    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration FILE.json [default: the shipped simulator calibration]."),
+    calibration: Optional[Path] = typer.Option(
+        None, "--calibration", help="Calibration FILE.json [default: the shipped simulator calibration]."
+    ),
     dataset: str = typer.Option("sim", "--dataset", help="Dataset name: the calibration groups used are DATASET/..."),
     root: Optional[Path] = typer.Option(None, "--root", help="Dataset root: refuse images outside it."),
-    reference: Optional[str] = typer.Option(None, "--reference", help="The known answer (evaluation only; the policy never reads it)."),
-    costs: Optional[str] = typer.Option(None, "--costs", help="Design costs structured,vlm_factor,grounded_factor,whole_response [1,4,4,8]."),
+    reference: Optional[str] = typer.Option(
+        None, "--reference", help="The known answer (evaluation only; the policy never reads it)."
+    ),
+    costs: Optional[str] = typer.Option(
+        None, "--costs", help="Design costs structured,vlm_factor,grounded_factor,whole_response [1,4,4,8]."
+    ),
     judge_temperature: float = typer.Option(0.0, "--judge-temperature", help="Judge temperature."),
-    ledger: str = typer.Option("online", "--ledger", help="online (run the bought checks) or full (run every check, for calibration and replays)."),
-    db: Optional[str] = typer.Option(None, "--db", help="Store the run here (sqlite:///file.db, a path, or postgresql+psycopg://...)."),
+    ledger: str = typer.Option(
+        "online",
+        "--ledger",
+        help="online (run the bought checks) or full (run every check, for calibration and replays).",
+    ),
+    db: Optional[str] = typer.Option(
+        None, "--db", help="Store the run here (sqlite:///file.db, a path, or postgresql+psycopg://...)."
+    ),
     run: Optional[str] = typer.Option(None, "--run", help="Run name in --db [default: ask-TIMESTAMP]."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="SQLite checkpoint file: an interrupted question resumes without paying again."),
+    checkpoint: Optional[Path] = typer.Option(
+        None, "--checkpoint", help="SQLite checkpoint file: an interrupted question resumes without paying again."
+    ),
     seed: int = typer.Option(0, "--seed", help="Sampling seed sent to the endpoint."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds per request."),
     max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (429/5xx/timeouts)."),
@@ -182,15 +232,29 @@ def ask_command(
     from boe.agent.configuration import make_config
 
     cfg = make_config(
-        base_url=base_url, model=model, judge_model=judge_model, judge_base_url=judge_base_url, k=k,
-        temperature=temperature, budget=budget, policy=policy, eta=eta,
-        calibration=None if calibration is None else str(calibration), dataset=dataset,
-        root=None if root is None else str(root), ledger=ledger, seed=seed, timeout=timeout,
-        max_retries=max_retries, concurrency=concurrency, judge_temperature=judge_temperature,
+        base_url=base_url,
+        model=model,
+        judge_model=judge_model,
+        judge_base_url=judge_base_url,
+        k=k,
+        temperature=temperature,
+        budget=budget,
+        policy=policy,
+        eta=eta,
+        calibration=None if calibration is None else str(calibration),
+        dataset=dataset,
+        root=None if root is None else str(root),
+        ledger=ledger,
+        seed=seed,
+        timeout=timeout,
+        max_retries=max_retries,
+        concurrency=concurrency,
+        judge_temperature=judge_temperature,
         costs=_parse_costs(costs),
     )
-    result = ask(image, question, config=cfg, options=options, reference=reference, db=db, run_name=run,
-                 checkpoint=checkpoint)
+    result = ask(
+        image, question, config=cfg, options=options, reference=reference, db=db, run_name=run, checkpoint=checkpoint
+    )
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2, default=str) + "\n")
         return
@@ -201,8 +265,12 @@ def ask_command(
 
 def demo_command(
     db: Path = typer.Option(Path("boe-demo.db"), "--db", help="SQLite file the run is stored in."),
-    questions: Optional[str] = typer.Option(None, "--questions", help="Comma-separated question ids [the curated few of the shipped set]."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Another boe-sim dataset folder (boe sim dataset) [the shipped demo set]."),
+    questions: Optional[str] = typer.Option(
+        None, "--questions", help="Comma-separated question ids [the curated few of the shipped set]."
+    ),
+    data: Optional[Path] = typer.Option(
+        None, "--data", help="Another boe-sim dataset folder (boe sim dataset) [the shipped demo set]."
+    ),
     k: int = typer.Option(16, "--k", help="Candidates sampled."),
     budget: float = typer.Option(16, "--budget", help="Evidence budget."),
     policy: str = typer.Option("boe", "--policy", help="Selection policy."),
@@ -211,7 +279,15 @@ def demo_command(
     """Run the agent against the built-in simulator on a few shipped questions; store the run in ./boe-demo.db."""
     import asyncio
 
-    from boe.agent.demo import DEMO_QUESTIONS, db_url, default_run_name, demo_config, demo_questions, run_questions, simulator
+    from boe.agent.demo import (
+        DEMO_QUESTIONS,
+        db_url,
+        default_run_name,
+        demo_config,
+        demo_questions,
+        run_questions,
+        simulator,
+    )
     from boe.cli.common import parse_list
     from boe.errors import ConfigError
 
@@ -225,7 +301,8 @@ def demo_command(
     if not as_json:
         console.print(
             "[bold]boe demo[/]: the agent against the built-in [bold]simulator[/] of an OpenAI-compatible VLM "
-            "(synthetic scans, answers computed from their pixels; not a real model)", highlight=False
+            "(synthetic scans, answers computed from their pixels; not a real model)",
+            highlight=False,
         )
 
     def show(res: AskResult) -> None:
@@ -234,16 +311,23 @@ def demo_command(
 
     with simulator() as base_url:
         if not as_json:
-            console.print(f"[dim]simulator at {base_url}; K={k}, budget {_num(budget)}, policy {policy}[/]", highlight=False)
+            console.print(
+                f"[dim]simulator at {base_url}; K={k}, budget {_num(budget)}, policy {policy}[/]", highlight=False
+            )
         cfg = demo_config(base_url, k=k, budget=budget, policy=policy, root=None if data is None else str(data))
         run = asyncio.run(run_questions(cfg, qs, db=url, run_name=default_run_name("demo"), on_result=show))
     raw_acc, sel_acc = run.accuracy()
     use = run.per_question_usage()
     summary = {
-        "questions": len(run.results), "raw_majority_accuracy": raw_acc, "selected_accuracy": sel_acc,
+        "questions": len(run.results),
+        "raw_majority_accuracy": raw_acc,
+        "selected_accuracy": sel_acc,
         "rescued": sum(1 for r in run.results if r.correct and not r.raw_correct),
         "harmed": sum(1 for r in run.results if r.raw_correct and not r.correct),
-        "per_question": use, "seconds": run.seconds, "run": run.run, "db": str(db),
+        "per_question": use,
+        "seconds": run.seconds,
+        "run": run.run,
+        "db": str(db),
         "calibration": cfg.load_calibration().source,
     }
     if as_json:
@@ -262,22 +346,31 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
         t.add_column(col, justify="right" if col in ("cost", "calls", "tokens") else "left")
     for r in run.results:
         u = r.usage()
-        t.add_row(escape(r.question_id), escape(_label(r, _ref_label(r))),
-                  f"{escape(_label(r, r.raw_answer))} {_tick(r.raw_correct)}",
-                  f"{escape(_label(r, r.answer))} {_tick(r.correct)}",
-                  _num(r.cost), str(u["calls"]), str(u["prompt_tokens"] + u["completion_tokens"]))
+        t.add_row(
+            escape(r.question_id),
+            escape(_label(r, _ref_label(r))),
+            f"{escape(_label(r, r.raw_answer))} {_tick(r.raw_correct)}",
+            f"{escape(_label(r, r.answer))} {_tick(r.correct)}",
+            _num(r.cost),
+            str(u["calls"]),
+            str(u["prompt_tokens"] + u["completion_tokens"]),
+        )
     console.print(t)
     pq = summary["per_question"]
+    n = summary["questions"]
+    raw_right = round(summary["raw_majority_accuracy"] * n)
+    sel_right = round(summary["selected_accuracy"] * n)
+    tokens = pq.get("prompt_tokens", 0) + pq.get("completion_tokens", 0)
     console.print(
-        f"raw majority right on {round(summary['raw_majority_accuracy'] * summary['questions'])}/{summary['questions']}, "
-        f"BoE on {round(summary['selected_accuracy'] * summary['questions'])}/{summary['questions']} "
-        f"(rescued {summary['rescued']}, harmed {summary['harmed']}); per question {pq.get('calls', 0):.1f} model calls, "
-        f"{pq.get('prompt_tokens', 0) + pq.get('completion_tokens', 0):.0f} tokens; {summary['seconds']:.1f} s",
+        f"raw majority right on {raw_right}/{n}, BoE on {sel_right}/{n} (rescued {summary['rescued']}, "
+        f"harmed {summary['harmed']}); per question {pq.get('calls', 0):.1f} model calls, {tokens:.0f} tokens; "
+        f"{summary['seconds']:.1f} s",
         highlight=False,
     )
     console.print(
         "[dim]The demo questions were chosen to show a rescue; this is a demonstration, not a measurement "
-        "(python benchmarks/agent_accuracy.py measures 100 fresh simulator questions).[/]", highlight=False
+        "(python benchmarks/agent_accuracy.py measures 100 fresh simulator questions).[/]",
+        highlight=False,
     )
     cal = cfg.calibration or _shipped_calibration_path()
     console.print(

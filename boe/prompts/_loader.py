@@ -27,7 +27,16 @@ from typing import Any
 
 from boe.errors import ConfigError
 
-__all__ = ["PROMPT_NAMES", "PromptTemplate", "Rendered", "Safe", "escape", "load_prompt", "load_schema", "options_block"]
+__all__ = [
+    "PROMPT_NAMES",
+    "PromptTemplate",
+    "Rendered",
+    "Safe",
+    "escape",
+    "load_prompt",
+    "load_schema",
+    "options_block",
+]
 
 PROMPT_NAMES = ("generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge")
 

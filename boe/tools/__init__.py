@@ -31,11 +31,24 @@ __all__ = [
 ]
 
 _WHERE = {
-    "Completion": "client", "MemoryCache": "client", "ModelCall": "client", "ModelClient": "client",
-    "RequestCache": "client", "ImageRef": "images", "LoadedImage": "images", "open_image": "images",
-    "TOOLS": "protocol", "EvidenceTool": "protocol", "ToolRequest": "protocol", "ToolResult": "protocol",
-    "make_tool": "protocol", "StructuredCheck": "structured", "VlmFactorJudge": "judges",
-    "GroundedFactorJudge": "judges", "WholeResponseJudge": "judges", "extract_json": "parse",
+    "Completion": "client",
+    "MemoryCache": "client",
+    "ModelCall": "client",
+    "ModelClient": "client",
+    "RequestCache": "client",
+    "ImageRef": "images",
+    "LoadedImage": "images",
+    "open_image": "images",
+    "TOOLS": "protocol",
+    "EvidenceTool": "protocol",
+    "ToolRequest": "protocol",
+    "ToolResult": "protocol",
+    "make_tool": "protocol",
+    "StructuredCheck": "structured",
+    "VlmFactorJudge": "judges",
+    "GroundedFactorJudge": "judges",
+    "WholeResponseJudge": "judges",
+    "extract_json": "parse",
 }
 
 

@@ -82,9 +82,15 @@ class MemoryCache:
 def request_key(endpoint: str, model: str, messages: Any, params: dict[str, Any], seed: int | None) -> str:
     """sha256 over (redacted endpoint, model, messages, params, seed) in canonical JSON."""
     blob = json.dumps(
-        {"endpoint": redact_url(endpoint).rstrip("/"), "model": model, "messages": messages, "params": params,
-         "seed": seed},
-        sort_keys=True, separators=(",", ":"),
+        {
+            "endpoint": redact_url(endpoint).rstrip("/"),
+            "model": model,
+            "messages": messages,
+            "params": params,
+            "seed": seed,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
     )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -216,8 +222,13 @@ class ModelClient:
     def describe(self) -> dict[str, Any]:
         """What a run records about this client (no secrets)."""
         return {
-            "role": self.role, "base_url": self.safe_url, "model": self.model, "timeout": self.timeout,
-            "max_retries": self.max_retries, "use_n": self.use_n, "json_schema": self.json_schema,
+            "role": self.role,
+            "base_url": self.safe_url,
+            "model": self.model,
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            "use_n": self.use_n,
+            "json_schema": self.json_schema,
             "max_tokens": self.max_tokens,
         }
 
@@ -247,14 +258,25 @@ class ModelClient:
             raise ValueError("n must be >= 1")
         messages = build_messages(prompt, image_urls)
         params: dict[str, Any] = {
-            "n": n, "temperature": temperature, "max_tokens": self.max_tokens, "schema": prompt.schema_name,
+            "n": n,
+            "temperature": temperature,
+            "max_tokens": self.max_tokens,
+            "schema": prompt.schema_name,
         }
         keyer = self.cache.key if self.cache is not None else request_key
         key = keyer(self.base_url, self.model, messages, params, seed)
         call = ModelCall(
-            call_id=uuid.uuid4().hex, role=self.role, purpose=prompt.name, prompt_version=prompt.version,
-            model=self.model, base_url=self.safe_url, n=n, temperature=temperature, request_key=key,
-            started_at=datetime.now(UTC).isoformat(timespec="milliseconds"), tags=dict(tags or {}),
+            call_id=uuid.uuid4().hex,
+            role=self.role,
+            purpose=prompt.name,
+            prompt_version=prompt.version,
+            model=self.model,
+            base_url=self.safe_url,
+            n=n,
+            temperature=temperature,
+            request_key=key,
+            started_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            tags=dict(tags or {}),
         )
         if self.cache is not None:
             hit = self.cache.get(key)
@@ -284,16 +306,29 @@ class ModelClient:
         if problem is not None:
             call.error = f"unusable reply after {call.reasks} re-asks: {problem}"
         elif self.cache is not None and all(t is not None for t in texts):
-            self.cache.put(key, {
-                "texts": texts,
-                "usage": {"prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
-                          "cached_tokens": call.cached_tokens},
-                "model": self.model, "endpoint": self.safe_url, "prompt_version": prompt.version,
-            })
+            self.cache.put(
+                key,
+                {
+                    "texts": texts,
+                    "usage": {
+                        "prompt_tokens": call.prompt_tokens,
+                        "completion_tokens": call.completion_tokens,
+                        "cached_tokens": call.cached_tokens,
+                    },
+                    "model": self.model,
+                    "endpoint": self.safe_url,
+                    "prompt_version": prompt.version,
+                },
+            )
         return Completion(texts, call)
 
     async def _sample(
-        self, prompt: Rendered, messages: list[dict[str, Any]], n: int, temperature: float, seed: int | None,
+        self,
+        prompt: Rendered,
+        messages: list[dict[str, Any]],
+        n: int,
+        temperature: float,
+        seed: int | None,
         call: ModelCall,
     ) -> list[str | None]:
         texts: list[str | None] = []
@@ -324,7 +359,12 @@ class ModelClient:
         return texts
 
     async def _request(
-        self, prompt: Rendered, messages: list[dict[str, Any]], n: int, temperature: float, seed: int | None,
+        self,
+        prompt: Rendered,
+        messages: list[dict[str, Any]],
+        n: int,
+        temperature: float,
+        seed: int | None,
         call: ModelCall,
     ) -> _Reply:
         """One request with retries; tokens and request counts are added to ``call``."""
@@ -333,7 +373,9 @@ class ModelClient:
         while True:
             attempt += 1
             kwargs: dict[str, Any] = {
-                "model": self.model, "messages": messages, "temperature": temperature,
+                "model": self.model,
+                "messages": messages,
+                "temperature": temperature,
                 "max_tokens": self.max_tokens,
             }
             if n > 1:
@@ -352,11 +394,15 @@ class ModelClient:
                     resp = await self._client.chat.completions.create(**kwargs)
             except openai.APIStatusError as exc:
                 status = exc.status_code
-                if status in (400, 422) and self.json_schema and _mentions(exc, ("response_format", "json_schema", "guided")):
+                if (
+                    status in (400, 422)
+                    and self.json_schema
+                    and _mentions(exc, ("response_format", "json_schema", "guided"))
+                ):
                     self.json_schema = False  # the server cannot constrain output; the parser copes
                     attempt -= 1
                     continue
-                if status in (400, 422) and n > 1 and _mentions(exc, ("'n'", " n ", "n must", "n=", "\"n\"")):
+                if status in (400, 422) and n > 1 and _mentions(exc, ("'n'", " n ", "n must", "n=", '"n"')):
                     raise _Refused("n", exc) from exc
                 if status not in RETRY_STATUS or attempt > self.max_retries:
                     raise ModelError(

@@ -64,7 +64,7 @@ def location_box(
     pad: float = 0.08,
     min_frac: float = 0.3,
 ) -> Box:
-    """The part of ``within`` (default: the whole image) the location words name, padded and at least ``min_frac`` of each side."""
+    """The part of ``within`` (default: the image) the location words name, padded, at least ``min_frac`` a side."""
     if width <= 0 or height <= 0:
         raise ValueError("image size must be positive")
     base = within or Box(0, 0, width, height)

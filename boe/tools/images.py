@@ -24,8 +24,18 @@ __all__ = ["MAX_IMAGE_BYTES", "ImageRef", "LoadedImage", "check_path", "encode_p
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
 
 _DICOM_MODALITY = {
-    "CT": "ct", "MR": "mr", "US": "us", "CR": "xr", "DX": "xr", "RG": "xr", "DR": "xr", "MG": "mammography",
-    "NM": "nuclear", "PT": "nuclear", "XA": "angiography", "RF": "fluoroscopy",
+    "CT": "ct",
+    "MR": "mr",
+    "US": "us",
+    "CR": "xr",
+    "DX": "xr",
+    "RG": "xr",
+    "DR": "xr",
+    "MG": "mammography",
+    "NM": "nuclear",
+    "PT": "nuclear",
+    "XA": "angiography",
+    "RF": "fluoroscopy",
 }
 
 

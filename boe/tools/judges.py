@@ -32,15 +32,18 @@ class _Judge:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "kind": self.kind, "name": type(self).__name__, "prompt": self.prompt.version,
+            "kind": self.kind,
+            "name": type(self).__name__,
+            "prompt": self.prompt.version,
             "args": {"temperature": self.temperature, "model": self.client.model, "base_url": self.client.safe_url},
         }
 
     async def _ask(self, rendered: Rendered, urls: list[str], request: ToolRequest, view: dict[str, Any]) -> ToolResult:
         tags = {"action": request.action.get("id")}
         try:
-            comp = await self.client.complete(rendered, urls, n=1, temperature=self.temperature, seed=request.seed,
-                                              tags=tags, accept=_verdict_problem)
+            comp = await self.client.complete(
+                rendered, urls, n=1, temperature=self.temperature, seed=request.seed, tags=tags, accept=_verdict_problem
+            )
         except ModelError as exc:
             call: ModelCall | None = getattr(exc, "call", None)
             return ToolResult("unresolved", view=view, error=str(exc), calls=[call] if call else [])
@@ -48,7 +51,9 @@ class _Judge:
             verdict, rationale = read_verdict(comp.texts[0] if comp.texts else None)
         except ReplyError as exc:
             comp.call.error = f"unreadable verdict: {exc}"
-            return ToolResult("unresolved", view=view, error=comp.call.error, calls=[comp.call], raw_reply=comp.texts[0])
+            return ToolResult(
+                "unresolved", view=view, error=comp.call.error, calls=[comp.call], raw_reply=comp.texts[0]
+            )
         return ToolResult(verdict, rationale, view, None, [comp.call], comp.texts[0])  # type: ignore[arg-type]
 
 
@@ -77,7 +82,9 @@ class VlmFactorJudge(_Judge):
     async def run(self, request: ToolRequest) -> ToolResult:
         slot, value = _claim_fields(request)
         figure = request.image.ref.figure
-        rendered = self.prompt.render(view_kind="whole", figure=figure, question=request.question, slot=slot, value=value)
+        rendered = self.prompt.render(
+            view_kind="whole", figure=figure, question=request.question, slot=slot, value=value
+        )
         return await self._ask(rendered, [request.image.data_url], request, {"kind": "whole", "figure": figure})
 
 

@@ -19,13 +19,33 @@ __all__ = ["ReplyError", "extract_json", "read_generation", "read_slots", "read_
 
 VERDICTS = ("confirm", "reject", "unresolved")
 _VERDICT_WORDS = {
-    "confirm": "confirm", "confirmed": "confirm", "confirms": "confirm", "supported": "confirm",
-    "support": "confirm", "true": "confirm", "yes": "confirm", "correct": "confirm",
-    "reject": "reject", "rejected": "reject", "rejects": "reject", "refuted": "reject", "refute": "reject",
-    "contradicted": "reject", "false": "reject", "no": "reject", "incorrect": "reject",
-    "unresolved": "unresolved", "unknown": "unresolved", "uncertain": "unresolved", "unclear": "unresolved",
-    "undetermined": "unresolved", "indeterminate": "unresolved", "cannot determine": "unresolved",
-    "cannot tell": "unresolved", "not applicable": "unresolved", "n/a": "unresolved",
+    "confirm": "confirm",
+    "confirmed": "confirm",
+    "confirms": "confirm",
+    "supported": "confirm",
+    "support": "confirm",
+    "true": "confirm",
+    "yes": "confirm",
+    "correct": "confirm",
+    "reject": "reject",
+    "rejected": "reject",
+    "rejects": "reject",
+    "refuted": "reject",
+    "refute": "reject",
+    "contradicted": "reject",
+    "false": "reject",
+    "no": "reject",
+    "incorrect": "reject",
+    "unresolved": "unresolved",
+    "unknown": "unresolved",
+    "uncertain": "unresolved",
+    "unclear": "unresolved",
+    "undetermined": "unresolved",
+    "indeterminate": "unresolved",
+    "cannot determine": "unresolved",
+    "cannot tell": "unresolved",
+    "not applicable": "unresolved",
+    "n/a": "unresolved",
 }
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
@@ -49,7 +69,7 @@ def extract_json(text: str | None) -> dict[str, Any]:
             return obj
     decoder = json.JSONDecoder()
     for m in re.finditer(r"\{", stripped):
-        frag = stripped[m.start():]
+        frag = stripped[m.start() :]
         for attempt in (frag, _TRAILING_COMMA.sub(r"\1", frag)):
             try:
                 obj, _ = decoder.raw_decode(attempt)

@@ -77,7 +77,9 @@ class StructuredCheck:
             view["source"] = request.context.get("modality:source", "record")
             if value not in PLANES_OF_MODALITY[modality]:
                 return ToolResult("reject", f"a {modality} image cannot be in the {value} plane", view)
-        return ToolResult("unresolved", f"the {slot} vocabulary admits {value!r}; nothing in the record settles it", view)
+        return ToolResult(
+            "unresolved", f"the {slot} vocabulary admits {value!r}; nothing in the record settles it", view
+        )
 
 
 def _option_against_context(vocab: Vocabulary, text: str, context: Any) -> tuple[str, str] | None:

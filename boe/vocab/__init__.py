@@ -89,8 +89,12 @@ class _Entry:
 class Vocabulary:
     """Canonical values and synonyms of every slot, loaded from the shipped term lists."""
 
-    def __init__(self, tables: dict[str, dict[str, list[tuple[str, bool]]]], families: dict[str, dict[str, str]],
-                 question_types: list[tuple[str, str, list[str]]]) -> None:
+    def __init__(
+        self,
+        tables: dict[str, dict[str, list[tuple[str, bool]]]],
+        families: dict[str, dict[str, str]],
+        question_types: list[tuple[str, str, list[str]]],
+    ) -> None:
         self._values: dict[str, list[str]] = {}
         self._exact: dict[str, dict[tuple[str, ...], _Entry]] = {}
         self._phrase: dict[str, dict[tuple[str, ...], _Entry]] = {}
@@ -151,7 +155,7 @@ class Vocabulary:
         table = self._phrase.get(slot, {})
         for n in range(min(self._longest.get(slot, 1), len(key)), 0, -1):
             for start in range(len(key) - n + 1):
-                entry = table.get(key[start:start + n])
+                entry = table.get(key[start : start + n])
                 if entry is not None:
                     negated = start > 0 and key[start - 1] in _NEGATIONS
                     return entry, negated
@@ -165,11 +169,11 @@ class Vocabulary:
         covered = [False] * len(key)
         for n in range(min(self._longest.get(slot, 1), len(key)), 0, -1):
             for start in range(len(key) - n + 1):
-                if any(covered[start:start + n]):
+                if any(covered[start : start + n]):
                     continue
-                entry = table.get(key[start:start + n])
+                entry = table.get(key[start : start + n])
                 if entry is not None:
-                    covered[start:start + n] = [True] * n
+                    covered[start : start + n] = [True] * n
                     if entry.canonical not in out:
                         out.append(entry.canonical)
         return out
@@ -194,7 +198,9 @@ class Vocabulary:
 
 
 _GENERIC_TYPES = frozenset({"PRES", "ABN"})
-_YESNO_STARTS = frozenset({"is", "are", "was", "were", "does", "do", "did", "can", "could", "has", "have", "will", "should"})
+_YESNO_STARTS = frozenset(
+    {"is", "are", "was", "were", "does", "do", "did", "can", "could", "has", "have", "will", "should"}
+)
 
 
 def _find(key: tuple[str, ...], sub: tuple[str, ...]) -> int:
@@ -203,7 +209,7 @@ def _find(key: tuple[str, ...], sub: tuple[str, ...]) -> int:
     if n == 0:
         return -1
     for i in range(len(key) - n + 1):
-        if key[i:i + n] == sub:
+        if key[i : i + n] == sub:
             return i
     return -1
 

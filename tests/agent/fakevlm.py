@@ -19,12 +19,19 @@ CANDIDATE = re.compile(r"<candidate_response>(.*?)</candidate_response>", re.S)
 
 
 def reply(answer: str | None, **slots: str | None) -> str:
-    return json.dumps({"answer": answer, **{s: slots.get(s) for s in ("modality", "region", "plane", "finding", "attribute")}})
+    return json.dumps(
+        {"answer": answer, **{s: slots.get(s) for s in ("modality", "region", "plane", "finding", "attribute")}}
+    )
 
 
 class FakeVLM:
-    def __init__(self, pool: list[str], truth: dict[str, str], judge_status: int = 200,
-                 fail: Callable[[dict, int], httpx2.Response | None] | None = None) -> None:
+    def __init__(
+        self,
+        pool: list[str],
+        truth: dict[str, str],
+        judge_status: int = 200,
+        fail: Callable[[dict, int], httpx2.Response | None] | None = None,
+    ) -> None:
         self.pool = pool
         self.truth = truth
         self.judge_status = judge_status
@@ -65,9 +72,17 @@ class FakeVLM:
                 except json.JSONDecodeError:
                     ok = False
             texts = [json.dumps({"verdict": "confirm" if ok else "reject", "rationale": "scripted"})] * n
-        return httpx2.Response(200, json={
-            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
-                        for i, t in enumerate(texts)],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10 * n, "total_tokens": 100 + 10 * n},
-        })
+        return httpx2.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+                    for i, t in enumerate(texts)
+                ],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 10 * n, "total_tokens": 100 + 10 * n},
+            },
+        )

@@ -15,7 +15,8 @@ from boe.errors import ConfigError, InputError
 TRUTH = {"answer": "ct", "modality": "ct", "region": "head", "plane": "axial", "finding": "mass", "attribute": "left"}
 # 9 say MRI (wrong), 7 say CT: the raw majority is wrong
 POOL = [reply("MRI", modality="MRI", region="head", finding="mass")] * 9 + [
-    reply("CT", modality="CT", region="brain", finding="tumor")] * 7
+    reply("CT", modality="CT", region="brain", finding="tumor")
+] * 7
 
 
 def calibration(kappa=0.8):
@@ -23,18 +24,27 @@ def calibration(kappa=0.8):
     for channel in ("vlm", "grounded", "structured"):
         for slot in ("answer:modality", "region", "plane", "finding", "attribute"):
             groups[f"boe-sim/{channel}/{slot}"] = GroupCalibration(
-                kappa=kappa, p={"confirm": 0.45, "reject": 0.45, "unresolved": 0.1})
+                kappa=kappa, p={"confirm": 0.45, "reject": 0.45, "unresolved": 0.1}
+            )
     groups["boe-sim/whole"] = GroupCalibration(kappa=0.6, p={"confirm": 0.5, "reject": 0.5, "unresolved": 0.0})
     return Calibration(groups=groups, source="test")
 
 
-def ask(vlm, image, question="What imaging modality is this?", *, cal=None, store=None, checkpoint=None,
-        on_step=None, **cfg):
+def ask(
+    vlm, image, question="What imaging modality is this?", *, cal=None, store=None, checkpoint=None, on_step=None, **cfg
+):
     config = make_config(base_url="http://vlm.test/v1", model="fake", backoff=0.001, **cfg)
 
     async def go():
-        async with Agent(config, calibration=cal or calibration(), http_client=vlm.client(), store=store,
-                         run_name="t", checkpoint=checkpoint, on_step=on_step) as agent:
+        async with Agent(
+            config,
+            calibration=cal or calibration(),
+            http_client=vlm.client(),
+            store=store,
+            run_name="t",
+            checkpoint=checkpoint,
+            on_step=on_step,
+        ) as agent:
             return await agent.ask(image, question, reference="ct")
 
     return asyncio.run(go())
@@ -79,7 +89,7 @@ def test_failed_judge_calls_become_unresolved_with_the_error_stored(scan, tmp_pa
 
 
 def test_malformed_candidates_are_kept_as_invalid(scan):
-    pool = [*POOL[:14], "```json\n{\"answer\": \"CT\"", "Sorry, I think it is a CT."]
+    pool = [*POOL[:14], '```json\n{"answer": "CT"', "Sorry, I think it is a CT."]
     res = ask(FakeVLM(pool, TRUTH), scan)
     invalid = [c for c in res.candidates if not c["valid"]]
     assert [c["index"] for c in invalid] == [14, 15]
@@ -93,10 +103,20 @@ def test_a_batch_with_no_readable_reply_is_asked_again(scan):
     def garble_first(body, i):
         if body["response_format"]["json_schema"]["name"] == "boe_generation" and calls["n"] == 0:
             calls["n"] += 1
-            return httpx2.Response(200, json={
-                "id": "x", "object": "chat.completion", "created": 0, "model": "fake",
-                "choices": [{"index": k, "message": {"role": "assistant", "content": "{oops"}, "finish_reason": "stop"}
-                            for k in range(body["n"])], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+            return httpx2.Response(
+                200,
+                json={
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "fake",
+                    "choices": [
+                        {"index": k, "message": {"role": "assistant", "content": "{oops"}, "finish_reason": "stop"}
+                        for k in range(body["n"])
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+                },
+            )
         return None
 
     vlm = FakeVLM(POOL, TRUTH, fail=garble_first)
@@ -116,7 +136,10 @@ def test_injected_candidate_text_stays_data(scan):
         user = body["messages"][1]["content"][-1]["text"]
         assert user.count("</candidate_response>") == 1
         assert body["response_format"]["json_schema"]["schema"]["properties"]["verdict"]["enum"] == [
-            "confirm", "reject", "unresolved"]
+            "confirm",
+            "reject",
+            "unresolved",
+        ]
         assert body["messages"][0]["content"] == whole[0]["messages"][0]["content"]
     assert all(e["outcome"] == "reject" for e in res.evidence if res.candidates[e["candidate"]]["answer"] != "ct")
 
@@ -129,7 +152,8 @@ def test_full_ledger_mode_runs_every_action_once(scan):
     judged = [a for a in acts if a["kind"] != "structured"]
     assert len(vlm.bodies) == 1 + len(judged)
     assert [a["id"] for a in acts if a["bought_step"]] == sorted(
-        [a["id"] for a in acts if a["bought_step"]], key=lambda i: next(a["bought_step"] for a in acts if a["id"] == i))
+        [a["id"] for a in acts if a["bought_step"]], key=lambda i: next(a["bought_step"] for a in acts if a["id"] == i)
+    )
     assert res.answer == "ct"
 
 
@@ -230,7 +254,8 @@ def test_a_stored_run_never_mixes_configurations(scan, tmp_path):
 
 
 def test_costs_come_from_the_configuration(scan):
-    res = ask(FakeVLM(POOL, TRUTH), scan, costs={"structured": 2, "vlm_factor": 3, "grounded_factor": 5,
-                                                 "whole_response": 7})
+    res = ask(
+        FakeVLM(POOL, TRUTH), scan, costs={"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7}
+    )
     costs = {a["kind"]: a["cost"] for a in res.record["actions"]}
     assert costs == {"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7}

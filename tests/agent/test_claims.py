@@ -13,13 +13,20 @@ def pool(q, replies):
 
 
 def reply(answer, **slots):
-    return json.dumps({"answer": answer, **{s: slots.get(s) for s in ("modality", "region", "plane", "finding", "attribute")}})
+    return json.dumps(
+        {"answer": answer, **{s: slots.get(s) for s in ("modality", "region", "plane", "finding", "attribute")}}
+    )
 
 
 def test_question_analysis_states_what_the_question_names():
     q = analyse_question("In what plane is this chest x-ray taken?")
     assert (q["type"], q["slot"], q["closed"]) == ("PLANE", "plane", False)
-    assert q["context"] == {"modality": "xr", "modality:source": "question", "region": "chest", "region:source": "question"}
+    assert q["context"] == {
+        "modality": "xr",
+        "modality:source": "question",
+        "region": "chest",
+        "region:source": "question",
+    }
     q = analyse_question("Is this an MRI?", metadata={"modality": "ct"})
     assert q["slot"] == "modality" and q["closed"]
     assert q["context"]["modality"] == "ct" and q["context"]["modality:source"] == "dicom"
@@ -31,11 +38,15 @@ def test_question_analysis_states_what_the_question_names():
         pytest.param("what modality is this?", None, "MRI scan", "mr", ("modality", "mr"), id="open-slot"),
         pytest.param("what modality is this?", None, "a photograph", "photograph", None, id="unknown"),
         pytest.param("is there a mass?", None, "Yes.", "yes", ("attribute", "yes"), id="closed"),
-        pytest.param("where is the lesion?", None, "left upper lobe", "left upper lobe", ("attribute", "left"), id="free-attr"),
+        pytest.param(
+            "where is the lesion?", None, "left upper lobe", "left upper lobe", ("attribute", "left"), id="free-attr"
+        ),
         pytest.param("where is the lesion?", None, "Right", "right", ("attribute", "right"), id="exact-attr"),
         pytest.param("what modality?", {"A": "CT", "B": "MRI"}, "B", "B", ("modality", "mr"), id="mcq-letter"),
         pytest.param("what modality?", {"A": "CT", "B": "MRI"}, "(A) CT", "A", ("modality", "ct"), id="mcq-paren"),
-        pytest.param("what modality?", {"A": "CT", "B": "MRI"}, "magnetic resonance", "B", ("modality", "mr"), id="mcq-text"),
+        pytest.param(
+            "what modality?", {"A": "CT", "B": "MRI"}, "magnetic resonance", "B", ("modality", "mr"), id="mcq-text"
+        ),
     ],
 )
 def test_answers_fill_the_asked_slot(question, options, text, answer, claim):
@@ -56,12 +67,15 @@ def test_invalid_replies_are_kept_as_invalid_candidates():
 
 def test_graph_signs_rivals_and_menu_covers_every_claim():
     q = analyse_question("what modality is this?")
-    cands = pool(q, [
-        reply("CT", modality="CT", finding="mass", attribute="left"),
-        reply("MRI", modality="MRI", finding="mass", attribute="left"),
-        reply("CT scan", modality="CT", finding="tumor", attribute="right"),
-        "garbage",
-    ])
+    cands = pool(
+        q,
+        [
+            reply("CT", modality="CT", finding="mass", attribute="left"),
+            reply("MRI", modality="MRI", finding="mass", attribute="left"),
+            reply("CT scan", modality="CT", finding="tumor", attribute="right"),
+            "garbage",
+        ],
+    )
     claims, edges = build_graph(cands)
     ids = [c["id"] for c in claims]
     assert ids == ["modality=ct", "modality=mr", "finding=mass", "attribute=left", "attribute=right"]
@@ -93,4 +107,7 @@ def test_yes_no_answers_are_grouped_by_attribute_family():
     cands = pool(q, [reply("yes", attribute="yes"), reply("No", attribute="left")])
     claims, _ = build_graph(cands)
     menu = build_menu(claims, cands, COSTS, ("vlm_factor",), q)
-    assert {a["id"]: a["group"] for a in menu} == {"v:attribute=yes": "vlm/answer:yesno", "v:attribute=no": "vlm/answer:yesno"}
+    assert {a["id"]: a["group"] for a in menu} == {
+        "v:attribute=yes": "vlm/answer:yesno",
+        "v:attribute=no": "vlm/answer:yesno",
+    }

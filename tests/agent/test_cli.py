@@ -31,7 +31,9 @@ def test_help_does_not_import_the_heavy_libraries():
     [
         pytest.param(lambda d: d / "missing.png", [], "image not found", id="missing"),
         pytest.param(lambda d: _write(d / "notes.png", b"plain text"), [], "is not an image", id="non-image"),
-        pytest.param(lambda d: _write(d / "a.png", b"x"), ["--root", "ROOT"], "outside the dataset root", id="outside-root"),
+        pytest.param(
+            lambda d: _write(d / "a.png", b"x"), ["--root", "ROOT"], "outside the dataset root", id="outside-root"
+        ),
         pytest.param(lambda d: d, [], "not a regular file", id="directory"),
     ],
 )
@@ -53,8 +55,19 @@ def test_bad_options_are_clear_errors(tmp_path, scan):
 
 
 def test_an_unreachable_endpoint_is_a_clear_error(scan):
-    res = boe("ask", str(scan), "what modality?", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-              "--max-retries", "0", "--timeout", "2")
+    res = boe(
+        "ask",
+        str(scan),
+        "what modality?",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--max-retries",
+        "0",
+        "--timeout",
+        "2",
+    )
     assert res.returncode == 1 and "connection failed" in res.stderr and "Traceback" not in res.stderr
 
 

@@ -17,8 +17,14 @@ pytestmark = pytest.mark.slow
 def test_demo_answers_rescues_and_stores_a_replayable_run(tmp_path):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", "from boe.cli import main; main()", "demo", "--json"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", "from boe.cli import main; main()", "demo", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.perf_counter() - t0
     assert res.returncode == 0, res.stderr
     assert elapsed < 60
@@ -32,9 +38,28 @@ def test_demo_answers_rescues_and_stores_a_replayable_run(tmp_path):
     run = summary["run"]
     replay = tmp_path / "replay.jsonl"
     rep = subprocess.run(
-        [sys.executable, "-c", "from boe.cli import main; main()", "replay", "--db", str(tmp_path / "boe-demo.db"),
-         "--run", run, "--policy", "boe", "--budget", "16", "--calibration", _default_path(), "--transcripts",
-         str(replay)], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-c",
+            "from boe.cli import main; main()",
+            "replay",
+            "--db",
+            str(tmp_path / "boe-demo.db"),
+            "--run",
+            run,
+            "--policy",
+            "boe",
+            "--budget",
+            "16",
+            "--calibration",
+            _default_path(),
+            "--transcripts",
+            str(replay),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert rep.returncode == 0, rep.stderr
     with Store(tmp_path / "boe-demo.db") as store:
         stored = [t.to_dict() for t in store.iter_transcripts(run)]

@@ -24,7 +24,10 @@ def test_every_template_loads_with_a_version_and_a_schema():
 
 
 def test_version_changes_with_the_template_text():
-    text = "[meta]\nschema: boe_factor_verdict\n[system]\nTASK: boe_factor_verdict\nx\n[user]\n<question>$question</question>\n"
+    text = (
+        "[meta]\nschema: boe_factor_verdict\n[system]\nTASK: boe_factor_verdict\nx\n"
+        "[user]\n<question>$question</question>\n"
+    )
     a = parse_template("t", text)
     b = parse_template("t", text.replace("x", "y"))
     assert a.version != b.version and a.version == parse_template("t", text).version
@@ -55,9 +58,11 @@ def test_injected_candidate_stays_inside_its_block():
     assert inner == escape(INJECTION)
     assert "<claim" not in r.user and "&lt;claim slot" in inner
     # the instructions and the outcome alphabet come from the template alone
-    template_system = load_prompt("whole_judge").render(
-        figure="0", question="What modality?", options_block=options_block(None), candidate="ct"
-    ).system
+    template_system = (
+        load_prompt("whole_judge")
+        .render(figure="0", question="What modality?", options_block=options_block(None), candidate="ct")
+        .system
+    )
     assert r.system == template_system
     assert r.schema["properties"]["verdict"]["enum"] == ["confirm", "reject", "unresolved"]
 

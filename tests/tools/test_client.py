@@ -14,13 +14,25 @@ IMG = "data:image/png;base64,AAAA"
 
 
 def _reply(body, texts, usage=(50, 5)):
-    return httpx2.Response(200, json={
-        "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-        "choices": [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
-                    for i, t in enumerate(texts)],
-        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1] * len(texts),
-                  "total_tokens": usage[0] + usage[1] * len(texts), "prompt_tokens_details": {"cached_tokens": 7}},
-    })
+    return httpx2.Response(
+        200,
+        json={
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+                for i, t in enumerate(texts)
+            ],
+            "usage": {
+                "prompt_tokens": usage[0],
+                "completion_tokens": usage[1] * len(texts),
+                "total_tokens": usage[0] + usage[1] * len(texts),
+                "prompt_tokens_details": {"cached_tokens": 7},
+            },
+        },
+    )
 
 
 class Server:
@@ -126,7 +138,9 @@ def test_a_server_that_refuses_the_schema_is_asked_without_it():
 @pytest.mark.parametrize(
     "failure",
     [
-        pytest.param(lambda r: httpx2.Response(429, headers={"retry-after": "0"}, json={"error": {"message": "slow"}}), id="429"),
+        pytest.param(
+            lambda r: httpx2.Response(429, headers={"retry-after": "0"}, json={"error": {"message": "slow"}}), id="429"
+        ),
         pytest.param(lambda r: httpx2.Response(500, json={"error": {"message": "boom"}}), id="500"),
         pytest.param(lambda r: httpx2.Response(503, text="unavailable"), id="503"),
         pytest.param(lambda r: (_ for _ in ()).throw(httpx2.ReadTimeout("slow", request=r)), id="timeout"),
@@ -201,7 +215,9 @@ def test_an_unusable_reply_is_asked_again_and_not_cached():
     srv = Server(script={i: (lambda r: _reply(json.loads(r.content), [next(replies)])) for i in (1, 2, 3)})
     cache = MemoryCache()
     cl = srv.client(cache=cache)
-    prompt = load_prompt("factor_judge").render(view_kind="whole", figure="0", question="q", slot="modality", value="ct")
+    prompt = load_prompt("factor_judge").render(
+        view_kind="whole", figure="0", question="q", slot="modality", value="ct"
+    )
 
     def accept(texts):
         return None if texts[0].startswith("{") else "not JSON"

@@ -51,7 +51,9 @@ def test_dicom_pixels_and_tags(tmp_path):
         pytest.param(lambda d: d, "not a regular file", id="directory"),
         pytest.param(lambda d: _write(d / "notes.png", b"hello, not an image"), "not an image", id="not-image"),
         pytest.param(lambda d: _write(d / "empty.png", b""), "is empty", id="empty"),
-        pytest.param(lambda d: _write(d / "bad.dcm", b"\0" * 128 + b"DICM" + b"\x02\x00garbage"), "DICOM", id="bad-dicom"),
+        pytest.param(
+            lambda d: _write(d / "bad.dcm", b"\0" * 128 + b"DICM" + b"\x02\x00garbage"), "DICOM", id="bad-dicom"
+        ),
     ],
 )
 def test_bad_inputs_give_input_errors(tmp_path, make, message):

@@ -7,7 +7,9 @@ from boe.tools.parse import ReplyError, extract_json, read_generation, read_verd
     "text",
     [
         pytest.param('{"verdict": "confirm", "rationale": "r"}', id="plain"),
-        pytest.param('Sure! Here it is:\n```json\n{"verdict": "confirm", "rationale": "r"}\n```\nHope it helps', id="fence"),
+        pytest.param(
+            'Sure! Here it is:\n```json\n{"verdict": "confirm", "rationale": "r"}\n```\nHope it helps', id="fence"
+        ),
         pytest.param('The answer is {"verdict": "confirm", "rationale": "r"} and that is all {not json}', id="prose"),
         pytest.param('{"verdict": "confirm", "rationale": "r",}', id="trailing-comma"),
         pytest.param('  {"verdict": "Confirm.", "rationale": "r"}  trailing', id="case-and-trailing"),
@@ -46,7 +48,8 @@ def test_verdict_synonyms_map_into_the_alphabet():
 
 def test_generation_reads_answer_and_slots():
     answer, slots, present = read_generation(
-        '```json\n{"answer": " MRI ", "modality": "MRI", "region": null, "view": "axial", "finding": "", "attribute": true}\n```'
+        '```json\n{"answer": " MRI ", "modality": "MRI", "region": null, "view": "axial", '
+        '"finding": "", "attribute": true}\n```'
     )
     assert answer == "MRI"
     assert slots == {"modality": "MRI", "region": None, "plane": "axial", "finding": None, "attribute": "yes"}

@@ -11,8 +11,14 @@ IMG = LoadedImage(ImageRef("x.png", "0" * 16, "0", "image/png", 4, 4), np.zeros(
 
 def check(slot, value, context=None, options=None):
     tool = make_tool("structured")
-    req = ToolRequest(action={"id": f"s:{slot}={value}"}, question="q", image=IMG, options=options,
-                      claim={"slot": slot, "value": value}, context=context or {})
+    req = ToolRequest(
+        action={"id": f"s:{slot}={value}"},
+        question="q",
+        image=IMG,
+        options=options,
+        claim={"slot": slot, "value": value},
+        context=context or {},
+    )
     return asyncio.run(tool.run(req))
 
 
@@ -22,7 +28,9 @@ def check(slot, value, context=None, options=None):
         pytest.param("modality", "photograph", None, None, "reject", id="outside-vocabulary"),
         pytest.param("modality", "ct", None, None, "unresolved", id="admitted-nothing-stated"),
         pytest.param("modality", "ct", {"modality": "ct"}, None, "confirm", id="stated-same"),
-        pytest.param("modality", "mr", {"modality": "ct", "modality:source": "dicom"}, None, "reject", id="stated-other"),
+        pytest.param(
+            "modality", "mr", {"modality": "ct", "modality:source": "dicom"}, None, "reject", id="stated-other"
+        ),
         pytest.param("plane", "axial", {"modality": "xr"}, None, "reject", id="plane-impossible-for-modality"),
         pytest.param("plane", "pa", {"modality": "xr"}, None, "unresolved", id="plane-possible"),
         pytest.param("finding", "whatever", None, None, "unresolved", id="open-slot"),
