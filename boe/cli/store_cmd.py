@@ -49,7 +49,8 @@ def import_command(
         total = store.count_questions(run)
     console.print(
         f"run {run!r}: stored {report.stored} question(s), {report.skipped} already there, "
-        f"{report.bad} bad record(s); the run holds {total} ({report.seconds:.1f} s)",
+        f"{report.bad} bad record(s); the run holds {total} "
+        f"({report.seconds:.1f} s, writer {report.cpu_seconds:.1f} s CPU)",
         highlight=False,
         soft_wrap=True,
     )

@@ -124,7 +124,7 @@ def import_ledger(
     ``replace``). ``parallel`` parses in a helper process (default: when the
     input exceeds 16 MB). ``progress(n)`` is called with records handled.
     """
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     paths = [sources] if isinstance(sources, (str, Path)) else list(sources)
     if not paths:
         raise LedgerError("give at least one ledger file")
@@ -175,6 +175,7 @@ def import_ledger(
     if batch:
         flush()
     report.seconds = time.perf_counter() - start
+    report.cpu_seconds = time.process_time() - cpu_start
     return report
 
 

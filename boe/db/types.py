@@ -200,3 +200,4 @@ class ImportReport:
     skipped: int = 0
     bad: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # of this process (the writer), not of the parser process
