@@ -89,7 +89,8 @@ _CHILDREN: tuple[tuple[Table, tuple[str, ...], ChildTable], ...] = (
     (table(Action), ACTION_COLUMNS, "actions"),
     (table(Outcome), OUTCOME_COLUMNS, "outcomes"),
 )
-_SECRET_KEY = re.compile(r"(?i)(api[_-]?key|password|passwd|secret|token|authorization|credential)")
+# Configuration keys whose values are masked: api_key, openai_api_key, password, hf_token, client_secret, ...
+_SECRET_KEY = re.compile(r"(?i)^(?:.*[_-])?(?:api[_-]?key|password|passwd|secret|token|authorization|credentials?)$")
 
 
 class Store:
@@ -532,7 +533,7 @@ def _run_info(row: Any) -> RunInfo:
 def _scrub(value: Any) -> Any:
     """JSON-safe copy of a configuration with secrets masked and URLs stripped of credentials."""
     if isinstance(value, Mapping):
-        return {str(k): "***" if _SECRET_KEY.search(str(k)) and v else _scrub(v) for k, v in value.items()}
+        return {str(k): "***" if _SECRET_KEY.match(str(k)) and v else _scrub(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_scrub(v) for v in value]
     if isinstance(value, str):

@@ -58,11 +58,12 @@ def agent_record(qid: str = "q1", answer0: str = "ct") -> dict[str, Any]:
 def test_runs(store_url: str) -> None:
     with Store(store_url) as store:
         cfg = {"model": "m", "endpoint": "http://user:pw@host:8000/v1?api_key=SECRET", "api_key": "SECRET",
-               "nested": {"token": "T0K", "budget": 16}, "path": Path("/x")}
+               "nested": {"hf_token": "T0K", "budget": 16, "max_tokens": 64, "keys": ["a"]}, "path": Path("/x")}
         run = store.create_run("r1", cfg, git_revision="abc123")
         assert run.name == "r1" and run.git_revision == "abc123" and run.boe_version
         assert "SECRET" not in json.dumps(run.config) and "pw" not in json.dumps(run.config)
-        assert run.config["api_key"] == "***" and run.config["nested"] == {"token": "***", "budget": 16}
+        assert run.config["api_key"] == "***"
+        assert run.config["nested"] == {"hf_token": "***", "budget": 16, "max_tokens": 64, "keys": ["a"]}
         assert run.config["endpoint"].startswith("http://host:8000/v1") and run.config["path"] == "/x"
         with pytest.raises(StoreError, match="already exists"):
             store.create_run("r1")
