@@ -309,7 +309,7 @@ class Agent:
             on_step=self.on_step,
         )
         run_config = {"configurable": {"thread_id": self._thread(qid)}, "recursion_limit": self._recursion_limit()}
-        state_in = {
+        state_in: dict[str, Any] = {
             "question_id": qid,
             "question": question.strip(),
             "options": opts,

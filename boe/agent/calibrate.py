@@ -49,19 +49,28 @@ def fit_calibration(records: list[Any], cheap_kappa: float | None = None) -> Cal
     return cal
 
 
-async def _ledger(n: int, seed: int, db: str, workdir: Path, run_name: str) -> list[Any]:
+async def _ledger(n: int, seed: int, db: str, workdir: Path, run_name: str, *, dicom: bool = False) -> list[Any]:
+    """The full ledger of ``n`` fresh questions (reused when ``db`` already holds the run)."""
     from boe.agent.configuration import make_config
     from boe.agent.demo import run_questions, simulator
     from boe.db import Store
+    from boe.errors import StoreError
     from boe.sim.dataset import generate_dataset, load_sim_dataset
 
-    data = generate_dataset(workdir / "questions", n, seed=seed)
+    with Store(db) as store:
+        try:
+            if store.count_questions(run_name) == n:
+                return list(store.iter_records(run_name, strict=True))
+        except StoreError:
+            pass
+    data = generate_dataset(workdir / run_name, n, seed=seed, dicom=dicom)
     questions = load_sim_dataset(data)
     with simulator() as base_url:
         cfg = make_config(
-            base_url=base_url, model="boe-sim", dataset="boe-sim", ledger="full", calibration="neutral", root=str(data)
+            base_url=base_url, model="boe-sim", dataset="boe-sim-dicom" if dicom else "boe-sim", ledger="full",
+            calibration="neutral", root=str(data),
         )
-        await run_questions(cfg, questions, db=db, run_name=run_name)
+        await run_questions(cfg, questions, db=db, run_name=run_name, dicom=dicom)
     with Store(db) as store:
         return list(store.iter_records(run_name, strict=True))
 
@@ -71,12 +80,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=400, help="simulator questions [400]")
     ap.add_argument("--seed", type=int, default=101, help="dataset seed [101]")
     ap.add_argument("--out", type=Path, required=True, help="calibration file to write")
+    ap.add_argument("--dicom-n", type=int, default=0, help="also DICOM questions (dataset boe-sim-dicom) [0]")
     ap.add_argument("--db", default=None, help="keep the full ledger in this store (default: a temporary file)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or f"sqlite:///{Path(tmp) / 'ledger.db'}"
         run_name = f"calibration-ledger-n{args.n}-seed{args.seed}"
         records = asyncio.run(_ledger(args.n, args.seed, db, Path(tmp), run_name))
+        if args.dicom_n:
+            seed = args.seed + 1
+            run_name = f"calibration-ledger-dicom-n{args.dicom_n}-seed{seed}"
+            records += asyncio.run(_ledger(args.dicom_n, seed, db, Path(tmp), run_name, dicom=True))
     cal = fit_calibration(records)
     save_calibration(cal, args.out)
     print(f"fitted {len(cal.groups)} groups on {len(records)} questions -> {args.out}")

@@ -97,14 +97,15 @@ async def run_questions(
     run_name: str | None = None,
     on_result: Any = None,
     http_client: Any = None,
+    dicom: bool = False,
 ) -> DemoRun:
-    """Answer dataset questions one after another with one agent (one store run)."""
+    """Answer dataset questions one after another with one agent (one store run); ``dicom`` sends the DICOM files."""
     out = DemoRun(db=db)
     t0 = time.perf_counter()
     async with Agent(config, store=db, run_name=run_name, http_client=http_client) as agent:
         out.run = agent.run_name
         for q in questions:
-            image = q.get("dicom") if config.dataset == "boe-sim-dicom" and q.get("dicom") else q["images"][0]
+            image = q["dicom"] if dicom else q["images"][0]
             res = await agent.ask(
                 image, q["question"], options=q.get("options"), reference=q.get("answer"), question_id=q["id"]
             )

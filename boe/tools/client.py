@@ -431,7 +431,7 @@ class ModelClient:
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; a server's Retry-After wins when it is longer."""
         base = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
-        delay = base / 2 + self._rng.uniform(0, base / 2)
+        delay: float = base / 2 + self._rng.uniform(0, base / 2)
         if retry_after is not None and 0 < retry_after <= MAX_RETRY_AFTER:
             delay = max(delay, retry_after)
         return delay

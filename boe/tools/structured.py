@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from boe.tools.protocol import ToolRequest, ToolResult, register_tool
+from boe.tools.protocol import Outcome, ToolRequest, ToolResult, register_tool
 from boe.vocab import CLOSED_SLOTS, Vocabulary, vocabulary
 
 __all__ = ["PLANES_OF_MODALITY", "StructuredCheck"]
@@ -59,9 +59,9 @@ class StructuredCheck:
             options = request.options or {}
             if value not in options:
                 return ToolResult("reject", f"{value!r} is not one of the options {', '.join(options)}", view)
-            stated = _option_against_context(self.vocab, options[value], request.context)
-            if stated is not None:
-                return ToolResult(stated[0], stated[1], view)
+            verdict = _option_against_context(self.vocab, options[value], request.context)
+            if verdict is not None:
+                return ToolResult(verdict[0], verdict[1], view)
             return ToolResult("unresolved", "the option exists; nothing in the record settles it", view)
         if slot in CLOSED_SLOTS and not self.vocab.is_known(slot, value):
             view["kind"] = "vocabulary"
@@ -82,7 +82,7 @@ class StructuredCheck:
         )
 
 
-def _option_against_context(vocab: Vocabulary, text: str, context: Any) -> tuple[str, str] | None:
+def _option_against_context(vocab: Vocabulary, text: str, context: Any) -> tuple[Outcome, str] | None:
     """Confirm / reject an option whose text names a closed-slot value the record states."""
     for slot in sorted(CLOSED_SLOTS):
         stated = context.get(slot)

@@ -594,10 +594,10 @@ def derive(root: Path) -> dict[str, str]:
     for ans in sorted(set(_answers(root, "C1"))):
         if ans in ("yes", "no", "contrast", "noncontrast", "iv", "gi and iv"):
             continue  # answers to yes/no and contrast questions are not modality names
-        group = _label_group(ans, labels)
-        if group is None:
+        found = _label_group(ans, labels)
+        if found is None:
             raise ValueError(f"modality answer {ans!r} maps to no group; extend IMPLIED_MODALITY")
-        modality[group].append(ans)
+        modality[found].append(ans)
     planes: dict[str, list[str]] = {}
     for p in _section(readme, "Planes (16)"):
         canon = p.replace("mammo - ", "")
