@@ -76,5 +76,66 @@ def ledger_command(
     write_jsonl(recs, sys.stdout)
 
 
+@sim_app.command("dataset")
+def dataset_command(
+    out: str = typer.Option(..., "--out", help="New (or empty) directory to write the dataset into."),
+    n: int = typer.Option(300, "--n", min=1, help="Number of questions."),
+    seed: int = typer.Option(0, "--seed"),
+    size: int = typer.Option(384, "--size", min=64, max=2048, help="Image width and height in pixels."),
+    per_image: int = typer.Option(1, "--per-image", min=1, help="Questions asked about each image."),
+    dicom: bool = typer.Option(
+        False, "--dicom", help="Also write each image as DICOM (Modality, BodyPartExamined, ViewPosition)."
+    ),
+) -> None:
+    """Generate synthetic scans and questions in the boe-sim layout (see boe/sim/README.md)."""
+    from boe.cli.common import err_console
+    from boe.sim.dataset import generate_dataset
+
+    root = generate_dataset(out, n, seed, size=size, per_image=per_image, dicom=dicom)
+    err_console().print(f"wrote {n} questions to {root}", highlight=False)
+
+
+@sim_app.command("serve")
+def serve_command(
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8000, "--port", min=0, max=65535),
+    latency_ms: float = typer.Option(0.0, "--latency-ms", min=0, help="Added latency per chat request."),
+    latency_jitter: float = typer.Option(
+        0.0, "--latency-jitter", min=0, max=1, help="Latency varies by +- this fraction."
+    ),
+    fault_429: float = typer.Option(0.0, "--fault-429", help="Rate of 429 rate-limit replies."),
+    fault_500: float = typer.Option(0.0, "--fault-500", help="Rate of 500 server errors."),
+    fault_timeout: float = typer.Option(0.0, "--fault-timeout", help="Rate of replies delayed by --timeout-sleep."),
+    fault_malformed: float = typer.Option(0.0, "--fault-malformed", help="Rate of replies that are not valid JSON."),
+    fault_truncated: float = typer.Option(0.0, "--fault-truncated", help="Rate of replies cut short (length)."),
+    timeout_sleep: float = typer.Option(30.0, "--timeout-sleep", min=0, help="Seconds a timeout fault waits."),
+    fault_seed: int = typer.Option(0, "--fault-seed", help="Seed of the fault schedule."),
+    verbose: bool = typer.Option(False, "--verbose", help="Log every request."),
+) -> None:
+    """Serve the simulated VLM `boe-sim-vlm` (a simulator, not a model) over OpenAI-compatible HTTP."""
+    from boe.cli.common import err_console
+    from boe.sim.faults import FaultPlan
+    from boe.sim.server import make_server
+
+    plan = FaultPlan(fault_429, fault_500, fault_timeout, fault_malformed, fault_truncated, latency_ms,
+                     latency_jitter, timeout_sleep, fault_seed)
+    try:
+        server = make_server(host, port, faults=plan, verbose=verbose)
+    except OSError as exc:
+        from boe.errors import ConfigError
+
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    bound = server.server_address[1]
+    err_console().print(
+        f"boe-sim-vlm (a simulator) serving on http://{host}:{bound}/v1 — Ctrl-C to stop", highlight=False
+    )
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(sim_app, name="sim")

@@ -1,0 +1,313 @@
+"""The simulated VLM: reads the task from the prompt, looks at the pixels, writes K replies.
+
+It never reads any sidecar facts. Every reply is drawn from a `Percept` sampled
+from the pixel beliefs (see `boe.sim.percept`); choice k of a request is seeded
+by (request seed, k), so the same request with the same seed gives the same reply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from boe.sim.percept import NoiseConfig, Percept, image_bias, sample_percept
+from boe.sim.perception import Belief, perceive
+from boe.sim.protocol import Intent, Markers, json_object, parse_candidate, parse_intent, parse_markers, task_of
+from boe.sim.schema_fill import fill_schema
+from boe.sim.vision import decode_image
+from boe.sim.vocab import SLOTS, canonical, find_values, surface
+
+__all__ = ["DEFAULT_REF", "ModelInput", "SimModel", "View"]
+
+MODEL_NAME = "boe-sim-vlm"
+DEFAULT_REF = 384  # assumed pixel size of the whole figure when a crop arrives alone
+_PRESUPPOSE = ("side", "vertical", "size")
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """The parts of a chat request the model reads."""
+
+    system: str
+    user: str
+    images: tuple[bytes, ...]
+    temperature: float
+    response_format: dict[str, Any] | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class View:
+    """One decoded, perceived image with its fixed per-image bias."""
+
+    belief: Belief
+    bias: dict[str, np.ndarray]
+    kind: str
+
+
+@dataclass
+class SimModel:
+    """Turns a request into n reply texts (each a JSON document or prose)."""
+
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    synonym_rate: float = 0.3  # at T = 1: how often a surface form other than the plain one is used
+    invalid_rate: float = 0.02  # at T = 1: how often a generation is malformed or invalid
+    cache_size: int = 256
+    _cache: OrderedDict[bytes, Belief] = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def view(self, data: bytes, kind: str = "whole") -> View:
+        """Decode and perceive an image (cached by content); raises ValueError if it is not an image."""
+        key = hashlib.sha256(data + kind.encode()).digest()
+        with self._lock:
+            belief = self._cache.get(key)
+            if belief is not None:
+                self._cache.move_to_end(key)
+        if belief is None:
+            gray = decode_image(data)
+            if gray is None:
+                raise ValueError("image_url does not hold a decodable image")
+            if min(gray.shape) < 8:
+                raise ValueError(f"image of {gray.shape[1]}x{gray.shape[0]} pixels is too small")
+            crop = kind != "whole"
+            belief = perceive(gray, crop=crop, ref=DEFAULT_REF if crop else None)
+            with self._lock:
+                self._cache[key] = belief
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return View(belief, image_bias(key, len(belief.blobs), self.noise), kind)
+
+    def complete(self, inp: ModelInput, n: int) -> list[str]:
+        """n reply texts; choice k is drawn from a generator seeded by (seed, k)."""
+        markers = parse_markers(inp.user)
+        task = task_of(inp.response_format, inp.system)
+        view = self.view(inp.images[0], markers.view_kind) if inp.images else None
+        out = []
+        for k in range(n):
+            rng = np.random.default_rng([inp.seed & (2**63 - 1), k])
+            out.append(self._one(task, markers, inp, view, rng))
+        return out
+
+    def _one(self, task: str | None, markers: Markers, inp: ModelInput, view: View | None,
+             rng: np.random.Generator) -> str:
+        t = inp.temperature
+        if task == "boe_claim_extraction":
+            return json.dumps(_extract(markers.candidate or ""))
+        question = markers.question or _last_paragraph(inp.user)
+        intent = parse_intent(question, markers.options)
+        if view is None:
+            percept = None
+        else:
+            percept = sample_percept(view.belief, view.bias, t, rng, self.noise,
+                                     assume_lesion=task == "boe_generation" and intent.asks in _PRESUPPOSE)
+        if task == "boe_generation":
+            spec = (inp.response_format or {}).get("json_schema") or {}
+            return self._generation(intent, percept, t, rng, strict=bool(spec.get("strict")))
+        if task == "boe_factor_verdict":
+            return json.dumps(_factor_verdict(markers, intent, percept, view, self.noise))
+        if task == "boe_whole_verdict":
+            return json.dumps(_whole_verdict(markers, intent, percept))
+        answer_text = _answer_text(intent, percept, rng, 0.0) if percept else "I cannot see an image."
+        fmt = inp.response_format or {}
+        if fmt.get("type") == "json_schema" and percept is not None:
+            schema = (fmt.get("json_schema") or {}).get("schema") or {}
+            return json.dumps(fill_schema(schema, percept, answer_text, t, rng))
+        if fmt.get("type") == "json_object":
+            return json.dumps(self._slots(intent, percept, answer_text, rng, 0.0) if percept else {})
+        return _prose(answer_text, percept)
+
+    def _slots(self, intent: Intent, p: Percept, answer: str, rng: np.random.Generator,
+               syn: float) -> dict[str, Any]:
+        def form(slot: str, value: str | None) -> str | None:
+            if value is None:
+                return None
+            return surface(slot, value, int(rng.integers(1, 4))) if rng.random() < syn else value
+
+        if _intent_slot(intent) == "attribute":
+            attribute: str | None = answer_value(intent, p) or None
+        else:
+            attribute = p.side if p.finding != "normal" else None
+        return {
+            "answer": answer,
+            "modality": form("modality", p.modality),
+            "region": form("region", p.region),
+            "plane": form("plane", p.plane),
+            "finding": form("finding", p.finding),
+            "attribute": form("attribute", attribute),
+        }
+
+    def _generation(self, intent: Intent, p: Percept | None, t: float, rng: np.random.Generator,
+                    strict: bool) -> str:
+        if p is None:
+            return json.dumps({"answer": "no image was given", **{s: None for s in SLOTS}})
+        syn = self.synonym_rate * min(1.0, t)
+        reply = self._slots(intent, p, _answer_text(intent, p, rng, syn), rng, syn)
+        if rng.random() < self.invalid_rate * min(2.0, t):
+            return _spoil(reply, rng, strict)
+        return json.dumps(reply)
+
+
+def _last_paragraph(text: str) -> str:
+    parts = [p.strip() for p in text.strip().split("\n\n") if p.strip()]
+    return parts[-1] if parts else ""
+
+
+def answer_value(intent: Intent, p: Percept) -> str:
+    """The canonical answer this percept gives to the question."""
+    a = intent.asks
+    if a in ("modality", "region", "plane") and intent.kind == "closed":
+        return "yes" if getattr(p, a) == intent.value else "no"
+    if a in ("modality", "region", "plane", "finding"):
+        return str(getattr(p, a))
+    if a in ("side", "vertical", "size"):
+        return str(getattr(p, a) or "")
+    if a == "presence":
+        hit = p.finding == intent.finding
+        hit = hit and (intent.side is None or p.side == intent.side)
+        hit = hit and (intent.vertical is None or p.vertical == intent.vertical)
+        return "yes" if hit else "no"
+    abnormal = p.finding != "normal"
+    return "yes" if abnormal != intent.normal_means_yes else "no"
+
+
+def _intent_slot(intent: Intent) -> str:
+    if intent.kind == "closed" or intent.asks in ("side", "vertical", "size", "presence", "abnormal"):
+        return "attribute"
+    return intent.asks
+
+
+def _answer_text(intent: Intent, p: Percept, rng: np.random.Generator, syn: float) -> str:
+    """The answer as written: a surface form of the value, or for multiple choice mostly the letter."""
+    value = answer_value(intent, p)
+    slot = _intent_slot(intent)
+    if intent.kind == "choice":
+        letters = [k for k, text in intent.options.items() if canonical(slot, text) == value]
+        letter = letters[0] if letters else list(intent.options)[int(rng.integers(len(intent.options)))]
+        style = rng.random()
+        if style < syn / 2:
+            return intent.options[letter]
+        return f"{letter}: {intent.options[letter]}" if style < syn else letter
+    pick = int(rng.integers(1, 4)) if rng.random() < syn else 0
+    return surface(slot, value, pick) if value else "unknown"
+
+
+def candidate_answer(intent: Intent, text: str) -> str | None:
+    """The canonical answer a candidate gives, read from its JSON `answer` or its prose."""
+    parsed = parse_candidate(text)
+    raw = parsed.get("answer")
+    if not isinstance(raw, str):
+        return None
+    slot = _intent_slot(intent)
+    if intent.kind == "choice":
+        letter = raw.strip().rstrip(".):").upper()
+        if letter in intent.options:
+            raw = intent.options[letter]
+        elif len(raw) > 2 and raw[1:2] in ":.)" and raw[:1].upper() in intent.options:
+            raw = intent.options[raw[:1].upper()]
+    value = canonical(slot, raw)
+    if value is None:
+        found = find_values(slot, raw)
+        value = found[0] if found else None
+    return value
+
+
+def _extract(candidate: str) -> dict[str, Any]:
+    data = json_object(candidate)
+    prose = candidate if data is None else " ".join(str(v) for v in data.values() if isinstance(v, str))
+    data = data or {}
+    out: dict[str, Any] = {}
+    for slot in SLOTS:
+        raw = data.get(slot)
+        if isinstance(raw, str) and raw.strip():
+            out[slot] = canonical(slot, raw) or raw.strip().lower()
+        elif slot in data:
+            out[slot] = None
+        else:
+            found = find_values(slot, prose)
+            out[slot] = found[0] if found else None
+    return out
+
+
+def _verdict(verdict: str, rationale: str) -> dict[str, str]:
+    return {"verdict": verdict, "rationale": rationale}
+
+
+def _seen(p: Percept) -> str:
+    if p.finding == "normal":
+        return f"{surface('modality', p.modality)} view with no focal abnormality"
+    return f"{surface('modality', p.modality)} view with a {p.size} {p.finding} ({p.vertical} {p.side})"
+
+
+def _factor_verdict(m: Markers, intent: Intent, p: Percept | None, view: View | None,
+                    cfg: NoiseConfig) -> dict[str, str]:
+    slot = (m.claim_slot or "").lower()
+    if p is None or view is None:
+        return _verdict("unresolved", "No image was attached.")
+    if slot not in SLOTS or not m.claim_value:
+        return _verdict("unresolved", "The claim names no known slot or value.")
+    value = canonical(slot, m.claim_value)
+    if value is None:
+        return _verdict("unresolved", f"'{m.claim_value}' is not something I can check in the image.")
+    seen = _seen(p)
+    if slot in ("region", "plane") and p.outline_visible < cfg.unresolved_outline:
+        return _verdict("unresolved", "The view does not show the body outline.")
+    if slot in ("modality", "region", "plane", "finding"):
+        ok = getattr(p, slot) == value
+    elif value in ("yes", "no"):
+        ok = answer_value(intent, p) == value
+    elif value in ("left", "right", "upper", "lower"):
+        if view.kind != "whole":
+            ok = p.finding != "normal"  # the crop was cut around the claimed location
+        else:
+            ok = value in (p.side, p.vertical)
+    else:  # small / large
+        ok = p.finding != "normal" and p.size == value
+    return _verdict("confirm" if ok else "reject", f"I see a {seen}.")
+
+
+def _whole_verdict(m: Markers, intent: Intent, p: Percept | None) -> dict[str, str]:
+    if p is None:
+        return _verdict("unresolved", "No image was attached.")
+    claimed = candidate_answer(intent, m.candidate or "")
+    if claimed is None:
+        return _verdict("unresolved", "I cannot tell which answer the candidate gives.")
+    mine = answer_value(intent, p)
+    ok = canonical(_intent_slot(intent), mine) == claimed or mine == claimed
+    return _verdict("confirm" if ok else "reject", f"I see a {_seen(p)}; my answer is {mine}.")
+
+
+def _spoil(reply: dict[str, Any], rng: np.random.Generator, strict: bool) -> str:
+    """A messy generation. Under a strict schema it stays valid JSON of the schema (odd values,
+    chatty answers); otherwise it may be malformed: fenced, with trailing prose, a key missing,
+    a wrong type or cut off. Parsers and canonicalisers must cope with both."""
+    if strict:
+        kind = int(rng.integers(3))
+        if kind == 0:
+            slot = str(rng.choice(["modality", "region", "plane", "finding", "attribute"]))
+            return json.dumps({**reply, slot: str(rng.choice(["unclear", "N/A", "not applicable", "see answer"]))})
+        if kind == 1:
+            return json.dumps({**reply, "answer": f"{reply['answer']}."})
+        return json.dumps({k: (v.upper() if isinstance(v, str) else v) for k, v in reply.items()})
+    kind = int(rng.integers(5))
+    text = json.dumps(reply)
+    if kind == 0:
+        return "```json\n" + text + "\n```"
+    if kind == 1:
+        return text + "\nI hope this helps."
+    if kind == 2:
+        return json.dumps({k: v for k, v in reply.items() if k != "plane"})
+    if kind == 3:
+        return json.dumps({**reply, "attribute": [reply["attribute"]]})
+    return text[: max(1, len(text) // 2)]
+
+
+def _prose(answer: str, p: Percept | None) -> str:
+    if p is None:
+        return answer
+    return f"Answer: {answer}. I see a {_seen(p)}, {surface('plane', p.plane)} view of the {p.region}."
