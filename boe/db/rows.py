@@ -6,7 +6,9 @@ copied into their own columns (they stay in the stored record JSON too):
 * candidate: ``raw_text`` (the model's raw reply), ``slots`` (parsed slot values)
 * action: ``view`` (crop box / mask reference / metadata field), and its
   outcome's ``rationale`` (the judge's short reason), ``raw_reply`` and
-  ``error`` (why the tool failed, for an ``unresolved`` outcome)
+  ``error`` (why the tool failed, for an ``unresolved`` outcome). An action
+  marked ``"observed": false`` (on the menu, not run by an online agent) has
+  no row in ``outcomes``.
 
 Child tables are kept column by column and without the question key, which
 the writer only learns once the question row exists; `QuestionRows.rows`
@@ -72,7 +74,9 @@ class QuestionRows:
 
     @property
     def n_rows(self) -> int:
-        return 1 + self.n_candidates + len(self.claims[0]) + len(self.edges[0]) + 2 * len(self.actions[0])
+        return 1 + self.n_candidates + len(self.claims[0]) + len(self.edges[0]) + len(self.actions[0]) + len(
+            self.outcomes[0]
+        )
 
     def rows(self, table: ChildTable, question_pk: int) -> Iterator[tuple[Any, ...]]:
         """Row tuples of one child table, the question key first (the order of ``*_COLUMNS``)."""
@@ -95,6 +99,7 @@ def question_rows(rec: Mapping[str, Any]) -> QuestionRows:
     claims = rec.get("claims", ())
     edges = rec.get("edges", ())
     acts = rec.get("actions", ())
+    seen = [j for j, a in enumerate(acts) if a.get("observed") is not False]
     claim_pos = {cl["id"]: j for j, cl in enumerate(claims)}
     task = rec.get("task") or {}
     return QuestionRows(
@@ -132,11 +137,11 @@ def question_rows(rec: Mapping[str, Any]) -> QuestionRows:
             [_json(a.get("view")) for a in acts],
         ),
         outcomes=(
-            list(range(len(acts))),
-            [a["outcome"] for a in acts],
-            [_text(a.get("rationale")) for a in acts],
-            [_text(a.get("raw_reply")) for a in acts],
-            [_text(a.get("error")) for a in acts],
+            seen,
+            [acts[j]["outcome"] for j in seen],
+            [_text(acts[j].get("rationale")) for j in seen],
+            [_text(acts[j].get("raw_reply")) for j in seen],
+            [_text(acts[j].get("error")) for j in seen],
         ),
     )
 

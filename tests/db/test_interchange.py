@@ -200,7 +200,7 @@ def assert_whole_questions(url: str, run: str) -> int:
             assert len(keys) == len({(d, s) for _, d, s in keys}) == len(records)
             pk_key = {pk: (d, s) for pk, d, s in keys}
             for table, attr in ((m.Candidate, "candidates"), (m.Claim, "claims"), (m.Edge, "edges"),
-                                (m.Action, "actions"), (m.Outcome, "actions")):
+                                (m.Action, "actions"), (m.Outcome, "actions")):  # every action of a ledger was run
                 t = table.__table__
                 counts = dict(conn.execute(select(t.c.question_pk, func.count()).group_by(t.c.question_pk)).all())
                 for pk, key in pk_key.items():

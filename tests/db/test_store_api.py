@@ -51,6 +51,8 @@ def agent_record(qid: str = "q1", answer0: str = "ct") -> dict[str, Any]:
              "error": "segmenter timed out"},
             {"id": "w:1", "kind": "whole_response", "claim": None, "candidate": 1, "cost": 8, "group": "whole",
              "outcome": "reject", "rationale": "contradicts the image", "raw_reply": '{"verdict": "reject"}'},
+            {"id": "v:modality=ct", "kind": "vlm_factor", "claim": "modality=ct", "candidate": None, "cost": 4,
+             "group": "vlm", "outcome": "unresolved", "observed": False},  # on the menu, never run
         ],
     }
 
@@ -126,12 +128,17 @@ def test_normalised_tables_match_the_record(store_url: str) -> None:
                 (0, "s:modality=ct", "structured", 0, None, 1.0, "structured/modality", {"field": "Modality"}),
                 (1, "g:modality=mr", "grounded_factor", 1, None, 4.0, "grounded", {"crop": [10, 20, 110, 140]}),
                 (2, "w:1", "whole_response", None, 1, 8.0, "whole", None),
+                (3, "v:modality=ct", "vlm_factor", 0, None, 4.0, "vlm", None),
             ]
-            outs = [(a.outcome.outcome, a.outcome.rationale, a.outcome.raw_reply, a.outcome.error) for a in q.actions]
+            outs = [
+                (a.outcome.outcome, a.outcome.rationale, a.outcome.raw_reply, a.outcome.error) if a.outcome else None
+                for a in q.actions
+            ]
             assert outs == [
                 ("confirm", "DICOM tag says CT", None, None),
                 ("unresolved", None, None, "segmenter timed out"),
                 ("reject", "contradicts the image", '{"verdict": "reject"}', None),
+                None,
             ]
         # the stored JSON is the record: export / replay read it back identically
         assert list(store.iter_ledger_lines("r")) == [dump_record(rec)]
