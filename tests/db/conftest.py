@@ -72,11 +72,9 @@ def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> Path:
     return path
 
 
-def pool_records(n: int, seed: int = 0, **spec: Any) -> list[dict[str, Any]]:
-    """A small pool ledger (optionally with a smaller K)."""
-    from boe.sim.ledgers import pool_spec
-
-    return list(pool_ledger(n, seed=seed, spec=pool_spec(**spec) if spec else None))
+def pool_records(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """A small pool ledger (K = 16, like the paper's pools)."""
+    return list(pool_ledger(n, seed=seed))
 
 
 def factor_records(n: int, seed: int = 0) -> list[dict[str, Any]]:
