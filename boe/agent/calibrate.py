@@ -67,8 +67,12 @@ async def _ledger(n: int, seed: int, db: str, workdir: Path, run_name: str, *, d
     questions = load_sim_dataset(data)
     with simulator() as base_url:
         cfg = make_config(
-            base_url=base_url, model="boe-sim", dataset="boe-sim-dicom" if dicom else "boe-sim", ledger="full",
-            calibration="neutral", root=str(data),
+            base_url=base_url,
+            model="boe-sim",
+            dataset="boe-sim-dicom" if dicom else "boe-sim",
+            ledger="full",
+            calibration="neutral",
+            root=str(data),
         )
         await run_questions(cfg, questions, db=db, run_name=run_name, dicom=dicom)
     with Store(db) as store:

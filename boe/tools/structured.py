@@ -61,6 +61,7 @@ class StructuredCheck:
                 return ToolResult("reject", f"{value!r} is not one of the options {', '.join(options)}", view)
             verdict = _option_against_context(self.vocab, options[value], request.context)
             if verdict is not None:
+                view["source"] = verdict[2]
                 return ToolResult(verdict[0], verdict[1], view)
             return ToolResult("unresolved", "the option exists; nothing in the record settles it", view)
         if slot in CLOSED_SLOTS and not self.vocab.is_known(slot, value):
@@ -82,15 +83,16 @@ class StructuredCheck:
         )
 
 
-def _option_against_context(vocab: Vocabulary, text: str, context: Any) -> tuple[Outcome, str] | None:
-    """Confirm / reject an option whose text names a closed-slot value the record states."""
+def _option_against_context(vocab: Vocabulary, text: str, context: Any) -> tuple[Outcome, str, str] | None:
+    """Confirm / reject an option whose text names a closed-slot value the record states (with the source)."""
     for slot in sorted(CLOSED_SLOTS):
         stated = context.get(slot)
         if not stated:
             continue
         canon = vocab.canonical(slot, text)
         if canon is not None and canon.known:
+            source = context.get(f"{slot}:source", "record")
             if canon.value == stated:
-                return "confirm", f"the option names {slot} {stated}, which the record states"
-            return "reject", f"the option names {slot} {canon.value}; the record states {stated}"
+                return "confirm", f"the option names {slot} {stated}, which the record states", source
+            return "reject", f"the option names {slot} {canon.value}; the record states {stated}", source
     return None

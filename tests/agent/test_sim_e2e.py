@@ -21,6 +21,7 @@ from boe.sim.faults import FaultPlan
 from boe.tools.client import ModelClient
 from boe.tools.images import open_image
 from boe.tools.protocol import ToolRequest, make_tool
+from boe.vocab import vocabulary
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +45,7 @@ def sim():
 
 
 def config(url, root, **kw):
-    return make_config(base_url=url, model="boe-sim", dataset="boe-sim", root=str(root), **kw)
+    return make_config(**{"base_url": url, "model": "boe-sim", "dataset": "boe-sim", "root": str(root), **kw})
 
 
 def answer(cfg, questions, db=None, run_name=None):
@@ -204,3 +205,33 @@ def test_bad_images_fail_before_any_request(sim, data, tmp_path):
         with pytest.raises(InputError, match=msg):
             answer(cfg, [{**q, "images": [str(path)]}])
     not_image.unlink()
+
+
+def test_dicom_tags_feed_the_structured_check(sim, tmp_path):
+    root = generate_dataset(tmp_path / "dicom", 11, seed=11, dicom=True)
+    by_id = {q["id"]: q for q in load_sim_dataset(root)}
+    qs = [by_id["sim-11-00004"], by_id["sim-11-00010"]]  # a multiple-choice modality and an open plane question
+    cfg = config(sim, root, dataset="boe-sim-dicom")
+
+    async def go():
+        async with Agent(cfg) as agent:
+            return [
+                await agent.ask(
+                    q["dicom"], q["question"], options=q["options"], reference=q["answer"], question_id=q["id"]
+                )
+                for q in qs
+            ]
+
+    vocab = vocabulary()
+    for q, r in zip(qs, asyncio.run(go()), strict=True):
+        checks = [e for e in r.evidence if e["kind"] == "structured"]
+        assert checks, "with DICOM tags the cost-1 record check is worth buying"
+        for e in checks:
+            assert e["cost"] == 1 and e["calls"] == []
+            slot, value = e["claim"].split("=", 1)
+            if slot == "option":
+                slot, value = q["slot"], vocab.canonical(q["slot"], q["options"][value]).value
+            if slot == q["slot"]:  # the tags settle the answer-bearing claim exactly
+                assert e["view"]["source"] == "dicom"
+                assert e["outcome"] == ("confirm" if value == q["answer"] else "reject"), e
+        assert r.correct
