@@ -24,7 +24,7 @@ _ORIENTATION = {
 def write_dicom(path: str | Path, pixels: np.ndarray, facts: ScanFacts, uid_seed: int) -> None:
     """Save `pixels` (uint8 grayscale) with the scan's metadata tags."""
     from pydicom.dataset import Dataset, FileMetaDataset
-    from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+    from pydicom.uid import UID, ExplicitVRLittleEndian, generate_uid
 
     sop_class = {
         "CT": "1.2.840.10008.5.1.4.1.1.2",
@@ -34,7 +34,7 @@ def write_dicom(path: str | Path, pixels: np.ndarray, facts: ScanFacts, uid_seed
     }[DICOM_MODALITY[facts.modality]]
     entropy = [str(uid_seed), str(facts.seed)]
     meta = FileMetaDataset()
-    meta.MediaStorageSOPClassUID = sop_class
+    meta.MediaStorageSOPClassUID = UID(sop_class)
     meta.MediaStorageSOPInstanceUID = generate_uid(entropy_srcs=[*entropy, "sop"])
     meta.TransferSyntaxUID = ExplicitVRLittleEndian
     ds = Dataset()

@@ -34,7 +34,7 @@ class SoftmaxModel:
         """Log-probabilities (rows sum to one after exp) for feature rows `x`."""
         z = ((expand(x, self.expansion) - self.mean) / self.scale) @ self.weights + self.bias
         z = z - z.max(axis=1, keepdims=True)
-        return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        return np.asarray(z - np.log(np.exp(z).sum(axis=1, keepdims=True)))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready parameters."""

@@ -67,12 +67,12 @@ def parse_markers(text: str) -> Markers:
     opts = _OPTIONS.search(rest)
     options = None
     if opts:
-        options = {}
+        found: dict[str, str] = {}
         for line in opts.group(1).splitlines():
             m = _OPTION_LINE.match(line)
             if m:
-                options[m.group(1)] = html.unescape(m.group(2))
-        options = options or None
+                found[m.group(1)] = html.unescape(m.group(2))
+        options = found or None
     claim = _CLAIM.search(rest)
     view = _VIEW.search(rest)
     attrs = dict(_ATTR.findall(view.group(1))) if view else {}
@@ -148,11 +148,9 @@ def parse_intent(question: str, options: dict[str, str] | None = None) -> Intent
     if re.search(r"\bnormal\b|unremarkable", q):
         return Intent("abnormal", "closed", normal_means_yes=True)
     for slot in ("modality", "plane", "region"):
-        values = find_values(slot, q)
-        if slot == "plane":
-            values = [v for v in values if v in PLANES]
-        if values:
-            return Intent(slot, "closed", value=values[0])
+        named = [v for v in find_values(slot, q) if slot != "plane" or v in PLANES]
+        if named:
+            return Intent(slot, "closed", value=named[0])
     return Intent(_open_asks(q), "open")
 
 

@@ -361,10 +361,10 @@ def _texture(f: ScanFacts, img: np.ndarray, labels: np.ndarray, rng: np.random.G
         shadow[(below > 0) & (bone == 0)] = 1
         img = img * depth * (1 - 0.6 * shadow)
         speckle = rng.rayleigh(1.0, img.shape).astype(np.float32) / 1.2533
-        speckle = cv2.GaussianBlur(speckle, (0, 0), sigmaX=1.4, sigmaY=0.8)
-        img = cv2.GaussianBlur(img, (0, 0), 1.0) * speckle
+        speckle = np.asarray(cv2.GaussianBlur(speckle, (0, 0), sigmaX=1.4, sigmaY=0.8), np.float32)
+        img = np.asarray(cv2.GaussianBlur(img, (0, 0), 1.0), np.float32) * speckle
         img[fan == 0] = 0
-    return np.clip(img, 0, 255)
+    return np.asarray(np.clip(img, 0, 255), np.float32)
 
 
 def _label_map(f: ScanFacts) -> tuple[np.ndarray, np.ndarray]:

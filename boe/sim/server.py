@@ -127,7 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(size)
 
-    def _complete(self, body: bytes, fault: str | None) -> tuple[dict[str, Any], dict[str, int]]:
+    def _complete(self, body: bytes, fault: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
         req = parse_chat_request(body)
         seed = req.seed if req.seed is not None else secrets.randbits(63)
         model = self.server.model
@@ -150,8 +150,8 @@ class _Handler(BaseHTTPRequestHandler):
             completion += text_tokens(text)
             choices.append({"index": k, "message": {"role": "assistant", "content": text, "refusal": None},
                             "logprobs": None, "finish_reason": finish})
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                 "prompt_tokens_details": {"cached_tokens": 0}}
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": 0}}
         seeded = req.seed is not None
         digest = hashlib.sha256(body + str(seed).encode()).hexdigest()[:24] if seeded else secrets.token_hex(12)
         return {
@@ -187,7 +187,7 @@ class SimHandle:
     def url(self) -> str:
         """The server root, e.g. http://127.0.0.1:8123."""
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     @property
     def base_url(self) -> str:

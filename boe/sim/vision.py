@@ -54,7 +54,8 @@ def decode_image(data: bytes) -> np.ndarray | None:
     if arr is None:
         return None
     if arr.dtype != np.uint8:
-        arr = cv2.normalize(arr, None, 0, 255, cv2.NORM_MINMAX).astype(np.uint8)
+        lo, hi = float(arr.min()), float(arr.max())
+        arr = ((arr.astype(np.float64) - lo) * (255.0 / max(hi - lo, 1e-9))).astype(np.uint8)
     if arr.ndim == 3:
         code = cv2.COLOR_BGRA2GRAY if arr.shape[2] == 4 else cv2.COLOR_BGR2GRAY
         arr = cv2.cvtColor(arr, code)
@@ -69,7 +70,7 @@ def _largest_component(mask: np.ndarray) -> np.ndarray:
     out = (lab == i).astype(np.uint8)
     contours, _ = cv2.findContours(out, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     cv2.drawContours(out, contours, -1, 1, thickness=-1)  # fill holes
-    return out
+    return np.asarray(out, np.uint8)
 
 
 def _width_at(mask: np.ndarray, frac: float) -> float:
