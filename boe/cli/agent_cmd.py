@@ -200,7 +200,7 @@ def ask_command(
     calibration: Optional[Path] = typer.Option(
         None, "--calibration", help="Calibration FILE.json [default: the shipped simulator calibration]."
     ),
-    dataset: str = typer.Option("sim", "--dataset", help="Dataset name: the calibration groups used are DATASET/..."),
+    dataset: str = typer.Option("boe-sim", "--dataset", help="Dataset name: the calibration groups used are DATASET/..."),
     root: Optional[Path] = typer.Option(None, "--root", help="Dataset root: refuse images outside it."),
     reference: Optional[str] = typer.Option(
         None, "--reference", help="The known answer (evaluation only; the policy never reads it)."
