@@ -235,3 +235,47 @@ def test_dicom_tags_feed_the_structured_check(sim, tmp_path):
                 assert e["view"]["source"] == "dicom"
                 assert e["outcome"] == ("confirm" if value == q["answer"] else "reject"), e
         assert r.correct
+
+
+def test_boe_ask_from_the_command_line(sim, data, tmp_path):
+    root, qs = data
+    q = qs[RESCUE_ID]
+    db = tmp_path / "ask.db"
+    cmd = [
+        sys.executable,
+        "-c",
+        "from boe.cli import main; main()",
+        "ask",
+        q["images"][0],
+        q["question"],
+        "--options",
+        ",".join(f"{k}={v}" for k, v in q["options"].items()),
+        "--base-url",
+        sim,
+        "--model",
+        "boe-sim",
+        "--root",
+        str(root),
+        "--reference",
+        q["answer"],
+        "--db",
+        str(db),
+        "--run",
+        "cli",
+        "--json",
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["correct"] and not out["raw_correct"] and out["usage"]["calls"] >= 2
+    assert out["raw_majority"]["answer"] != out["answer"] and out["evidence"]
+    from boe.db import Store
+
+    with Store(db) as store:
+        (stored,) = list(store.iter_transcripts("cli"))
+        assert stored.actions == out["transcript"]["actions"] and stored.selected == out["selected"]
+        assert stored.evidence and stored.evidence[0]["id"] == out["evidence"][0]["id"]
+        config = store.get_run("cli").config
+    assert config["agent"]["budget"] == 16 and "calibration" in config
+    text = subprocess.run(cmd[:-1] + ["--run", "cli2"], capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0 and "evidence log" in text.stdout and "raw majority" in text.stdout
