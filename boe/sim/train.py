@@ -116,6 +116,9 @@ def fit_heads(data: TrainingData) -> Heads:
     split, scale = {}, {}
     for f in LESIONS:
         small, large = data.sizes[f]["small"], data.sizes[f]["large"]
+        if not small or not large:  # too little data: a neutral split at a typical lesion size
+            split[f], scale[f] = -3.3, 0.2
+            continue
         ms, ml = float(np.median(small)), float(np.median(large))
         split[f] = (ms + ml) / 2
         scale[f] = max(0.05, float(np.std(small + large)) / 2)
