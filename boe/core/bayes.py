@@ -30,15 +30,22 @@ so P(T_j = t | H, stances) follows from Bayes' rule and P(stances_j | H) is
 evidence about H. Stance evidence enters with a claim's first check, so the
 cheap context stays the answer counts.
 
-Channels. Factor action e on claim j reads it through the channel of its
-calibration group: P(o | T_j = t) = C_g(o | t) for o in (confirm, reject,
-unresolved). Whole-response action on candidate i: P(o | answer_i correct) =
-W_g(o | 1), P(o | answer_i wrong) = W_g(o | 0). Claims are independent given
-H, actions on one claim independent given its truth.
+Verdicts. A whole-response judge may judge equal answers alike, so checks of
+candidates sharing an answer are not independent. Each answer d has a latent
+verdict V_d (the judge's view of that answer) with
+``P(V_d = 1 | H) = v_right`` if H = d and ``v_wrong`` otherwise; a
+whole-response check of a candidate holding d reads V_d. (v_right = 1,
+v_wrong = 0 is a judge whose checks are independent given correctness.)
 
-Posterior and prediction are exact under this model. The state keeps
-``rho_j(H) = P(T_j = 1 | H, stances, history)``; the predictive outcome
-probability is ``P(o | H, history) = rho_j(H) C(o | 1) + (1 - rho_j(H)) C(o | 0)``
+Channels. Every action reads one binary latent through the channel of its
+calibration group: a factor action reads its claim's truth, a whole-response
+action its answer's verdict: P(o | latent = t) = C_g(o | t) for o in
+(confirm, reject, unresolved). Latents are independent given H, the actions
+reading one latent independent given it.
+
+Posterior and prediction are exact under this model. The state keeps, for every
+latent j, ``rho_j(H) = P(latent_j = 1 | H, stances, history)``; the predictive
+outcome probability is ``P(o | H, history) = rho_j(H) C(o | 1) + (1 - rho_j(H)) C(o | 0)``
 and a revealed outcome multiplies the posterior of H by it.
 
 Value. Selecting answer d is right with probability P(d | history), so
@@ -57,7 +64,7 @@ whether the current choice is right (``fallback="info"``; ``"stop"`` stops).
 `bayes-lookahead` also values pairs of checks that only pay together.
 
 All parameters are fitted on labelled ledgers (`fit_bayes_model`, EM over the
-latent claim truths) and stored in a calibration's ``extra["bayes"]``.
+latent claim truths and verdicts) and stored in a calibration's ``extra["bayes"]``.
 """
 
 from __future__ import annotations
@@ -135,6 +142,7 @@ class ClaimParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     aligned_true: Triple = (1 - 1e-3, 1e-3, 1e-3)  # P(T = 1 | aligned): H asserts, H denies, H = none
+    verdict: tuple[float, float] = (1 - 1e-3, 1e-3)  # P(V_d = 1): d is H's answer, d is not
     free_true: float = Field(default=0.5, gt=0.0, lt=1.0)  # P(T = 1) of a free claim
     # theta[c][t] = P(assert, deny, silent | candidate correct (c = 0) or wrong (c = 1), T = 1 (t = 0) or 0 (t = 1))
     stance: tuple[tuple[Triple, Triple], tuple[Triple, Triple]] = (
@@ -146,7 +154,7 @@ class ClaimParams(BaseModel):
 
 class ChannelTable(BaseModel):
     """P(confirm, reject, unresolved | claim true / false) of a factor group, or
-    P(. | judged answer correct / wrong) of a whole-response group."""
+    P(. | verdict on the judged answer positive / negative) of a whole-response group."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -293,22 +301,17 @@ class _FitData:
     p_k: F64  # (R,) candidates
     p_true: I64  # (R,) true answer index, -1 for none
     p_w: F64
-    # claim rows under the true hypothesis
+    # latent rows under the true hypothesis: claims, then the verdicts on judged answers
     cq: I64
-    c_counts: F64  # (Rc, 2, 3)
-    c_aligned: B_
-    c_cls: I64
+    c_counts: F64  # (Rc, 2, 3) stance counts of free claims
+    c_aligned: B_  # no stance model: aligned claims and verdicts
+    c_cls: I64  # aligned class 0-2 (see `stance_counts`); verdict of H's answer 3, of another answer 4
     c_w: F64
-    # factor actions: claim row, group, outcome index
+    # actions: latent row, group, outcome index, whole-response or not
     f_row: I64
     f_group: I64
     f_out: I64
-    # whole actions: question, group, outcome, judged answer correct, weight
-    wq: I64
-    w_group: I64
-    w_out: I64
-    w_right: F64
-    w_w: F64
+    f_whole: B_
     dataset: list[str]  # of each question
 
 
@@ -340,11 +343,7 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
     fr: list[I64] = []
     fg: list[I64] = []
     fo: list[I64] = []
-    wq: list[I64] = []
-    wg: list[I64] = []
-    wo: list[I64] = []
-    wr: list[F64] = []
-    ww: list[F64] = []
+    fw: list[B_] = []
     n_rows = 0
     for qi, q in enumerate(questions):
         if not q.labelled:
@@ -357,10 +356,15 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         prior.extend((qi, n_ans, float(q.k), h, weight) for h in hyps)
         out = _outcome_index(q.outcome)
         fac = np.nonzero(q.is_factor)[0]
+        whole = np.nonzero(~q.is_factor)[0]
         if fac.size:
             claims, local = np.unique(q.action_claim[fac], return_inverse=True)
             counts, aligned, cls = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
-            for h in hyps:
+        if whole.size:
+            judged = q.answer_id[q.action_candidate[whole]]  # -1: an invalid response, never right
+            answers, wlocal = np.unique(judged, return_inverse=True)
+        for h in hyps:
+            if fac.size:
                 col = h if h >= 0 else d
                 cq.append(np.full(claims.size, qi, dtype=np.int64))
                 cc.append(counts[0, :, col])
@@ -370,16 +374,19 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
                 fr.append(n_rows + local.astype(np.int64))
                 fg.append(q.group[fac].astype(np.int64))
                 fo.append(out[fac])
+                fw.append(np.zeros(fac.size, dtype=bool))
                 n_rows += claims.size
-        whole = np.nonzero(~q.is_factor)[0]
-        if whole.size:
-            judged = q.answer_id[q.action_candidate[whole]]
-            for h in hyps:
-                wq.append(np.full(whole.size, qi, dtype=np.int64))
-                wg.append(q.group[whole].astype(np.int64))
-                wo.append(out[whole])
-                wr.append(((judged == h) & (judged >= 0)).astype(np.float64))
-                ww.append(np.full(whole.size, weight))
+            if whole.size:
+                cq.append(np.full(answers.size, qi, dtype=np.int64))
+                cc.append(np.zeros((answers.size, 2, 3)))
+                ca.append(np.ones(answers.size, dtype=bool))
+                ck.append(np.where((answers == h) & (answers >= 0), 3, 4).astype(np.int64))
+                cw.append(np.full(answers.size, weight))
+                fr.append(n_rows + wlocal.astype(np.int64))
+                fg.append(q.group[whole].astype(np.int64))
+                fo.append(out[whole])
+                fw.append(np.ones(whole.size, dtype=bool))
+                n_rows += answers.size
     dmax = max((r[1].size for r in prior), default=0)
     p_counts = np.zeros((len(prior), max(dmax, 1)))
     for i, r in enumerate(prior):
@@ -398,11 +405,7 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         f_row=_cat(fr, np.int64),
         f_group=_cat(fg, np.int64),
         f_out=_cat(fo, np.int64),
-        wq=_cat(wq, np.int64),
-        w_group=_cat(wg, np.int64),
-        w_out=_cat(wo, np.int64),
-        w_right=_cat(wr, np.float64),
-        w_w=_cat(ww, np.float64),
+        f_whole=_cat(fw, bool),
         dataset=[q.dataset for q in questions],
     )
 
@@ -507,16 +510,18 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, steps: int = 60)
 def _fit_claims(
     data: _FitData, claim_rows: B_, act_rows: B_, n_groups: int, iters: int = 500, tol: float = 1e-9
 ) -> tuple[ClaimParams, F64, F64, F64]:
-    """EM over the latent claim truths for the claim model and the factor channels of every group.
+    """EM over the latent claim truths and verdicts for the claim model and the channel of every group.
 
-    Returns the claim parameters and, per group, the expected outcome counts given
-    a true and a false claim, and the action count.
+    Channels are indexed by group id, whole-response groups after the factor
+    ones (id + n_groups). Returns the claim parameters and, per channel, the
+    expected outcome counts given a positive and a negative latent, and the
+    action count.
     """
     idx = np.nonzero(claim_rows)[0]
     remap = np.full(claim_rows.size, -1, dtype=np.int64)
     remap[idx] = np.arange(idx.size)
     arow = remap[data.f_row[act_rows]]
-    groups, grp = np.unique(data.f_group[act_rows], return_inverse=True)
+    groups, grp = np.unique(data.f_group[act_rows] + n_groups * data.f_whole[act_rows], return_inverse=True)
     g = groups.size
     # outcome counts of each claim by (group, outcome): the sufficient statistic of the channels
     x = np.zeros((idx.size, g * 3))
@@ -531,7 +536,7 @@ def _fit_claims(
     c0 = np.tile([0.2, 0.6, 0.2], (g, 1))
     theta = np.array([[[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]], [[0.45, 0.35, 0.2], [0.35, 0.45, 0.2]]])
     free_true = 0.3
-    al_true = np.array([0.9, 0.1, 0.1])
+    al_true = np.array([0.9, 0.1, 0.1, 0.9, 0.1])  # aligned classes, then the verdicts
     prev = -math.inf
     m1 = m0 = np.zeros(g * 3)
     for _ in range(iters):
@@ -551,18 +556,19 @@ def _fit_claims(
         # aligned truth rates: the exact maximiser of the observed likelihood given the new
         # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
         logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
-        al_true = _mixture_weights(x_a @ logc, cls_a, w_a, 3)
+        al_true = _mixture_weights(x_a @ logc, cls_a, w_a, 5)
         if ll - prev <= tol * max(1.0, abs(ll)):
             break
         prev = ll
-    n1 = np.zeros((n_groups, 3))
-    n0 = np.zeros((n_groups, 3))
+    n1 = np.zeros((2 * n_groups, 3))
+    n0 = np.zeros((2 * n_groups, 3))
     n1[groups] = m1.reshape(g, 3)
     n0[groups] = m0.reshape(g, 3)
-    acts = np.zeros(n_groups)
+    acts = np.zeros(2 * n_groups)
     acts[groups] = np.bincount(grp, weights=w[arow], minlength=g)
     params = ClaimParams(
         aligned_true=_triple(al_true),
+        verdict=(float(al_true[3]), float(al_true[4])),
         free_true=free_true,
         stance=((_triple(theta[0, 0]), _triple(theta[0, 1])), (_triple(theta[1, 0]), _triple(theta[1, 1]))),
         claims=float(w.sum()),
@@ -598,24 +604,12 @@ def fit_bayes_model(
             claims, n1, n0, acts = _fit_claims(data, crow, frow, n_groups)
             model.claims[ds] = claims
             for g in np.nonzero(acts > 0)[0].tolist():
-                model.factor_channels[group_keys[g]] = ChannelTable(
-                    given_true=_triple(_normalise(n1[g])),
-                    given_false=_triple(_normalise(n0[g])),
-                    actions=float(acts[g]),
-                )
-        wrow = in_ds[data.wq]
-        if wrow.any():
-            grp, out, right, wt_ = data.w_group[wrow], data.w_out[wrow], data.w_right[wrow], data.w_w[wrow]
-            cell = grp * 3 + out
-            m1 = np.bincount(cell, weights=wt_ * right, minlength=n_groups * 3).reshape(n_groups, 3)
-            m0 = np.bincount(cell, weights=wt_ * (1 - right), minlength=n_groups * 3).reshape(n_groups, 3)
-            w_acts = np.bincount(grp, weights=wt_, minlength=n_groups).astype(np.float64)
-            for g in np.nonzero(w_acts > 0)[0].tolist():
-                model.whole_channels[group_keys[g]] = ChannelTable(
-                    given_true=_triple(_normalise(m1[g])),
-                    given_false=_triple(_normalise(m0[g])),
-                    actions=float(w_acts[g]),
-                )
+                t1, t0 = _triple(_normalise(n1[g])), _triple(_normalise(n0[g]))
+                table = ChannelTable(given_true=t1, given_false=t0, actions=float(acts[g]))
+                if g < n_groups:
+                    model.factor_channels[group_keys[g]] = table
+                else:
+                    model.whole_channels[group_keys[g - n_groups]] = table
     return model
 
 
@@ -664,6 +658,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     free_true = np.empty(n)
     theta = np.empty((n, 2, 2, 3))
     aligned_true = np.empty((n, 3))
+    verdict = np.empty((n, 2))
     cache: dict[tuple[int, str], tuple[PriorParams, ClaimParams]] = {}
     for r in range(n):
         ck = (int(cal[r]), state.dataset[r])
@@ -676,12 +671,14 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         free_true[r] = cp.free_true
         theta[r] = cp.stance
         aligned_true[r] = cp.aligned_true
+        verdict[r] = cp.verdict
     return {
         "channel": np.clip(channel, EPS, 1.0),
         "prior": prior,
         "free_true": np.clip(free_true, EPS, 1 - EPS),
         "log_theta": np.log(np.clip(theta, EPS, 1.0)),
         "aligned_true": np.clip(aligned_true, EPS, 1 - EPS),
+        "verdict": np.clip(verdict, EPS, 1 - EPS),
     }
 
 
@@ -763,18 +760,26 @@ class Bayes:
             tabs["aligned_true"][rows],
         ).reshape(n, m, h, 2)
         evidence = np.where(aligned[:, :, None], 0.0, np.logaddexp(weights[..., 0], weights[..., 1]))
+        rho = _sigmoid(weights[..., 0] - weights[..., 1])
+        # the verdicts on the answers (latents m .. m + d - 1) and on invalid responses (m + d)
+        h = d + 1
+        v = tabs["verdict"]
+        right = np.arange(d + 1)[:, None] == np.arange(h)[None, :]  # (d + 1, H): answer a is H's
+        right[d] = False
+        rho_v = np.where(right[None], v[:, 0, None, None], v[:, 1, None, None])  # (Q, d + 1, H)
+        target = np.take_along_axis(state.answer_id, np.maximum(state.target, 0), axis=1)
+        latent = np.where(state.whole, m + np.where(target >= 0, target, d), np.maximum(state.claim, 0))
         ch = tabs["channel"]
-        hyp_t = np.take_along_axis(state.answer_id, np.maximum(state.target, 0), axis=1)
         state.extra.update(
             bayes_lpost=lpost,
             bayes_real=real,
-            bayes_rho=np.clip(_sigmoid(weights[..., 0] - weights[..., 1]), EPS, 1 - EPS),
-            bayes_stance=evidence,  # log P(stances_j | H), added at the claim's first check
-            bayes_seen=np.zeros((n, m), dtype=bool),
+            bayes_rho=np.clip(np.concatenate([rho, rho_v], axis=1), EPS, 1 - EPS),
+            # log P(stances_j | H), added at the claim's first check
+            bayes_stance=np.concatenate([evidence, np.zeros((n, d + 1, h))], axis=1),
+            bayes_seen=np.zeros((n, m + d + 1), dtype=bool),
             bayes_c1=ch[:, :, 0, :].copy(),
             bayes_c0=ch[:, :, 1, :].copy(),
-            bayes_hyp=np.where(state.whole & (state.target >= 0), hyp_t, -1).astype(np.int64),
-            bayes_claim=np.maximum(state.claim, 0).astype(np.intp),
+            bayes_claim=latent.astype(np.intp),  # the latent each action reads
         )
 
     def observe(self, state: EvidenceState, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
@@ -782,24 +787,15 @@ class Bayes:
             return
         ex = state.extra
         o = _outcome_index(outcomes)
-        fac = state.factor[rows, actions]
-        lp = ex["bayes_lpost"][rows]
-        if fac.any():
-            r, a, oo = rows[fac], actions[fac], o[fac]
-            j = ex["bayes_claim"][r, a]
-            first = ~ex["bayes_seen"][r, j]
-            lp[fac] += np.where(first[:, None], ex["bayes_stance"][r, j], 0.0)
-            ex["bayes_seen"][r, j] = True
-            rho = ex["bayes_rho"][r, j]
-            c1 = ex["bayes_c1"][r, a, oo][:, None]
-            lik = rho * c1 + (1 - rho) * ex["bayes_c0"][r, a, oo][:, None]
-            ex["bayes_rho"][r, j] = np.clip(rho * c1 / lik, EPS, 1 - EPS)
-            lp[fac] += np.log(lik)
-        if not fac.all():
-            r, a, oo = rows[~fac], actions[~fac], o[~fac]
-            hit = ex["bayes_hyp"][r, a][:, None] == np.arange(lp.shape[1])[None, :]
-            lp[~fac] += np.log(np.where(hit, ex["bayes_c1"][r, a, oo][:, None], ex["bayes_c0"][r, a, oo][:, None]))
-        ex["bayes_lpost"][rows] = _log_normalise(lp)
+        j = ex["bayes_claim"][rows, actions]
+        first = ~ex["bayes_seen"][rows, j]
+        lp = ex["bayes_lpost"][rows] + np.where(first[:, None], ex["bayes_stance"][rows, j], 0.0)
+        ex["bayes_seen"][rows, j] = True
+        rho = ex["bayes_rho"][rows, j]
+        c1 = ex["bayes_c1"][rows, actions, o][:, None]
+        lik = rho * c1 + (1 - rho) * ex["bayes_c0"][rows, actions, o][:, None]
+        ex["bayes_rho"][rows, j] = np.clip(rho * c1 / lik, EPS, 1 - EPS)
+        ex["bayes_lpost"][rows] = _log_normalise(lp + np.log(lik))
 
     def choose(self, state: EvidenceState) -> IntArr:
         feasible = state.feasible()
@@ -846,7 +842,7 @@ def _log_normalise(lp: F64) -> F64:
 
 
 class _View:
-    """The posterior of a state as seen by each action: with the stances of the action's claim."""
+    """The posterior of a state as each action sees it: with the stances of the claim it reads."""
 
     def __init__(self, state: EvidenceState) -> None:
         ex = state.extra
@@ -854,79 +850,50 @@ class _View:
         self.ex = ex
         real = ex["bayes_real"]
         lp = ex["bayes_lpost"]
-        self.post = np.exp(lp)
-        self.pr = np.where(real, self.post, 0.0)  # selectable mass; `none` and absent answers 0
-        # per claim: P(H | history, stances of the claim), (Q, M, H)
+        # per latent: P(H | history, stances of the claim), (Q, M, H)
         lpc = lp[:, None, :] + np.where(ex["bayes_seen"][:, :, None], 0.0, ex["bayes_stance"])
         lpc = lpc - lpc.max(axis=2, keepdims=True)
         pc = np.exp(lpc)
         pc /= pc.sum(axis=2, keepdims=True)
         self.post_claim = pc
-        self.pr_claim = np.where(real[:, None, :], pc, 0.0)
+        self.pr_claim = np.where(real[:, None, :], pc, 0.0)  # selectable mass: `none` and absent answers 0
 
     def evsi(self) -> F64:
-        """sum_o max_d P(d) P(o | d) - P(d_now) sum_o P(o | d_now), each outcome term >= 0 exactly."""
+        """sum_o max_d P(d) P(o | d) - P(d_now) sum_o P(o | d_now) per action, each outcome term >= 0 exactly.
+
+        P(d) P(o | d) = P(d) rho_d (c1 - c0) + P(d) c0, with P from the view of the action's latent.
+        """
         st, ex = self.state, self.ex
         c1, c0 = ex["bayes_c1"], ex["bayes_c0"]
         dc = c1 - c0
         claim = ex["bayes_claim"]
         q = np.arange(st.n)[:, None]
-        # factor actions: P(d) P(o | d) = P(d) rho_d (c1 - c0) + P(d) c0, P from the claim's view
-        now_c = np.argmax(self.pr_claim, axis=2)  # (Q, M)
-        now = now_c[q, claim]  # (Q, A)
+        now = np.argmax(self.pr_claim, axis=2)[q, claim]  # (Q, A)
         pr = self.pr_claim[q, claim]  # (Q, A, H)
         u = pr * ex["bayes_rho"][q, claim]
         p_now = np.take_along_axis(pr, now[:, :, None], axis=2)[:, :, 0]
         u_now = np.take_along_axis(u, now[:, :, None], axis=2)[:, :, 0]
-        gain_f = np.zeros(st.cost.shape)
+        gain = np.zeros(st.cost.shape)
         buf = np.empty_like(u)
         for o in range(3):
             np.multiply(u, dc[:, :, o, None], out=buf)
             buf += pr * c0[:, :, o, None]
-            gain_f += buf.max(axis=2) - (u_now * dc[:, :, o] + p_now * c0[:, :, o])
-        # whole-response actions: the judged answer's mass against the best other answer
-        prw = self.pr
-        hyp = ex["bayes_hyp"]
-        top1 = np.argmax(prw, axis=1)
-        p1 = prw[np.arange(st.n), top1][:, None]
-        p2 = np.where(np.arange(prw.shape[1])[None, :] == top1[:, None], -1.0, prw).max(axis=1, initial=0.0)[:, None]
-        p_t = np.where(hyp >= 0, np.take_along_axis(prw, np.maximum(hyp, 0), axis=1), 0.0)
-        is_now = hyp == top1[:, None]
-        other = np.where(is_now, p2, p1)
-        gain_w = np.zeros(st.cost.shape)
-        for o in range(3):
-            best = np.maximum(p_t * c1[:, :, o], other * c0[:, :, o])
-            gain_w += best - p1 * np.where(is_now, c1[:, :, o], c0[:, :, o])
-        return np.where(st.whole, gain_w, gain_f)
+            gain += buf.max(axis=2) - (u_now * dc[:, :, o] + p_now * c0[:, :, o])
+        return gain
 
     def decision_info(self, rows: IntArr) -> F64:
         """I(O_e; [H = current choice]) in nats for every action of ``rows``, shape (n, A)."""
-        st, ex = self.state, self.ex
-        q = rows[:, None]
+        ex = self.ex
         claim = ex["bayes_claim"][rows]
         c1, c0 = ex["bayes_c1"][rows], ex["bayes_c0"][rows]
-        whole = st.whole[rows][:, :, None]
-        # factor actions, in the claim's view
         pc, rho = self.post_claim[rows], ex["bayes_rho"][rows]  # (n, M, H)
-        now_c = np.argmax(self.pr_claim[rows], axis=2)  # (n, M)
-        p_now_c = np.take_along_axis(pc, now_c[:, :, None], axis=2)[:, :, 0]
-        rho_now_c = np.take_along_axis(rho, now_c[:, :, None], axis=2)[:, :, 0]
-        p_true_c = (pc * rho).sum(axis=2)  # P(T_j = 1 | view)
+        now = np.argmax(self.pr_claim[rows], axis=2)[:, :, None]  # (n, M, 1)
         i = np.arange(rows.size)[:, None]
-        p_now_f, rho_now, p_true = p_now_c[i, claim], rho_now_c[i, claim], p_true_c[i, claim]
-        # whole-response actions
-        pw = self.post[rows]
-        prw = self.pr[rows]
-        top1 = np.argmax(prw, axis=1)
-        hyp = ex["bayes_hyp"][q[:, 0]] if rows.size else np.zeros((0, st.cost.shape[1]), np.int64)
-        p_t = np.where(hyp >= 0, np.take_along_axis(pw, np.maximum(hyp, 0), axis=1), 0.0)
-        p_now_w = prw[np.arange(rows.size), top1][:, None]
-        l_now_w = np.where((hyp == top1[:, None])[:, :, None], c1, c0)
-        p_now = np.where(whole[:, :, 0], p_now_w, p_now_f)[:, :, None]
-        l_now = np.where(whole, l_now_w, rho_now[:, :, None] * c1 + (1 - rho_now[:, :, None]) * c0)
-        p_t = np.where(whole[:, :, 0], p_t, p_true)[:, :, None]
-        p_o = p_t * c1 + (1 - p_t) * c0  # P(o): the judged answer / the claim is true with probability p_t
-        joint_now = p_now * l_now
+        p_now = np.take_along_axis(pc, now, axis=2)[:, :, 0][i, claim][:, :, None]
+        rho_now = np.take_along_axis(rho, now, axis=2)[:, :, 0][i, claim][:, :, None]
+        p_true = (pc * rho).sum(axis=2)[i, claim][:, :, None]  # P(latent = 1 | view)
+        p_o = p_true * c1 + (1 - p_true) * c0  # P(o)
+        joint_now = p_now * (rho_now * c1 + (1 - rho_now) * c0)  # P(o, H = now)
         joint_rest = np.maximum(p_o - joint_now, 0.0)
         info = _xlogy(joint_now, joint_now / np.maximum(p_now * p_o, 1e-300))
         info += _xlogy(joint_rest, joint_rest / np.maximum((1 - p_now) * p_o, 1e-300))
@@ -974,7 +941,7 @@ class BayesLookahead(Bayes):
             return choice
         best_single = single[live, choice[live]]
         info = view.decision_info(live) / state.cost[live]
-        pair_value, first = _pair_values(state, view, live, feasible[live], info, self.shortlist)
+        pair_value, first = _pair_values(state, live, feasible[live], info, self.shortlist)
         use_pair = (pair_value > best_single) & (pair_value > self.eta)
         choice[live[use_pair]] = first[use_pair]
         stop = ~use_pair & (best_single <= self.eta)
@@ -986,9 +953,7 @@ class BayesLookahead(Bayes):
         return choice
 
 
-def _pair_values(
-    state: EvidenceState, view: _View, rows: IntArr, feasible: B_, info: F64, n_short: int
-) -> tuple[F64, IntArr]:
+def _pair_values(state: EvidenceState, rows: IntArr, feasible: B_, info: F64, n_short: int) -> tuple[F64, IntArr]:
     """Best pair value per total cost among the shortlisted actions of ``rows``, and the action to buy first."""
     ex = state.extra
     n = rows.size
@@ -1000,22 +965,15 @@ def _pair_values(
     short = np.argsort(-key, axis=1, kind="stable")[:, :n_short]  # (n, N)
     ok = np.take_along_axis(feasible, short, axis=1)
     r = rows[:, None]
-    whole = state.whole[r, short]
     claim = ex["bayes_claim"][r, short]
     cost = state.cost[r, short]
     c1, c0 = ex["bayes_c1"][r, short], ex["bayes_c0"][r, short]  # (n, N, 3)
-    h = ex["bayes_lpost"].shape[1]
     rho = ex["bayes_rho"][r, claim]  # (n, N, H)
-    hit = ex["bayes_hyp"][r, short][:, :, None] == np.arange(h)[None, None, :]
-    lik = np.where(
-        whole[:, :, None, None],
-        np.where(hit[..., None], c1[:, :, None, :], c0[:, :, None, :]),
-        rho[..., None] * c1[:, :, None, :] + (1 - rho[..., None]) * c0[:, :, None, :],
-    )  # (n, N, H, 3)
-    unseen = ~whole & ~ex["bayes_seen"][r, claim]
+    lik = rho[..., None] * c1[:, :, None, :] + (1 - rho[..., None]) * c0[:, :, None, :]  # (n, N, H, 3)
+    unseen = ~ex["bayes_seen"][r, claim]
     stance = np.where(unseen[..., None], ex["bayes_stance"][r, claim], 0.0)  # (n, N, H)
     ia, ib = np.triu_indices(n_short, k=1)
-    same = ~whole[:, ia] & ~whole[:, ib] & (claim[:, ia] == claim[:, ib])  # (n, P)
+    same = claim[:, ia] == claim[:, ib]  # two reads of one latent, (n, P)
     joint = lik[:, ia, :, :, None] * lik[:, ib, :, None, :]  # (n, P, H, 3, 3)
     rho_a = rho[:, ia][..., None, None]
     shared = rho_a * c1[:, ia, None, :, None] * c1[:, ib, None, None, :]

@@ -141,23 +141,31 @@ def _literal_joint(q, model, group_keys, history, extra=None):
     else:
         prior = [1.0]
     by_claim: dict[int, list] = {}
-    whole = []
+    by_answer: dict[int, list] = {}
     for a, o in history:
         key = group_keys[q.group[a]]
         if q.is_factor[a]:
             by_claim.setdefault(int(q.action_claim[a]), []).append((model.factor_channels[key], OUT[o]))
         else:
-            whole.append((model.whole_channels[key], int(aid[q.action_candidate[a]]), OUT[o]))
+            by_answer.setdefault(int(aid[q.action_candidate[a]]), []).append((model.whole_channels[key], OUT[o]))
     if extra is not None:
         by_claim.setdefault(extra, [])
+    cp = model.claims.get(q.dataset, ClaimParams())
     out = []
     for hi, ph in enumerate(prior):
         h = hi if hi < d else -1
         v = ph
         for j, outs in by_claim.items():
             v *= _lik_claim(q, model, j, h, outs)
-        for ch, target, o in whole:
-            v *= (ch.given_true if (target >= 0 and target == h) else ch.given_false)[o]
+        for answer, outs in by_answer.items():  # the judge's latent verdict on each judged answer
+            total = 0.0
+            for t in (1, 0):
+                pv = cp.verdict[0] if (answer >= 0 and answer == h) else cp.verdict[1]
+                w = pv if t == 1 else 1 - pv
+                for ch, o in outs:
+                    w *= (ch.given_true if t == 1 else ch.given_false)[o]
+                total += w
+            v *= total
         out.append(v)
     return np.array(out), d
 
