@@ -333,18 +333,32 @@ def _cat(parts: list[Any], dtype: Any, shape: tuple[int, ...] = ()) -> Any:
     return np.zeros((0, *shape), dtype=dtype)
 
 
+class _LatentRows:
+    """Accumulates the latent rows and their actions of `_FitData`."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[Any]] = {k: [] for k in ("cq", "cc", "ca", "ck", "cw", "fr", "fg", "fo", "fw")}
+        self.n = 0
+
+    def add(
+        self, qi: int, weight: float, counts: F64, aligned: B_, cls: I64, local: Any, group: Any, out: I64, whole: bool
+    ) -> None:
+        p, size = self.parts, cls.size
+        p["cq"].append(np.full(size, qi, dtype=np.int64))
+        p["cc"].append(counts)
+        p["ca"].append(aligned)
+        p["ck"].append(cls)
+        p["cw"].append(np.full(size, weight))
+        p["fr"].append(self.n + np.asarray(local, dtype=np.int64))
+        p["fg"].append(np.asarray(group, dtype=np.int64))
+        p["fo"].append(out)
+        p["fw"].append(np.full(out.size, whole))
+        self.n += size
+
+
 def _fit_data(questions: Sequence[Question]) -> _FitData:
     prior: list[tuple[int, F64, float, int, float]] = []
-    cq: list[I64] = []
-    cc: list[F64] = []
-    ca: list[B_] = []
-    ck: list[I64] = []
-    cw: list[F64] = []
-    fr: list[I64] = []
-    fg: list[I64] = []
-    fo: list[I64] = []
-    fw: list[B_] = []
-    n_rows = 0
+    rows = _LatentRows()
     for qi, q in enumerate(questions):
         if not q.labelled:
             continue
@@ -366,27 +380,14 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         for h in hyps:
             if fac.size:
                 col = h if h >= 0 else d
-                cq.append(np.full(claims.size, qi, dtype=np.int64))
-                cc.append(counts[0, :, col])
-                ca.append(aligned[0])
-                ck.append(cls[0, :, col])
-                cw.append(np.full(claims.size, weight))
-                fr.append(n_rows + local.astype(np.int64))
-                fg.append(q.group[fac].astype(np.int64))
-                fo.append(out[fac])
-                fw.append(np.zeros(fac.size, dtype=bool))
-                n_rows += claims.size
+                rows.add(
+                    qi, weight, counts[0, :, col], aligned[0], cls[0, :, col], local, q.group[fac], out[fac], False
+                )
             if whole.size:
-                cq.append(np.full(answers.size, qi, dtype=np.int64))
-                cc.append(np.zeros((answers.size, 2, 3)))
-                ca.append(np.ones(answers.size, dtype=bool))
-                ck.append(np.where((answers == h) & (answers >= 0), 3, 4).astype(np.int64))
-                cw.append(np.full(answers.size, weight))
-                fr.append(n_rows + wlocal.astype(np.int64))
-                fg.append(q.group[whole].astype(np.int64))
-                fo.append(out[whole])
-                fw.append(np.ones(whole.size, dtype=bool))
-                n_rows += answers.size
+                verdict_cls = np.where((answers == h) & (answers >= 0), 3, 4).astype(np.int64)
+                no_stance = np.zeros((answers.size, 2, 3))
+                rows.add(qi, weight, no_stance, np.ones(answers.size, bool), verdict_cls, wlocal, q.group[whole],
+                         out[whole], True)
     dmax = max((r[1].size for r in prior), default=0)
     p_counts = np.zeros((len(prior), max(dmax, 1)))
     for i, r in enumerate(prior):
@@ -397,15 +398,15 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         p_k=np.array([r[2] for r in prior]),
         p_true=np.array([r[3] for r in prior], dtype=np.int64),
         p_w=np.array([r[4] for r in prior]),
-        cq=_cat(cq, np.int64),
-        c_counts=_cat(cc, np.float64, (2, 3)),
-        c_aligned=_cat(ca, bool),
-        c_cls=_cat(ck, np.int64),
-        c_w=_cat(cw, np.float64),
-        f_row=_cat(fr, np.int64),
-        f_group=_cat(fg, np.int64),
-        f_out=_cat(fo, np.int64),
-        f_whole=_cat(fw, bool),
+        cq=_cat(rows.parts["cq"], np.int64),
+        c_counts=_cat(rows.parts["cc"], np.float64, (2, 3)),
+        c_aligned=_cat(rows.parts["ca"], bool),
+        c_cls=_cat(rows.parts["ck"], np.int64),
+        c_w=_cat(rows.parts["cw"], np.float64),
+        f_row=_cat(rows.parts["fr"], np.int64),
+        f_group=_cat(rows.parts["fg"], np.int64),
+        f_out=_cat(rows.parts["fo"], np.int64),
+        f_whole=_cat(rows.parts["fw"], bool),
         dataset=[q.dataset for q in questions],
     )
 
