@@ -284,8 +284,13 @@ class Agent:
         options: Mapping[str, str] | str | None = None,
         reference: str | None = None,
         question_id: str | None = None,
+        dataset: str | None = None,
     ) -> AskResult:
-        """Answer one question about one image; the record is stored when the agent has a store."""
+        """Answer one question about one image; the record is stored when the agent has a store.
+
+        ``dataset`` names the question's calibration namespace when it differs
+        from the run's (say, a DICOM question in a PNG run: ``boe-sim-dicom``).
+        """
         if self._stack is None:
             raise RuntimeError("the agent is not open: use 'async with Agent(...)' or await agent.open()")
         from boe.agent.claims import analyse_question
@@ -308,9 +313,11 @@ class Agent:
             run_id=self.run_id,
             on_step=self.on_step,
         )
-        run_config = {"configurable": {"thread_id": self._thread(qid)}, "recursion_limit": self._recursion_limit()}
+        thread = self._thread(f"{dataset or self.config.dataset}/{qid}")
+        run_config = {"configurable": {"thread_id": thread}, "recursion_limit": self._recursion_limit()}
         state_in: dict[str, Any] = {
             "question_id": qid,
+            "dataset": dataset or self.config.dataset,
             "question": question.strip(),
             "options": opts,
             "reference": reference,

@@ -7,9 +7,6 @@ client, runs its LangGraph graph, and stores the run in a SQLite file.
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,15 +20,14 @@ from boe.agent.configuration import AgentConfig, make_config
 
 __all__ = ["DEMO_QUESTIONS", "DemoRun", "demo_questions", "run_questions", "simulator"]
 
-#: Where the demo questions come from when the package ships no demo set: the
-#: simulator's dataset generator at a fixed seed (deterministic, ~1 s).
-DEMO_SEED, DEMO_N = 7, 32
-
-#: The demo questions, in order. ``sim-7-00031`` is included because its raw
-#: majority is wrong and the bought evidence recovers the reference (K=16,
-#: budget 16, the shipped calibration): it was picked to show a rescue, so the
-#: demo is a demonstration, not a measurement (see benchmarks/agent_accuracy.py).
-DEMO_QUESTIONS: tuple[str, ...] = ("sim-7-00005", "sim-7-00000", "sim-7-00002", "sim-7-00031")
+#: The demo questions, in order (``ID:dicom`` asks with the question's DICOM file,
+#: whose tags the cost-1 record check reads; calibration namespace ``boe-sim-dicom``).
+#: ``sim-0-00020:dicom`` is included because its raw majority is wrong (most
+#: samples read the pelvis as abdomen) and the record checks of the DICOM
+#: ``BodyPartExamined`` tag recover the reference. It was picked to show this:
+#: the demo is a demonstration, not a measurement (benchmarks/agent_accuracy.py
+#: measures; on the 30 shipped PNG questions BoE and the raw majority tie).
+DEMO_QUESTIONS: tuple[str, ...] = ("sim-0-00012", "sim-0-00027", "sim-0-00024", "sim-0-00020:dicom")
 
 SIM_MODEL = "boe-sim"
 
@@ -56,10 +52,13 @@ def demo_questions(ids: Sequence[str] | None = None, data: str | Path | None = N
     if not ids:
         return rows
     by_id = {r["id"]: r for r in rows}
-    missing = [i for i in ids if i not in by_id]
-    if missing:
-        raise KeyError(f"demo questions {missing} are not in the shipped demo set")
-    return [by_id[i] for i in ids]
+    out = []
+    for spec in ids:
+        qid, _, how = spec.partition(":")
+        if qid not in by_id or how not in ("", "dicom") or (how and not by_id[qid].get("dicom")):
+            raise KeyError(f"demo question {spec!r} is not in the demo set (ID or ID:dicom)")
+        out.append({**by_id[qid], "use_dicom": how == "dicom"})
+    return out
 
 
 @dataclass
@@ -105,9 +104,16 @@ async def run_questions(
     async with Agent(config, store=db, run_name=run_name, http_client=http_client) as agent:
         out.run = agent.run_name
         for q in questions:
-            image = q["dicom"] if dicom else q["images"][0]
+            as_dicom = dicom or bool(q.get("use_dicom"))
+            image = q["dicom"] if as_dicom else q["images"][0]
+            mixed = as_dicom and not dicom  # a DICOM question in a PNG run: its own id and calibration namespace
             res = await agent.ask(
-                image, q["question"], options=q.get("options"), reference=q.get("answer"), question_id=q["id"]
+                image,
+                q["question"],
+                options=q.get("options"),
+                reference=q.get("answer"),
+                question_id=f"{q['id']}-dicom" if mixed else q["id"],
+                dataset=f"{config.dataset}-dicom" if mixed else None,
             )
             out.results.append(res)
             if on_result is not None:
@@ -117,20 +123,13 @@ async def run_questions(
 
 
 def demo_data() -> Path:
-    """The demo dataset folder: generated once per user from `DEMO_SEED` into the cache folder."""
-    import os
+    """The demo dataset folder shipped with `boe.sim` (30 questions about 10 synthetic scans, seed 0)."""
+    from boe.errors import InputError
+    from boe.sim.dataset import demo_dir
 
-    from boe.sim.dataset import generate_dataset
-
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "boe"
-    root = base / f"demo-seed{DEMO_SEED}-n{DEMO_N}"
+    root = demo_dir()
     if not (root / "dataset.json").is_file():
-        base.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix="demo-", dir=base))
-        generate_dataset(tmp / "data", DEMO_N, seed=DEMO_SEED)
-        with contextlib.suppress(OSError):  # another process made it first
-            (tmp / "data").rename(root)
-        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(f"the demo set is missing from {root}; reinstall best-of-evidence")
     return root
 
 

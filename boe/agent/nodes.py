@@ -193,7 +193,7 @@ def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
     cfg = ctx.config
     rec = build_record(
         question_id=state["question_id"],
-        dataset=cfg.dataset,
+        dataset=state.get("dataset") or cfg.dataset,
         question=state["question"],
         image=state["image"]["path"],
         options=state.get("options"),
@@ -312,7 +312,7 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
         actions.append({**a, **extra})
     rec = build_record(
         question_id=state["question_id"],
-        dataset=cfg.dataset,
+        dataset=state.get("dataset") or cfg.dataset,
         question=state["question"],
         image=state["image"]["path"],
         options=state.get("options"),

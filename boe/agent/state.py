@@ -26,6 +26,7 @@ class AgentState(TypedDict, total=False):
     """One question on its way through the graph (checkpointed between nodes)."""
 
     question_id: str
+    dataset: str  # the calibration namespace of this question (the run's dataset unless overridden)
     question: str
     options: dict[str, str] | None
     reference: str | None
