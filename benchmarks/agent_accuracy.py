@@ -3,6 +3,7 @@
     python benchmarks/agent_accuracy.py                  # 100 questions, seed 202, K=16, budget 16, boe
     python benchmarks/agent_accuracy.py --n 200 --seed 7 --budget 8 --policy boe-factor
     python benchmarks/agent_accuracy.py --full           # also replay other policies on the full ledger
+    python benchmarks/agent_accuracy.py --dicom          # the same scans as DICOM files (record checks read tags)
 
 The questions are generated with a seed that neither the shipped calibration
 (seed 101) nor the demo set uses, so the calibration is held out. Every
@@ -56,14 +57,14 @@ async def online(questions: list[dict[str, Any]], base_url: str, args: argparse.
     cfg = make_config(
         base_url=base_url,
         model="boe-sim",
-        dataset="boe-sim",
+        dataset=args.dataset,
         k=args.k,
         budget=args.budget,
         policy=args.policy,
         calibration=args.calibration,
         root=str(args.data),
     )
-    return await run_questions(cfg, questions, db=db, run_name="online"), cfg
+    return await run_questions(cfg, questions, db=db, run_name="online", dicom=args.dicom), cfg
 
 
 async def full(questions: list[dict[str, Any]], base_url: str, args: argparse.Namespace, db: str) -> Any:
@@ -73,7 +74,7 @@ async def full(questions: list[dict[str, Any]], base_url: str, args: argparse.Na
     cfg = make_config(
         base_url=base_url,
         model="boe-sim",
-        dataset="boe-sim",
+        dataset=args.dataset,
         k=args.k,
         budget=args.budget,
         policy=args.policy,
@@ -81,7 +82,7 @@ async def full(questions: list[dict[str, Any]], base_url: str, args: argparse.Na
         root=str(args.data),
         ledger="full",
     )
-    return await run_questions(cfg, questions, db=db, run_name="full")
+    return await run_questions(cfg, questions, db=db, run_name="full", dicom=args.dicom)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,13 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration", default=None, help="calibration file [the shipped one]")
     ap.add_argument("--full", action="store_true", help="also run the full ledger and replay other policies")
     ap.add_argument("--db", default=None, help="keep the runs in this SQLite file")
+    ap.add_argument("--dicom", action="store_true", help="ask with the DICOM files (dataset boe-sim-dicom)")
     args = ap.parse_args(argv)
+    args.dataset = "boe-sim-dicom" if args.dicom else "boe-sim"
 
     from boe.agent.demo import simulator
     from boe.sim.dataset import generate_dataset, load_sim_dataset
 
     with tempfile.TemporaryDirectory() as tmp:
-        args.data = generate_dataset(Path(tmp) / "data", args.n, seed=args.seed)
+        args.data = generate_dataset(Path(tmp) / "data", args.n, seed=args.seed, dicom=args.dicom)
         questions = load_sim_dataset(args.data)
         db = args.db or f"sqlite:///{Path(tmp) / 'bench.db'}"
         with simulator() as url:
@@ -120,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         use = run.per_question_usage()
         cal = cfg.load_calibration().source
         print(
-            f"{n} simulator questions (seed {args.seed}), K={args.k}, budget {args.budget:g}, policy {args.policy}, "
-            f"calibration {cal}"
+            f"{n} simulator questions ({'DICOM' if args.dicom else 'PNG'}, seed {args.seed}), K={args.k}, "
+            f"budget {args.budget:g}, policy {args.policy}, calibration {cal}"
         )
         rows = [
             ["raw majority", f"{raw_ok / n:.3f}", f"{raw_ok}/{n}", "", "", "0.00"],
