@@ -60,6 +60,24 @@ def boe(*args: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
     return seconds, _children_cpu() - cpu, proc
 
 
+def loading_only(ledger: Path, url: str) -> None:
+    """Loading is the only step where the two replays differ: time the file and store loaders in this process."""
+    from boe.core.loading import load_ledgers, load_lines
+    from boe.db import Store
+
+    print("\nloading only (ledger -> replay-ready questions), in this process:")
+    start = time.perf_counter()
+    n = len(load_ledgers([ledger])[0])
+    print(f"  file, boe.core.loading.load_ledgers (parallel)        {time.perf_counter() - start:6.1f} s  ({n})")
+    with Store(url) as store:
+        start = time.perf_counter()
+        n = len(load_lines(store.iter_ledger_lines("bench"), "store")[0])
+        print(f"  store, load_lines(store.iter_ledger_lines) (serial)  {time.perf_counter() - start:6.1f} s  ({n})")
+        start = time.perf_counter()
+        n = len(store.load_questions("bench")[0])
+        print(f"  store, Store.load_questions (parallel)               {time.perf_counter() - start:6.1f} s  ({n})")
+
+
 def main() -> None:
     """Run the benchmark and print a table."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -109,6 +127,7 @@ def main() -> None:
     print(f"import CPU: writer {writer:.1f} s, parser process {c_import - writer:.1f} s; the two overlap, so on an "
           f"otherwise idle machine the import takes about max(writer, parser) = {max(writer, c_import - writer):.1f} s")
     print(f"export identical to the imported file: {same_file}; same figures from both replays: {same_figures}")
+    loading_only(ledger, url)
     print(f"(work folder {work}; delete it when done)")
 
 

@@ -63,6 +63,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from boe.core.calibration import Calibration
+    from boe.core.graph import GroupIndex
+    from boe.core.graph import Question as ReplayQuestion
     from boe.core.ledger import LedgerRecord, RecordDict
 
 __all__ = ["DEFAULT_URL", "Store"]
@@ -116,6 +118,7 @@ class Store:
     ) -> None:
         parsed = to_url(url)
         self.url = display_url(parsed)
+        self._url_text = parsed.render_as_string(hide_password=False)  # for worker processes; never shown
         self.cache_enabled = cache
         self._run_ids: dict[str, int] = {}
         path = sqlite_path(parsed)
@@ -343,6 +346,19 @@ class Store:
         from boe.core.ledger import parse_record_dict
 
         yield from self._parsed(run, parse_record_dict, strict, on_error)
+
+    def load_questions(
+        self,
+        run: RunRef,
+        *,
+        strict: bool = False,
+        on_error: Callable[[RecordError], None] | None = None,
+        workers: int | None = None,
+    ) -> tuple[list[ReplayQuestion], GroupIndex]:
+        """The run as replay-ready `Question`s, in insertion order (several processes for big runs)."""
+        from boe.db.loading import load_questions
+
+        return load_questions(self, run, strict=strict, on_error=on_error, workers=workers)
 
     def _parsed(
         self,

@@ -258,3 +258,34 @@ def test_import_boe_and_replaying_files_do_not_load_sqlalchemy(tmp_path: Path) -
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stderr.strip().splitlines()[-1] == "CLEAN"
+
+
+def test_parallel_loading_equals_sequential_loading(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from boe.core.loading import load_lines
+    from boe.db import loading
+
+    recs = pool_records(30, seed=12) + factor_records(12, seed=4)
+    with Store(store_url) as store:
+        import_ledger(store, write_jsonl(tmp_path / "in.jsonl", recs), "r")
+        with store.engine.begin() as conn:  # two records go bad behind the store's back
+            for qid in (recs[8]["question_id"], recs[33]["question_id"]):
+                conn.execute(
+                    m.Question.__table__.update().where(m.Question.__table__.c.source_id == qid).values(record="{}")
+                )
+        seq_errors: list[RecordError] = []
+        seq_q, seq_g = load_lines(store.iter_ledger_lines("r"), f"{store.url}#r", on_error=seq_errors.append)
+        monkeypatch.setattr(loading, "PARALLEL_QUESTIONS", 10)
+        monkeypatch.setattr(loading, "CHUNK", 7)
+        par_errors: list[RecordError] = []
+        par_q, par_g = store.load_questions("r", on_error=par_errors.append, workers=2)
+    assert par_g.keys == seq_g.keys and len(par_q) == len(seq_q) == 40
+    for a, b in zip(par_q, seq_q, strict=True):
+        assert a.question_id == b.question_id
+        assert np.array_equal(a.group, b.group) and np.array_equal(a.alpha, b.alpha)
+    described = [(e.line, e.question_id, str(e)) for e in seq_errors]
+    assert [(e.line, e.question_id, str(e)) for e in par_errors] == described
+    assert [e.line for e in par_errors] == [9, 34]
