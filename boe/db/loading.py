@@ -9,7 +9,6 @@ connection and validate it, as ``load_ledgers`` does for big files.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +42,7 @@ def load_questions(
 ) -> tuple[list[Question], GroupIndex]:
     """Validated questions of a run in insertion order; bad records go to ``on_error`` (or raise with ``strict``)."""
     from boe.core.graph import GroupIndex
-    from boe.core.loading import load_lines
+    from boe.core.loading import _workers, load_lines  # the same worker count (BOE_WORKERS) as for files
 
     name = run if isinstance(run, str) else run.name
     source = f"{store.url}#{name}"
@@ -73,15 +72,6 @@ def load_questions(
                 if on_error is not None:
                     on_error(err)
     return questions, groups
-
-
-def _workers(workers: int | None) -> int:
-    if workers is not None:
-        return workers
-    if "fork" not in mp.get_all_start_methods():
-        return 1
-    env = os.environ.get("BOE_WORKERS")
-    return max(1, int(env)) if env else min(2, os.cpu_count() or 1)
 
 
 def _init_worker(url: str) -> None:
