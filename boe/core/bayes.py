@@ -763,7 +763,6 @@ class Bayes:
         evidence = np.where(aligned[:, :, None], 0.0, np.logaddexp(weights[..., 0], weights[..., 1]))
         rho = _sigmoid(weights[..., 0] - weights[..., 1])
         # the verdicts on the answers (latents m .. m + d - 1) and on invalid responses (m + d)
-        h = d + 1
         v = tabs["verdict"]
         right = np.arange(d + 1)[:, None] == np.arange(h)[None, :]  # (d + 1, H): answer a is H's
         right[d] = False
