@@ -30,7 +30,7 @@ def load_questions(
     records: Iterable[LedgerRecord | RecordDict], groups: GroupIndex | None = None
 ) -> tuple[list[Question], GroupIndex]:
     """Turn records (models or validated dicts) into compact `Question`s; records are not kept."""
-    groups = groups or GroupIndex()
+    groups = GroupIndex() if groups is None else groups
     return [
         Question.from_dict(r, groups) if isinstance(r, dict) else Question.from_record(r, groups) for r in records
     ], groups

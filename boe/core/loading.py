@@ -36,7 +36,7 @@ def load_ledgers(
     groups: GroupIndex | None = None,
 ) -> tuple[list[Question], GroupIndex]:
     """Validated questions of all files in order; bad records go to ``on_error`` (or raise with ``strict``)."""
-    groups = groups or GroupIndex()
+    groups = GroupIndex() if groups is None else groups
     questions: list[Question] = []
     seen: set[tuple[str, str]] = set()
     for src in sources:
@@ -77,7 +77,7 @@ def load_lines(
     groups: GroupIndex | None = None,
 ) -> tuple[list[Question], GroupIndex]:
     """Questions from ledger lines of any origin (e.g. a store); ``source`` names them in errors."""
-    groups = groups or GroupIndex()
+    groups = GroupIndex() if groups is None else groups
     questions: list[Question] = []
     seen: set[tuple[str, str]] = set()
     for lineno, raw in enumerate(lines, start=1):
