@@ -295,6 +295,27 @@ def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
     return out
 
 
+_CALL_KEYS = (
+    "call_id",
+    "role",
+    "purpose",
+    "prompt_version",
+    "model",
+    "n",
+    "temperature",
+    "requests",
+    "reasks",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "latency_ms",
+    "cache_hit",
+    "n_fallback",
+    "error",
+    "tags",
+)
+
+
 def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
     """The stored ledger record: the menu with the outcomes this run observed, plus the evidence log."""
     cfg = ctx.config
@@ -339,6 +360,8 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
                 "prior_scores": state["prior_scores"],
             },
             "evidence_log": [{k: v for k, v in b.items() if k not in ("scores", "raw_reply")} for b in bought],
+            # every model call with its prompt version (the store's call table has no column for it)
+            "model_calls": [{k: c.get(k) for k in _CALL_KEYS} for c in state.get("calls") or []],
         },
     )
     return rec.model_dump(mode="json", exclude_unset=True)

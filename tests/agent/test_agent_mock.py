@@ -259,3 +259,19 @@ def test_costs_come_from_the_configuration(scan):
     )
     costs = {a["kind"]: a["cost"] for a in res.record["actions"]}
     assert costs == {"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7}
+
+
+def test_every_call_is_recorded_with_its_prompt_version(scan, tmp_path):
+    from boe.prompts import load_prompt
+
+    db = tmp_path / "runs.db"
+    res = ask(FakeVLM(POOL, TRUTH), scan, store=f"sqlite:///{db}")
+    calls = res.record["model_calls"]
+    judged = [e for e in res.evidence if e["kind"] != "structured"]
+    assert len(calls) == 1 + len(judged)
+    assert calls[0]["purpose"] == "generation" and calls[0]["prompt_version"] == load_prompt("generation").version
+    assert all(c["prompt_version"].split("@")[0] == c["purpose"] for c in calls)
+    with sqlite3.connect(db) as con:
+        (stored,) = con.execute("select record from questions").fetchone()
+        n_rows = con.execute("select count(*) from model_calls").fetchone()[0]
+    assert json.loads(stored)["model_calls"] == calls and n_rows == len(calls)
