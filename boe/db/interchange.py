@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from boe.db.rows import PreparedQuestion, question_rows
+from boe.db.rows import PreparedQuestion, pack_record, question_rows
 from boe.db.types import ImportReport
 from boe.errors import LedgerError, RecordError, StoreError
 
@@ -72,7 +72,7 @@ def parse_files(paths: Sequence[str | Path], skip: set[Key] | frozenset[Key] = f
                 if key in skip:
                     yield "skip", key
                 else:
-                    yield "ok", PreparedQuestion(question_rows(rec), text)
+                    yield "ok", PreparedQuestion(question_rows(rec), pack_record(text))
 
 
 def _parse_in_helper(paths: list[str], skip: set[Key]) -> Iterator[Item]:

@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from boe.db.models import Question as QuestionRow
 from boe.db.models import table
+from boe.db.rows import unpack_record
 from boe.errors import RecordError
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def _load_chunk(task: tuple[int, int, int, str]) -> tuple[list[str], list[Any], 
     assert _worker_store is not None
     stmt = select(_Q.c.record).where(_Q.c.run_id == run_id, _Q.c.id >= lo, _Q.c.id <= hi).order_by(_Q.c.id)
     with _worker_store._read() as conn:
-        lines = list(conn.execute(stmt).scalars())
+        lines = [unpack_record(blob) for blob in conn.execute(stmt).scalars()]
     errors: list[RecordError] = []
     chunk, local = load_lines(lines, source, on_error=errors.append)
     return local.keys, chunk, errors

@@ -10,8 +10,9 @@
           └─ calibrations (optional link)
     request_cache, boe_schema (stand alone)
 
-``questions.record`` holds the exact ledger-v1 JSON of the question; export
-and replay read it, the normalised tables serve queries. Child tables are
+``questions.record`` holds the exact ledger-v1 line of the question
+(zlib-compressed, see `boe.db.rows.pack_record`); export and replay read it,
+the normalised tables serve queries. Child tables are
 keyed by (question_pk, position) so a whole question is written with a few
 bulk inserts and no id round trips. Columns holding evaluation data
 (references, utilities) carry ``info={"evaluation": True}``: no deployable
@@ -139,7 +140,7 @@ class Question(Base):
     image: Mapped[Any | None]  # the ledger's task.image: a path or a list of paths
     reference: Mapped[Any | None] = mapped_column(info=_EVAL, comment="evaluation data")
     n_candidates: Mapped[int]
-    record: Mapped[str] = mapped_column(Text)  # the exact ledger-v1 JSON line
+    record: Mapped[bytes] = mapped_column(LargeBinary)  # the exact ledger-v1 line, zlib-compressed UTF-8
     stored: Mapped[datetime] = mapped_column(default=utcnow)
 
     run: Mapped[Run] = relationship(back_populates="questions", viewonly=True)

@@ -44,7 +44,9 @@ from boe.db.rows import (
     OUTCOME_COLUMNS,
     ChildTable,
     PreparedQuestion,
+    pack_record,
     question_rows,
+    unpack_record,
 )
 from boe.db.sql import bulk_insert, insert_ignore, upsert
 from boe.db.types import (
@@ -278,7 +280,7 @@ class Store:
         for it in items:
             text = dump_record(it.record)
             rows = question_rows(json.loads(text))
-            prepared.append(PreparedQuestion(rows, text, it.model_calls, it.transcripts, it.images))
+            prepared.append(PreparedQuestion(rows, pack_record(text), it.model_calls, it.transcripts, it.images))
         return self.save_prepared(run, prepared, replace=replace, worker=worker)
 
     def save_prepared(
@@ -320,8 +322,8 @@ class Store:
         """The run's ledger-v1 JSON lines (no newline), in the order the questions were stored."""
         run_id = self._run_id(run)
         stmt = select(_Q.c.record).where(_Q.c.run_id == run_id).order_by(_Q.c.id)
-        for (text,) in self._stream(stmt):
-            yield text
+        for (blob,) in self._stream(stmt):
+            yield unpack_record(blob)
 
     def iter_records(
         self,
@@ -626,7 +628,7 @@ def _save(
             {
                 "run_id": run_id, "dataset": r.dataset, "source_id": r.source_id, "question_text": r.question_text,
                 "options": r.options, "image": r.image, "reference": r.reference, "n_candidates": r.n_candidates,
-                "record": p.record_json, "stored": now,
+                "record": p.record, "stored": now,
             }
             for p in batch
             for r in (p.rows,)

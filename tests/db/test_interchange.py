@@ -267,15 +267,15 @@ def test_parallel_loading_equals_sequential_loading(
 
     from boe.core.loading import load_lines
     from boe.db import loading
+    from boe.db.rows import pack_record
 
     recs = pool_records(30, seed=12) + factor_records(12, seed=4)
     with Store(store_url) as store:
         import_ledger(store, write_jsonl(tmp_path / "in.jsonl", recs), "r")
         with store.engine.begin() as conn:  # two records go bad behind the store's back
+            q = m.table(m.Question)
             for qid in (recs[8]["question_id"], recs[33]["question_id"]):
-                conn.execute(
-                    m.Question.__table__.update().where(m.Question.__table__.c.source_id == qid).values(record="{}")
-                )
+                conn.execute(q.update().where(q.c.source_id == qid).values(record=pack_record("{}")))
         seq_errors: list[RecordError] = []
         seq_q, seq_g = load_lines(store.iter_ledger_lines("r"), f"{store.url}#r", on_error=seq_errors.append)
         monkeypatch.setattr(loading, "PARALLEL_QUESTIONS", 10)

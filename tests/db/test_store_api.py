@@ -14,6 +14,7 @@ from boe.core.calibration import Calibration, GroupCalibration
 from boe.core.ledger import dump_record, parse_record
 from boe.db import ImageRecord, ModelCall, QuestionData, Store, TranscriptRecord
 from boe.db import models as m
+from boe.db.rows import pack_record
 from boe.errors import RecordError, StoreError
 
 from .conftest import factor_records, pool_records
@@ -171,7 +172,7 @@ def test_iter_records_order_and_bad_stored_records(store_url: str) -> None:
             conn.execute(
                 update(m.Question.__table__)
                 .where(m.Question.__table__.c.source_id == recs[2]["question_id"])
-                .values(record=json.dumps({**recs[2], "candidates": []}))
+                .values(record=pack_record(json.dumps({**recs[2], "candidates": []})))
             )
         errors: list[RecordError] = []
         assert len(list(store.iter_records("r", on_error=errors.append))) == len(recs) - 1
