@@ -271,7 +271,9 @@ def test_every_call_is_recorded_with_its_prompt_version(scan, tmp_path):
     assert len(calls) == 1 + len(judged)
     assert calls[0]["purpose"] == "generation" and calls[0]["prompt_version"] == load_prompt("generation").version
     assert all(c["prompt_version"].split("@")[0] == c["purpose"] for c in calls)
-    with sqlite3.connect(db) as con:
-        (stored,) = con.execute("select record from questions").fetchone()
-        n_rows = con.execute("select count(*) from model_calls").fetchone()[0]
-    assert json.loads(stored)["model_calls"] == calls and n_rows == len(calls)
+    from boe.db import Store
+
+    with Store(db) as store:
+        (stored,) = list(store.iter_records("t"))
+        n_rows = len(list(store.iter_model_calls("t")))
+    assert stored.model_extra["model_calls"] == calls and n_rows == len(calls)
