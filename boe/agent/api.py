@@ -15,17 +15,58 @@ import asyncio
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from boe.agent.configuration import AgentConfig, make_config
+from boe.agent.costs import KINDS, MODEL_KINDS, CostMeter, QuestionCosts, load_costs_file, measured_costs
 from boe.core.calibration import Calibration
 from boe.errors import ConfigError, InputError, MissingExtraError
 
-__all__ = ["Agent", "AskResult", "ask", "ask_async", "parse_options"]
+__all__ = ["MAX_FIGURES", "Agent", "AskResult", "ImageInput", "ask", "ask_async", "figure_paths", "parse_options"]
+
+#: A question's image(s): a path, or a list of paths or (figure id, path) pairs.
+ImageInput = str | Path | Sequence[str | Path | tuple[str, str | Path]]
+#: The most figures one question may have (MedXpertQA-MM has 1-6).
+MAX_FIGURES = 6
+
+
+def figure_paths(image: ImageInput) -> list[tuple[str, str | Path]]:
+    """(figure id, path) of every image of a question: ``"0"`` for a lone image, file stems for several
+    (made unique as MedXpertQA's loader does: ``a``, ``a-2``), or the ids given."""
+    if isinstance(image, (str, Path)):
+        return [("0", image)]
+    items = list(image)
+    if not items:
+        raise InputError("a question needs at least one image")
+    if len(items) > MAX_FIGURES:
+        raise InputError(f"a question may have at most {MAX_FIGURES} images, got {len(items)}")
+    if len(items) == 1 and not isinstance(items[0], tuple):
+        return [("0", items[0])]
+    out: list[tuple[str, str | Path]] = []
+    seen: set[str] = set()
+    for item in items:
+        if isinstance(item, tuple):
+            fig, path = str(item[0]).strip(), item[1]
+            if not fig or fig in seen:
+                raise InputError(f"figure ids must be unique and non-empty, got {fig!r} twice or empty")
+        else:
+            path = item
+            base = Path(item).stem or "figure"
+            fig, n = base, 2
+            while fig in seen:
+                fig, n = f"{base}-{n}", n + 1
+        seen.add(fig)
+        out.append((fig, path))
+    return out
+
+
+def _tags(img: Any) -> dict[str, str]:
+    """slot -> the DICOM tag its value came from (empty for other formats)."""
+    return dict(((img.ref.dicom or {}).get("sources")) or {})
 
 
 @dataclass
@@ -176,6 +217,17 @@ class Agent:
         self._stack: AsyncExitStack | None = None
         self.store: Any = None
         self.run_id: Any = None
+        self.segmenter: Any = None
+        self.meter = CostMeter()  # measurements of this run's questions (cost_mode "measured")
+        self._file_meter: CostMeter | None = None
+        if config.cost_file is not None:
+            fixed, file_meter, _ = load_costs_file(config.cost_file)
+            if file_meter is None:
+                raise ConfigError(
+                    f"cost file {config.cost_file!r} holds fixed costs: pass them as the design costs "
+                    "(boe ask --costs FILE does this)"
+                )
+            self._file_meter = file_meter
         prefix = f"{config.dataset}/"
         if not any(k.startswith(prefix) for k in self.calibration.groups):
             self.notes.append(
@@ -231,8 +283,19 @@ class Agent:
             if kind == "structured":
                 self.tools[kind] = make_tool(kind)
             elif kind == "grounded_factor":
+                from boe.tools.segment import make_segmenter
+
+                self.segmenter = make_segmenter(
+                    cfg.segmenter, checkpoint=cfg.sam_checkpoint, model=cfg.sam_model, device=cfg.sam_device
+                )
                 self.tools[kind] = make_tool(
-                    kind, client=self.judge, temperature=cfg.judge_temperature, pad=cfg.crop_pad, min_frac=cfg.crop_min
+                    kind,
+                    client=self.judge,
+                    temperature=cfg.judge_temperature,
+                    pad=cfg.crop_pad,
+                    min_frac=cfg.crop_min,
+                    segmenter=self.segmenter,
+                    view=cfg.grounded_view,
                 )
             else:
                 self.tools[kind] = make_tool(kind, client=self.judge, temperature=cfg.judge_temperature)
@@ -257,7 +320,26 @@ class Agent:
             "config": self.config.public(),
             "calibration": self.calibration.source,
             "tools": {k: t.describe() for k, t in self.tools.items()},
+            "segmenter": None if self.segmenter is None else self.segmenter.describe(),
         }
+
+    def question_costs(self) -> QuestionCosts:
+        """The costs the next question is planned with: the design costs, or costs measured so far (see
+        `boe.agent.costs`), with the design costs and the measurements beside them."""
+        cfg = self.config
+        design = {k: cfg.costs.of(k) for k in KINDS}
+        if cfg.cost_mode == "design":
+            return QuestionCosts(design, design, "design")
+        meter = self._file_meter if self._file_meter is not None else self.meter
+        used = measured_costs(design, meter, cfg.cost_basis)
+        where = f"file {cfg.cost_file}" if self._file_meter is not None else "this run's earlier questions"
+        measured = [k for k in MODEL_KINDS if k in meter.sums]
+        source = (
+            f"measured ({cfg.cost_basis}, {where}: {', '.join(measured)})"
+            if measured
+            else f"design (nothing measured yet from {where})"
+        )
+        return QuestionCosts(used, design, source, meter.table())
 
     def _thread(self, question_id: str) -> str:
         blob = json.dumps(
@@ -267,18 +349,18 @@ class Agent:
         )
         return f"{question_id}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
-    def _recursion_limit(self) -> int:
+    def _recursion_limit(self, costs: dict[str, float] | None = None) -> int:
         from boe.agent.graph import recursion_limit
 
         cfg = self.config
-        min_cost = min((cfg.costs.of(k) for k in cfg.kinds), default=1.0)
+        min_cost = min(((costs or {}).get(k, cfg.costs.of(k)) for k in cfg.kinds), default=1.0)
         if math.isinf(cfg.budget):
             return 100_000
         return recursion_limit(10**9, cfg.budget, min_cost)
 
     async def ask(
         self,
-        image: str | Path,
+        image: ImageInput,
         question: str,
         *,
         options: Mapping[str, str] | str | None = None,
@@ -286,8 +368,13 @@ class Agent:
         question_id: str | None = None,
         dataset: str | None = None,
     ) -> AskResult:
-        """Answer one question about one image; the record is stored when the agent has a store.
+        """Answer one question about one image or several; the record is stored when the agent has a store.
 
+        ``image`` is a path, or a list of paths or ``(figure id, path)`` pairs
+        for a question with several figures (MedXpertQA-MM style, up to six):
+        every claim then names the figure it is about, grounded checks look
+        at that figure only and the whole-response judge sees them all.
+        Figure ids default to the file stems (``"0"`` for a single image).
         ``dataset`` names the question's calibration namespace when it differs
         from the run's (say, a DICOM question in a PNG run: ``boe-sim-dicom``).
         """
@@ -300,21 +387,31 @@ class Agent:
         if not isinstance(question, str) or not question.strip():
             raise InputError("the question is empty")
         opts = parse_options(options)
-        img = open_image(image, self.config.root)
-        qid = question_id or question_key(img.ref.image_id, question, opts)
+        figures = figure_paths(image)
+        imgs = [open_image(p, self.config.root, figure=f, frame=self.config.dicom_frame) for f, p in figures]
+        img = imgs[0]
+        key = img.ref.image_id if len(imgs) == 1 else ",".join(f"{i.ref.figure}:{i.ref.image_id}" for i in imgs)
+        qid = question_id or question_key(key, question, opts)
         ctx = AgentContext(
             config=self.config,
             calibration=self.calibration,
             generator=self.generator,
             judge=self.judge,
             tools=self.tools,
-            images={img.ref.image_id: img},
+            images={i.ref.image_id: i for i in imgs},
             store=self.store,
             run_id=self.run_id,
             on_step=self.on_step,
         )
+        costs = self.question_costs()
         thread = self._thread(f"{dataset or self.config.dataset}/{qid}")
-        run_config = {"configurable": {"thread_id": thread}, "recursion_limit": self._recursion_limit()}
+        run_config = {"configurable": {"thread_id": thread}, "recursion_limit": self._recursion_limit(costs.used)}
+        if len(imgs) == 1:
+            analysis = analyse_question(question, opts, img.ref.metadata, tags=_tags(img))
+        else:
+            analysis = analyse_question(
+                question, opts, figure_metadata={i.ref.figure: (i.ref.metadata, _tags(i)) for i in imgs}
+            )
         state_in: dict[str, Any] = {
             "question_id": qid,
             "dataset": dataset or self.config.dataset,
@@ -322,7 +419,9 @@ class Agent:
             "options": opts,
             "reference": reference,
             "image": img.ref.as_dict(),
-            "analysis": analyse_question(question, opts, img.ref.metadata),
+            "images": [i.ref.as_dict() for i in imgs],
+            "analysis": analysis,
+            "costs": costs.as_dict(),
             "calls": [],
         }
         resumed = False
@@ -337,6 +436,8 @@ class Agent:
                 out = dict(snap.values)
         if out is None:
             out = await self.graph.ainvoke(state_in, run_config, context=ctx)
+        if self.config.cost_mode == "measured" and self._file_meter is None and not resumed:
+            self.meter.add_actions(a for a in out["record"]["actions"] if a.get("observed"))
         return AskResult(
             question_id=qid,
             question=out["question"],
@@ -360,7 +461,7 @@ class Agent:
 
 
 async def ask_async(
-    image: str | Path,
+    image: ImageInput,
     question: str,
     *,
     options: Mapping[str, str] | str | None = None,
@@ -378,12 +479,13 @@ async def ask_async(
         cfg = make_config(**{**config.model_dump(), **settings})
     from boe.tools.images import check_path
 
-    check_path(image, cfg.root)  # a bad path fails before anything is opened or paid for
+    for _, path in figure_paths(image):
+        check_path(path, cfg.root)  # a bad path fails before anything is opened or paid for
     async with Agent(cfg, api_key=api_key, store=db, run_name=run_name, checkpoint=checkpoint) as agent:
         return await agent.ask(image, question, options=options, reference=reference)
 
 
-def ask(image: str | Path, question: str, **kwargs: Any) -> AskResult:
+def ask(image: ImageInput, question: str, **kwargs: Any) -> AskResult:
     """Answer one image question: K candidates, evidence bought under the budget, the selection and its log.
 
     Keyword arguments are `AgentConfig` fields (``base_url``, ``model``,

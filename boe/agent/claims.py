@@ -31,6 +31,9 @@ __all__ = [
     "build_graph",
     "build_menu",
     "canonicalise",
+    "claim_figure",
+    "claim_id",
+    "figure_context",
     "grade",
     "parse_candidate",
 ]
@@ -41,9 +44,21 @@ _LOCATED = ("finding", "attribute")
 
 
 def analyse_question(
-    question: str, options: Mapping[str, str] | None = None, metadata: Mapping[str, str] | None = None
+    question: str,
+    options: Mapping[str, str] | None = None,
+    metadata: Mapping[str, str] | None = None,
+    *,
+    tags: Mapping[str, str] | None = None,
+    figure_metadata: Mapping[str, tuple[Mapping[str, str], Mapping[str, str]]] | None = None,
 ) -> dict[str, Any]:
-    """Question type, asked slot, and the slot values the record states (JSON-ready)."""
+    """Question type, asked slot, and the slot values the record states (JSON-ready).
+
+    ``metadata`` (slot -> value) and ``tags`` (slot -> DICOM tag) describe the
+    one image of a single-figure question and join its ``context``. For a
+    question with several figures, ``figure_metadata`` maps each figure to its
+    (metadata, tags): a figure's header only settles claims about that figure,
+    so it goes to ``figure_context[figure]``, never to the shared context.
+    """
     vocab = vocabulary()
     qt = vocab.question_type(question)
     context: dict[str, str] = {}
@@ -54,17 +69,36 @@ def analyse_question(
         if len(named) == 1:
             context[slot] = named[0]
             context[f"{slot}:source"] = "question"
-    for slot, value in (metadata or {}).items():
-        if slot in SLOTS:
-            context[slot] = value
-            context[f"{slot}:source"] = "dicom"
-    return {
+    context.update(_header_context(metadata or {}, tags or {}))
+    out: dict[str, Any] = {
         "type": qt.name,
         "slot": qt.slot,
         "closed": qt.closed and not options,
         "options": dict(options) if options else None,
         "context": context,
     }
+    if figure_metadata:
+        out["figure_context"] = {fig: _header_context(meta, tg) for fig, (meta, tg) in figure_metadata.items()}
+    return out
+
+
+def _header_context(metadata: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for slot, value in metadata.items():
+        if slot in SLOTS:
+            out[slot] = value
+            out[f"{slot}:source"] = "dicom"
+            if slot in tags:
+                out[f"{slot}:tag"] = tags[slot]
+    return out
+
+
+def figure_context(q: Mapping[str, Any], figure: str | None) -> dict[str, str]:
+    """The record context a check of a claim about ``figure`` reads: the question's, plus that figure's header."""
+    ctx = dict(q.get("context") or {})
+    if figure is not None:
+        ctx.update((q.get("figure_context") or {}).get(figure) or {})
+    return ctx
 
 
 def parse_candidate(index: int, raw: str | None) -> dict[str, Any]:
@@ -175,59 +209,75 @@ def _rivals(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     )
 
 
+def claim_figure(slot: str, cand: Mapping[str, Any], figure: str | None, multi: bool) -> str | None:
+    """The figure a candidate's claim is about: the question's one figure, else the figure the candidate
+    named (an option claim is about the question, not a figure)."""
+    if not multi:
+        return figure
+    return None if slot == "option" else cand.get("figure")
+
+
+def claim_id(slot: str, value: str, figure: str | None, multi: bool) -> str:
+    """``slot=value``, with ``@figure`` when the question has several figures."""
+    return f"{slot}={value}@{figure}" if multi and figure is not None else f"{slot}={value}"
+
+
 def build_graph(
-    cands: Sequence[Mapping[str, Any]], figure: str = "0"
+    cands: Sequence[Mapping[str, Any]], figure: str | None = "0", *, multi: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Canonical claims (with location words) and signed edges of a canonicalised pool."""
+    """Canonical claims (with figure and location words) and signed edges of a canonicalised pool.
+
+    With several figures (``multi``) a claim is about the figure its
+    candidate named: the same value on two figures makes two claims, and
+    only claims about the same figure are rivals.
+    """
     order = {s: i for i, s in enumerate((*SLOTS, "option"))}
     found: dict[str, dict[str, Any]] = {}
     for cand in cands:
         if not cand["valid"]:
             continue
         for slot, c in cand["claims"].items():
-            cid = f"{slot}={c['value']}"
+            fig = claim_figure(slot, cand, figure, multi)
+            cid = claim_id(slot, c["value"], fig, multi)
             if cid not in found:
                 found[cid] = {
                     "id": cid,
                     "slot": slot,
                     "value": c["value"],
-                    "figure": figure,
+                    "figure": fig,
                     "known": c["known"],
                     "family": c["family"],
                     "support": 0,
                 }
             found[cid]["support"] += 1
-    claims = sorted(found.values(), key=lambda c: (order[c["slot"]], -c["support"], c["value"]))
+    claims = sorted(found.values(), key=lambda c: (order[c["slot"]], -c["support"], c["value"], str(c["figure"] or "")))
     edges: list[dict[str, Any]] = []
+    supporters: dict[str, list[Mapping[str, Any]]] = {}
     for claim in claims:
         for cand in cands:
             if not cand["valid"]:
                 continue
             mine = cand["claims"].get(claim["slot"])
-            if mine is None:
+            if mine is None or claim_figure(claim["slot"], cand, figure, multi) != claim["figure"]:
                 continue
             if mine["value"] == claim["value"]:
                 edges.append({"candidate": cand["index"], "claim": claim["id"], "sign": 1})
+                supporters.setdefault(claim["id"], []).append(cand)
             elif _rivals(mine, claim):
                 edges.append({"candidate": cand["index"], "claim": claim["id"], "sign": -1})
     for claim in claims:
-        claim["location"] = _location(claim, cands) if claim["slot"] in _LOCATED else []
+        claim["location"] = _location(claim, supporters.get(claim["id"], [])) if claim["slot"] in _LOCATED else []
     return claims, edges
 
 
-def _location(claim: Mapping[str, Any], cands: Sequence[Mapping[str, Any]]) -> list[str]:
+def _location(claim: Mapping[str, Any], supporters: Sequence[Mapping[str, Any]]) -> list[str]:
     """Location words of a claim: its own value if it is one, else the majority of its supporters' attributes."""
     if claim["value"] in LOCATION_WORDS:
         return [claim["value"]]
     vocab = vocabulary()
     side: Counter[str] = Counter()
     vertical: Counter[str] = Counter()
-    for cand in cands:
-        if not cand["valid"]:
-            continue
-        mine = cand["claims"].get(claim["slot"])
-        if mine is None or mine["value"] != claim["value"]:
-            continue
+    for cand in supporters:
         text = " ".join(str(cand["slots"].get(s) or "") for s in ("attribute", "finding"))
         for w in vocab.mentions("attribute", text):
             if w in ("left", "right"):
@@ -264,18 +314,25 @@ def build_menu(
     costs: Mapping[str, float],
     kinds: Sequence[str],
     q: Mapping[str, Any],
+    design: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """The action menu in tie-breaking order: structured, vlm_factor, grounded_factor, whole_response."""
+    """The action menu in tie-breaking order: structured, vlm_factor, grounded_factor, whole_response.
+
+    ``costs`` are what the policy plans with (each action's ``cost``);
+    ``design`` (default: the same) is recorded beside them as ``design_cost``.
+    A grounded check needs a figure to look at: claims bound to none get none.
+    """
+    design = design or costs
     menu: list[dict[str, Any]] = []
     if "structured" in kinds:
         for c in claims:
             if c["slot"] in CLOSED_SLOTS or c["slot"] == "option":
-                menu.append(_factor("s", "structured", c, costs, claim_group("structured", c, q)))
+                menu.append(_factor("s", "structured", c, costs, design, claim_group("structured", c, q)))
     for prefix, kind, channel in (("v", "vlm_factor", "vlm"), ("g", "grounded_factor", "grounded")):
         if kind in kinds:
             for c in claims:
-                if c["slot"] in SLOTS:
-                    menu.append(_factor(prefix, kind, c, costs, claim_group(channel, c, q)))
+                if c["slot"] in SLOTS and (kind != "grounded_factor" or c.get("figure") is not None):
+                    menu.append(_factor(prefix, kind, c, costs, design, claim_group(channel, c, q)))
     if "whole_response" in kinds:
         for cand in cands:
             if cand["valid"]:
@@ -286,19 +343,28 @@ def build_menu(
                         "claim": None,
                         "candidate": cand["index"],
                         "cost": float(costs["whole_response"]),
+                        "design_cost": float(design["whole_response"]),
                         "group": "whole",
                     }
                 )
     return menu
 
 
-def _factor(prefix: str, kind: str, claim: Mapping[str, Any], costs: Mapping[str, float], group: str) -> dict[str, Any]:
+def _factor(
+    prefix: str,
+    kind: str,
+    claim: Mapping[str, Any],
+    costs: Mapping[str, float],
+    design: Mapping[str, float],
+    group: str,
+) -> dict[str, Any]:
     return {
         "id": f"{prefix}:{claim['id']}",
         "kind": kind,
         "claim": claim["id"],
         "candidate": None,
         "cost": float(costs[kind]),
+        "design_cost": float(design[kind]),
         "group": group,
     }
 

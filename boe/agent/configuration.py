@@ -75,6 +75,17 @@ class AgentConfig(BaseModel):
     json_schema: bool = True
     crop_pad: float = Field(default=0.08, ge=0.0, lt=0.5)
     crop_min: float = Field(default=0.3, gt=0.0, le=1.0)
+    # costs: design (the numbers in `costs`) or measured (see boe.agent.costs); a file fixes the measurements
+    cost_mode: Literal["design", "measured"] = "design"
+    cost_basis: Literal["tokens", "seconds"] = "tokens"
+    cost_file: str | None = None
+    # grounding: the segmenter behind grounded views (sam with a checkpoint, else opencv) and the view shown
+    segmenter: Literal["auto", "opencv", "sam"] = "auto"
+    sam_checkpoint: str | None = None
+    sam_model: Literal["auto", "vit_b", "vit_l", "vit_h"] = "auto"
+    sam_device: str = Field(default="cpu", pattern=r"^(cpu|auto|cuda(:\d+)?)$")
+    grounded_view: Literal["crop", "mask", "overlay"] = "crop"
+    dicom_frame: int | None = Field(default=None, ge=0)  # of a multi-frame DICOM file [the middle one]
 
     @field_validator("kinds")
     @classmethod
@@ -104,6 +115,21 @@ class AgentConfig(BaseModel):
             raise ValueError(f"calibration file {self.calibration!r} does not exist")
         if self.root is not None and not Path(self.root).is_dir():
             raise ValueError(f"dataset root {self.root!r} is not a directory")
+        if self.cost_file is not None:
+            if self.cost_mode != "measured":
+                raise ValueError("a cost measurement file needs cost_mode 'measured'")
+            if not Path(self.cost_file).is_file():
+                raise ValueError(f"cost file {self.cost_file!r} does not exist")
+        if self.segmenter == "sam" and not self.sam_checkpoint:
+            raise ValueError("the sam segmenter needs a checkpoint (--sam-checkpoint PATH)")
+        if self.segmenter == "opencv" and self.sam_checkpoint:
+            raise ValueError("a SAM checkpoint was given with the opencv segmenter")
+        if self.sam_checkpoint is not None:
+            from boe.tools.segment_sam import require_sam
+
+            require_sam()  # MissingExtraError (not a ValueError): names the extra to install
+            if not Path(self.sam_checkpoint).expanduser().is_file():
+                raise ValueError(f"SAM checkpoint {self.sam_checkpoint!r} does not exist")
         return self
 
     @property
@@ -113,6 +139,13 @@ class AgentConfig(BaseModel):
     @property
     def judge(self) -> str:
         return self.judge_model or self.model
+
+    @property
+    def segmenter_name(self) -> str:
+        """The segmenter grounded views use: ``sam`` when a checkpoint is given, else ``opencv``."""
+        if self.segmenter == "auto":
+            return "sam" if self.sam_checkpoint else "opencv"
+        return self.segmenter
 
     def load_calibration(self) -> Calibration:
         """The calibration this run scores with (the file given, or the shipped default)."""

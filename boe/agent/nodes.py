@@ -6,17 +6,18 @@ generate -> parse -> claims -> menu -> [ledger] -> (plan -> act -> update)* -> s
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from boe.agent.claims import build_graph, build_menu, canonicalise, grade, parse_candidate
+from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
 from boe.agent.planner import Planner, build_record
 from boe.agent.state import AgentContext, AgentState
 from boe.errors import ModelError
-from boe.prompts import load_prompt, options_block
+from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
 from boe.tools.images import LoadedImage, open_image
-from boe.tools.parse import ReplyError, extract_json, read_generation, read_slots
+from boe.tools.parse import ReplyError, extract_json, read_figure, read_generation, read_slots
 from boe.tools.protocol import ToolRequest, ToolResult
 
 __all__ = [
@@ -37,12 +38,30 @@ __all__ = [
 Ctx = Runtime[AgentContext]
 
 
-def image_of(ctx: AgentContext, state: AgentState) -> LoadedImage:
-    """The question's image from the run's in-memory cache (read again after a resume)."""
-    ref = state["image"]
+def figure_refs(state: AgentState) -> list[dict[str, Any]]:
+    """The question's figures (ImageRef dicts) in order; one for a single-image question."""
+    return list(state.get("images") or [state["image"]])
+
+
+def figure_ids(state: AgentState) -> list[str]:
+    return [str(r.get("figure", "0")) for r in figure_refs(state)]
+
+
+def is_multi(state: AgentState) -> bool:
+    """Whether the question has several figures (claims then carry the figure they are about)."""
+    return len(figure_refs(state)) > 1
+
+
+def image_of(ctx: AgentContext, state: AgentState, figure: str | None = None) -> LoadedImage:
+    """A figure of the question (the first when ``figure`` is None) from the run's in-memory cache."""
+    refs = figure_refs(state)
+    ref = refs[0] if figure is None else next((r for r in refs if r.get("figure", "0") == figure), None)
+    if ref is None:
+        raise KeyError(f"the question has no figure {figure!r}; it has {[r.get('figure') for r in refs]}")
     img = ctx.images.get(ref["image_id"])
     if img is None:
-        img = open_image(ref["path"], ctx.config.root, figure=ref.get("figure", "0"))
+        frame = (ref.get("dicom") or {}).get("frame")
+        img = open_image(ref["path"], ctx.config.root, figure=ref.get("figure", "0"), frame=frame)
         if img.ref.image_id != ref["image_id"]:
             from boe.errors import InputError
 
@@ -51,17 +70,25 @@ def image_of(ctx: AgentContext, state: AgentState) -> LoadedImage:
     return img
 
 
+def all_images(ctx: AgentContext, state: AgentState) -> list[LoadedImage]:
+    """Every figure of the question, in order."""
+    return [image_of(ctx, state, f) for f in figure_ids(state)]
+
+
 async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Sample K candidates in one request (n=K; the client falls back to K requests)."""
     ctx = runtime.context
     cfg = ctx.config
-    img = image_of(ctx, state)
+    images = all_images(ctx, state)
+    ids = figure_ids(state)
     prompt = load_prompt("generation").render(
-        question=state["question"], options_block=options_block(state.get("options"))
+        question=state["question"],
+        options_block=options_block(state.get("options")),
+        figures_block=figures_block(ids, ask=True),
     )
     comp = await ctx.generator.complete(
-        prompt,
-        [img.data_url],
+        with_figure_key(prompt, ids),
+        [img.data_url for img in images],
         n=cfg.k,
         temperature=cfg.temperature,
         seed=cfg.seed,
@@ -86,23 +113,28 @@ def _generation_problem(texts: list[str | None]) -> str | None:
 async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Read every reply; unreadable ones stay as invalid candidates; slot-less ones get claim extraction."""
     ctx = runtime.context
+    ids = figure_ids(state)
     cands = [parse_candidate(i, raw) for i, raw in enumerate(state["replies"])]
+    if len(ids) > 1:
+        for c in cands:
+            c["figure"] = read_figure(c["raw_text"], ids) if c["valid"] else None
     need = [c for c in cands if c["valid"] and not c["slots_present"]]
     calls: list[dict[str, Any]] = []
     if need and ctx.config.extract_claims:
-        img = image_of(ctx, state)
+        urls = [img.data_url for img in all_images(ctx, state)]
         prompt = load_prompt("claim_extraction")
 
         async def extract(cand: dict[str, Any]) -> None:
             rendered = prompt.render(
                 question=state["question"],
                 options_block=options_block(state.get("options")),
+                figures_block=figures_block(ids, ask=True),
                 candidate=cand["raw_text"] or cand["answer_text"],
             )
             try:
                 comp = await ctx.judge.complete(
-                    rendered,
-                    [img.data_url],
+                    with_figure_key(rendered, ids),
+                    urls,
                     temperature=ctx.config.judge_temperature,
                     seed=ctx.config.seed,
                     tags={"question_id": state["question_id"], "candidate": cand["index"]},
@@ -121,6 +153,8 @@ async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:
                 return
             cand["slots"] = slots
             cand["extracted"] = True
+            if len(ids) > 1 and cand.get("figure") is None:
+                cand["figure"] = read_figure(comp.texts[0], ids)
 
         await asyncio.gather(*(extract(c) for c in need))
     return {"candidates": cands, "calls": calls}
@@ -132,15 +166,17 @@ async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     cands = [canonicalise(c, q) for c in state["candidates"]]
     for c in cands:
         c["utility"] = grade(c["answer"], state.get("reference"), q)
-    claim_list, edges = build_graph(cands, figure=state["image"].get("figure", "0"))
+    ids = figure_ids(state)
+    claim_list, edges = build_graph(cands, figure=ids[0], multi=len(ids) > 1)
     return {"candidates": cands, "claims": claim_list, "edges": edges}
 
 
 async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
-    """The action menu with its design costs and calibration groups."""
+    """The action menu with the costs this question is planned with (design or measured) and its groups."""
     cfg = runtime.context.config
-    costs = {k: cfg.costs.of(k) for k in ("structured", "vlm_factor", "grounded_factor", "whole_response")}
-    actions = build_menu(state["claims"], state["candidates"], costs, cfg.kinds, state["analysis"])
+    design = {k: cfg.costs.of(k) for k in ("structured", "vlm_factor", "grounded_factor", "whole_response")}
+    used = (state.get("costs") or {}).get("used") or design
+    actions = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
     return {"actions": actions, "bought": [], "pending": None, "mode": cfg.ledger}
 
 
@@ -151,21 +187,29 @@ def route_after_menu(state: AgentState) -> str:
 def _request(state: AgentState, ctx: AgentContext, action: dict[str, Any]) -> ToolRequest:
     claim = next((c for c in state["claims"] if c["id"] == action["claim"]), None) if action["claim"] else None
     cand = state["candidates"][action["candidate"]] if action["candidate"] is not None else None
+    figure = claim.get("figure") if claim is not None else None
+    if figure is not None and figure not in figure_ids(state):
+        figure = None  # a claim of a single-figure question made before figures were recorded
     return ToolRequest(
         action=action,
         question=state["question"],
-        image=image_of(ctx, state),
+        image=image_of(ctx, state, figure),
         options=state.get("options"),
         claim=claim,
         candidate=cand,
-        context=state["analysis"]["context"],
+        context=figure_context(state["analysis"], figure),
         seed=ctx.config.seed,
+        figures=tuple(all_images(ctx, state)) if is_multi(state) else (),
     )
 
 
 async def _run_tool(state: AgentState, ctx: AgentContext, action: dict[str, Any]) -> ToolResult:
+    """Run an action's tool, measuring its wall time (recorded on the result as ``seconds``)."""
     tool = ctx.tools[action["kind"]]
-    return await tool.run(_request(state, ctx, action))
+    t0 = time.perf_counter()
+    res = await tool.run(_request(state, ctx, action))
+    res.seconds = time.perf_counter() - t0
+    return res
 
 
 def _result_dict(res: ToolResult) -> dict[str, Any]:
@@ -176,6 +220,8 @@ def _result_dict(res: ToolResult) -> dict[str, Any]:
         "error": res.error,
         "raw_reply": res.raw_reply,
         "calls": [c.call_id for c in res.calls],
+        "tokens": sum(c.prompt_tokens + c.completion_tokens for c in res.calls),
+        "seconds": round(float(res.seconds or 0.0), 4),
     }
 
 
@@ -248,6 +294,9 @@ async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         "claim": action["claim"],
         "candidate": action["candidate"],
         "cost": action["cost"],
+        "design_cost": action.get("design_cost", action["cost"]),
+        "tokens": pending.get("tokens"),
+        "seconds": pending.get("seconds"),
         "group": action["group"],
         "outcome": pending["outcome"],
         "rationale": pending["rationale"],
@@ -322,14 +371,15 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
     bought = state.get("bought") or []
     step_of = {b["id"]: b["step"] for b in bought}
     observed: dict[str, dict[str, Any]] = dict(state.get("outcomes") or {})
+    keys = ("outcome", "rationale", "view", "error", "raw_reply", "calls", "tokens", "seconds")
     for b in bought:
-        observed[b["id"]] = {k: b[k] for k in ("outcome", "rationale", "view", "error", "raw_reply", "calls")}
+        observed[b["id"]] = {k: b.get(k) for k in keys}
     actions = []
     for a in state["actions"]:
         res = observed.get(a["id"])
         extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a["id"])}
         if res is not None:
-            extra.update({k: res[k] for k in ("rationale", "view", "error", "raw_reply", "calls")})
+            extra.update({k: res.get(k) for k in keys[1:]})
         actions.append({**a, **extra})
     rec = build_record(
         question_id=state["question_id"],
@@ -347,6 +397,8 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
             "ledger": cfg.ledger,
             "analysis": state["analysis"],
             "image_ref": state["image"],
+            **({"figures": figure_refs(state)} if is_multi(state) else {}),
+            "costs": state.get("costs") or {"used": None, "source": "design"},
             "agent": {
                 "policy": cfg.policy,
                 "budget": cfg.budget,
@@ -377,5 +429,5 @@ async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     if ctx.store is not None:
         from boe.agent.persist import save_question
 
-        await asyncio.to_thread(save_question, ctx, record, state.get("calls") or [], transcript, state["image"])
+        await asyncio.to_thread(save_question, ctx, record, state.get("calls") or [], transcript, figure_refs(state))
     return {"record": record, "transcript": transcript}

@@ -65,7 +65,7 @@ def open_store(
     run = st.create_run(name, {"kind": "agent", "agent": config.public(), "calibration": cal}, exist_ok=True)
     stored = run.config.get("agent")
     mine = json.loads(json.dumps(config.public()))
-    if stored is not None and _selection_settings(stored) != _selection_settings(mine):
+    if stored is not None and _selection_settings(stored, stored) != _selection_settings(mine, stored):
         if isinstance(store, (str, Path)):
             st.close()
         raise ConfigError(
@@ -87,16 +87,25 @@ _RUN_KEYS = (
     "eta",
     "policy_seed",
     "costs",
+    "cost_mode",
+    "cost_basis",
+    "cost_file",
     "kinds",
     "calibration",
     "dataset",
     "ledger",
     "seed",
+    "segmenter",
+    "sam_checkpoint",
+    "sam_model",
+    "grounded_view",
+    "dicom_frame",
 )
 
 
-def _selection_settings(cfg: dict[str, Any]) -> dict[str, Any]:
-    return {k: cfg.get(k) for k in _RUN_KEYS}
+def _selection_settings(cfg: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """The settings to compare (those the stored run records: a run stored before a setting existed has none)."""
+    return {k: cfg.get(k) for k in _RUN_KEYS if k in stored}
 
 
 def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
@@ -118,9 +127,9 @@ def save_question(
     record: dict[str, Any],
     calls: list[dict[str, Any]],
     transcript: dict[str, Any],
-    image_ref: dict[str, Any],
+    image_ref: dict[str, Any] | list[dict[str, Any]],
 ) -> bool:
-    """Write one answered question to the run's store (one transaction)."""
+    """Write one answered question to the run's store (one transaction); ``image_ref``: one figure or all."""
     from boe.db import ImageRecord, ModelCall, TranscriptRecord
 
     rec = LedgerRecord.model_validate(record)
@@ -142,15 +151,18 @@ def save_question(
     ]
     evidence = record.get("evidence_log") or []
     tr = TranscriptRecord.from_dict({**transcript, "evidence": evidence})
-    path = Path(image_ref["path"])
-    image = ImageRecord.from_file(
-        path,
-        width=image_ref.get("width"),
-        height=image_ref.get("height"),
-        format=(image_ref.get("mime") or "").removeprefix("image/") or None,
-    )
+    refs = image_ref if isinstance(image_ref, list) else [image_ref]
+    images = [
+        ImageRecord.from_file(
+            Path(ref["path"]),
+            width=ref.get("width"),
+            height=ref.get("height"),
+            format=(ref.get("mime") or "").removeprefix("image/") or None,
+        )
+        for ref in refs
+    ]
     return bool(
         ctx.store.save_question(
-            ctx.run_id, rec, model_calls=model_calls, transcripts=[tr], images=[image], replace=True
+            ctx.run_id, rec, model_calls=model_calls, transcripts=[tr], images=images, replace=True
         )
     )

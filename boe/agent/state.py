@@ -30,7 +30,9 @@ class AgentState(TypedDict, total=False):
     question: str
     options: dict[str, str] | None
     reference: str | None
-    image: dict[str, Any]  # ImageRef.as_dict(): path, content id, size, DICOM metadata
+    image: dict[str, Any]  # ImageRef.as_dict() of the first figure: path, content id, size, DICOM metadata
+    images: list[dict[str, Any]]  # every figure's ImageRef dict, in order (one for a single-image question)
+    costs: dict[str, Any]  # QuestionCosts.as_dict(): the costs planned with, the design costs, their source
     analysis: dict[str, Any]  # question type, asked slot, stated context
     replies: list[str | None]  # the K generation replies, as received
     candidates: list[dict[str, Any]]

@@ -116,16 +116,27 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         "grounded_factor": "judge, crop",
         "whole_response": "judge, whole response",
     }
+    multi = len(result.record.get("figures") or []) > 1
     for e in result.evidence:
         view = e.get("view") or {}
+        kind = kinds.get(e["kind"], e["kind"])
+        if e["kind"] == "grounded_factor" and view.get("kind") in ("mask", "overlay"):
+            kind = f"judge, {view['kind']}"
         where = ""
-        if view.get("box"):
+        if view.get("box") and e["kind"] == "grounded_factor":
             x0, y0, x1, y1 = view["box"]
             words = " ".join(view.get("location") or []) or "body"
-            where = f" of the {words} x{x0}-{x1} y{y0}-{y1}"
+            seg = (view.get("segmentation") or {}).get("segmenter")
+            where = f" of the {words} x{x0}-{x1} y{y0}-{y1}" + (f", {seg}" if seg else "")
+        if multi and view.get("figures"):
+            where += f" on figures {','.join(view['figures'])}"
+        elif multi and view.get("figure") is not None:
+            where += f" on figure {view['figure']}"
+        if view.get("tag"):
+            where += f" ({view.get('source')} {view['tag']})"
         console.print(
-            f" {e['step']:>2}. [bold]{escape(e['id'])}[/] ({kinds.get(e['kind'], e['kind'])}{escape(where)}) "
-            f"cost {_num(e['cost'])}, κ {e['kappa']:.3f} → [{colours[e['outcome']]}]{e['outcome']}[/]",
+            f" {e['step']:>2}. [bold]{escape(e['id'])}[/] ({escape(kind)}{escape(where)}) "
+            f"cost {_num(e['cost'])}{_cost_note(e)}, κ {e['kappa']:.3f} → [{colours[e['outcome']]}]{e['outcome']}[/]",
             highlight=False,
         )
         up, down = _moved(result, e["moved_up"]), _moved(result, e["moved_down"])
@@ -155,8 +166,29 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         f"calibration: {escape(str(prior.get('calibration')))}[/]",
         highlight=False,
     )
+    costs = result.record.get("costs") or {}
+    if costs.get("used") and costs.get("used") != costs.get("design"):
+        used, design = costs["used"], costs.get("design") or {}
+        table = ", ".join(f"{k} {_num(used[k])} (design {_num(design.get(k, used[k]))})" for k in used)
+        console.print(f"[dim]costs {escape(str(costs.get('source')))}: {escape(table)}[/]", highlight=False)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+def _cost_note(e: dict[str, Any]) -> str:
+    """`` (design 4; 812 tok, 0.41 s)``: the design cost beside the one planned with, and what the action took."""
+    parts = []
+    design = e.get("design_cost")
+    if design is not None and float(design) != float(e["cost"]):
+        parts.append(f"design {_num(design)}")
+    measured = []
+    if e.get("tokens") is not None:
+        measured.append(f"{int(e['tokens'])} tok")
+    if e.get("seconds") is not None:
+        measured.append(f"{float(e['seconds']):.2f} s")
+    if measured:
+        parts.append(", ".join(measured))
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _ref_label(result: AskResult) -> str | None:
@@ -180,6 +212,13 @@ def _num(x: float) -> str:
 def ask_command(
     image: Path = typer.Argument(..., help="The image (PNG, JPEG, BMP, TIFF, WebP or DICOM).", show_default=False),
     question: str = typer.Argument(..., help="The question about the image.", show_default=False),
+    more_images: Optional[list[Path]] = typer.Option(
+        None, "--image", help="Another figure of the same question (repeat, up to 6 images in all)."
+    ),
+    figures: Optional[str] = typer.Option(
+        None, "--figures", help="Figure ids of IMAGE and each --image, comma-separated [the file stems]."
+    ),
+    frame: Optional[int] = typer.Option(None, "--frame", help="Frame of a multi-frame DICOM file [the middle one]."),
     options: Optional[str] = typer.Option(None, "--options", help="Multiple choice: A=text,B=text,..."),
     base_url: str = typer.Option(
         ...,
@@ -200,14 +239,28 @@ def ask_command(
     calibration: Optional[Path] = typer.Option(
         None, "--calibration", help="Calibration FILE.json [default: the shipped simulator calibration]."
     ),
-    dataset: str = typer.Option("boe-sim", "--dataset", help="Dataset name: the calibration groups used are DATASET/..."),
+    dataset: str = typer.Option(
+        "boe-sim", "--dataset", help="Dataset name: the calibration groups used are DATASET/..."
+    ),
     root: Optional[Path] = typer.Option(None, "--root", help="Dataset root: refuse images outside it."),
     reference: Optional[str] = typer.Option(
         None, "--reference", help="The known answer (evaluation only; the policy never reads it)."
     ),
     costs: Optional[str] = typer.Option(
-        None, "--costs", help="Design costs structured,vlm_factor,grounded_factor,whole_response [1,4,4,8]."
+        None,
+        "--costs",
+        help="paper (1,4,4,8), four numbers (structured,vlm_factor,grounded_factor,whole_response), measured "
+        "(from this run's earlier questions; measured:seconds for time), or a FILE (boe costs --out FILE).",
     ),
+    sam_checkpoint: Optional[Path] = typer.Option(
+        None, "--sam-checkpoint", help="segment-anything checkpoint for grounded views (needs the sam extra)."
+    ),
+    sam_model: str = typer.Option("auto", "--sam-model", help="auto, vit_b, vit_l or vit_h (checked against it)."),
+    sam_device: str = typer.Option("cpu", "--sam-device", help="cpu, cuda, cuda:N or auto."),
+    segmenter: str = typer.Option(
+        "auto", "--segmenter", help="auto (sam with a checkpoint, else opencv), opencv or sam."
+    ),
+    view: str = typer.Option("crop", "--view", help="Grounded view: crop (mask's box), mask or overlay."),
     judge_temperature: float = typer.Option(0.0, "--judge-temperature", help="Judge temperature."),
     ledger: str = typer.Option(
         "online",
@@ -250,10 +303,17 @@ def ask_command(
         max_retries=max_retries,
         concurrency=concurrency,
         judge_temperature=judge_temperature,
-        costs=_parse_costs(costs),
+        **_parse_costs(costs),
+        segmenter=segmenter,
+        sam_checkpoint=None if sam_checkpoint is None else str(sam_checkpoint),
+        sam_model=sam_model,
+        sam_device=sam_device,
+        grounded_view=view,
+        dicom_frame=frame,
     )
+    images = _images(image, more_images or [], figures)
     result = ask(
-        image, question, config=cfg, options=options, reference=reference, db=db, run_name=run, checkpoint=checkpoint
+        images, question, config=cfg, options=options, reference=reference, db=db, run_name=run, checkpoint=checkpoint
     )
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2, default=str) + "\n")
@@ -387,12 +447,29 @@ def _shipped_calibration_path() -> str:
     return _default_path()
 
 
-def _parse_costs(text: str | None) -> dict[str, float] | None:
+def _parse_costs(text: str | None) -> dict[str, Any]:
+    """`AgentConfig` cost fields from ``--costs``: paper | a,b,c,d | measured[:tokens|:seconds] | FILE."""
     from boe.errors import ConfigError
 
-    if text is None:
-        return None
+    if text is None or text.strip() == "paper":
+        return {}
+    text = text.strip()
     kinds = ("structured", "vlm_factor", "grounded_factor", "whole_response")
+    mode, _, basis = text.partition(":")
+    if mode == "measured":
+        if basis not in ("", "tokens", "seconds"):
+            raise ConfigError(f"--costs measured:BASIS: the basis is tokens or seconds, got {basis!r}")
+        return {"cost_mode": "measured", "cost_basis": basis or "tokens"}
+    if "," not in text:
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"--costs: {text!r} is not paper, measured, four numbers or an existing cost file")
+        from boe.agent.costs import load_costs_file
+
+        fixed, _, file_basis = load_costs_file(path)
+        if fixed is not None:
+            return {"costs": fixed}
+        return {"cost_mode": "measured", "cost_basis": file_basis, "cost_file": str(path)}
     parts = [p.strip() for p in text.split(",")]
     try:
         values = [float(p) for p in parts]
@@ -400,7 +477,70 @@ def _parse_costs(text: str | None) -> dict[str, float] | None:
         raise ConfigError(f"--costs: four numbers separated by commas, got {text!r}") from None
     if len(values) != 4:
         raise ConfigError(f"--costs: four numbers ({', '.join(kinds)}), got {len(values)}")
-    return dict(zip(kinds, values, strict=True))
+    return {"costs": dict(zip(kinds, values, strict=True))}
+
+
+def _images(image: Path, more: list[Path], figures: str | None) -> Any:
+    """IMAGE and the --image figures as `Agent.ask` takes them (with the --figures ids when given)."""
+    from boe.errors import ConfigError
+
+    paths = [image, *more]
+    if figures is None:
+        return image if len(paths) == 1 else [str(p) for p in paths]
+    ids = [f.strip() for f in figures.split(",")]
+    if len(ids) != len(paths) or not all(ids):
+        raise ConfigError(f"--figures: {len(paths)} ids for IMAGE and each --image, got {figures!r}")
+    return [(f, str(p)) for f, p in zip(ids, paths, strict=True)]
+
+
+def costs_command(
+    db: str = typer.Option(..., "--db", help="The store holding the run (sqlite:///file.db, a path, postgresql...)."),
+    run: str = typer.Option(..., "--run", help="The agent run to measure (a full-ledger run measures every kind)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the measurement FILE for --costs FILE."),
+    basis: str = typer.Option("tokens", "--basis", help="tokens or seconds: what measured costs follow."),
+    as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
+) -> None:
+    """Measure a stored agent run: tokens and seconds per action kind, and the costs they give beside design."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from boe.agent.configuration import Costs
+    from boe.agent.costs import KINDS, measure_run, measured_costs
+    from boe.db import Store
+    from boe.errors import ConfigError
+
+    if basis not in ("tokens", "seconds"):
+        raise ConfigError(f"--basis must be tokens or seconds, got {basis!r}")
+    with Store(db) as store:
+        meter = measure_run(store, run)
+    if not meter.sums:
+        raise ConfigError(f"run {run!r} holds no measured actions (it was stored before actions recorded them)")
+    design = {k: Costs().of(k) for k in KINDS}
+    used = measured_costs(design, meter, basis)  # type: ignore[arg-type]
+    data = meter.to_json(basis)  # type: ignore[arg-type]
+    if out is not None:
+        out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        sys.stdout.write(json.dumps({**data, "design": design, "measured_costs": used}, indent=2) + "\n")
+        return
+    table = meter.table()
+    t = Table(title=f"measured costs of run {escape(run)} (basis {basis})", title_justify="left", pad_edge=False)
+    for col in ("action kind", "actions", "mean tokens", "mean seconds", "design cost", "measured cost"):
+        t.add_column(col, justify="left" if col == "action kind" else "right")
+    for k in KINDS:
+        row = table.get(k)
+        t.add_row(
+            k,
+            str(row["actions"]) if row else "0",
+            f"{row['tokens']:.0f}" if row else "-",
+            f"{row['seconds']:.3f}" if row else "-",
+            _num(design[k]),
+            _num(used[k]),
+        )
+    console = out_console()
+    console.print(t)
+    if out is not None:
+        console.print(f"wrote {escape(str(out))}; use it with boe ask --costs {escape(str(out))}", highlight=False)
 
 
 def _safe(url: str) -> str:
@@ -412,3 +552,4 @@ def _safe(url: str) -> str:
 def register(app: typer.Typer) -> None:
     app.command("ask")(ask_command)
     app.command("demo")(demo_command)
+    app.command("costs")(costs_command)

@@ -9,9 +9,11 @@ from boe.prompts._loader import (
     Rendered,
     Safe,
     escape,
+    figures_block,
     load_prompt,
     load_schema,
     options_block,
+    with_figure_key,
 )
 
 __all__ = [
@@ -20,7 +22,9 @@ __all__ = [
     "Rendered",
     "Safe",
     "escape",
+    "figures_block",
     "load_prompt",
     "load_schema",
     "options_block",
+    "with_figure_key",
 ]

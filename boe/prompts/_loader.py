@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from string import Template
@@ -33,12 +33,17 @@ __all__ = [
     "Rendered",
     "Safe",
     "escape",
+    "figures_block",
     "load_prompt",
     "load_schema",
     "options_block",
+    "with_figure_key",
 ]
 
 PROMPT_NAMES = ("generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge")
+
+#: Placeholders that may be left out of `PromptTemplate.render` (they render empty).
+OPTIONAL = frozenset({"figures_block"})
 
 _SECTION = re.compile(r"^\[(meta|system|user)\]\s*$", re.MULTILINE)
 
@@ -58,6 +63,35 @@ def options_block(options: Mapping[str, str] | None) -> Safe:
         return Safe("")
     lines = "\n".join(f"{escape(_one_line(k))}: {escape(_one_line(v))}" for k, v in options.items())
     return Safe(f"<options>\n{lines}\n</options>")
+
+
+def figures_block(figures: list[str] | tuple[str, ...], *, ask: bool = False) -> Safe:
+    """The ``<figures>`` block naming the attached images in order (empty for a single figure).
+
+    With ``ask`` the block also asks for the ``figure`` reply key (generation
+    and claim extraction: the figure the slot values describe).
+    """
+    if len(figures) < 2:
+        return Safe("")
+    lines = "\n".join(f'<figure index="{i}" id="{escape(_one_line(f))}"/>' for i, f in enumerate(figures, 1))
+    text = f"<figures>\n{lines}\n</figures>\nThe attached images are these figures, in this order."
+    if ask:
+        text += ' Also give "figure": the id of the figure your slot values describe.'
+    return Safe(text)
+
+
+def with_figure_key(rendered: Rendered, figures: list[str] | tuple[str, ...]) -> Rendered:
+    """The prompt with a required ``figure`` key (one of the figure ids, or null) added to its reply schema."""
+    if len(figures) < 2:
+        return rendered
+    schema = json.loads(json.dumps(rendered.schema))
+    schema.setdefault("properties", {})["figure"] = {
+        "type": ["string", "null"],
+        "enum": [*figures, None],
+        "description": "the id of the figure the slot values describe",
+    }
+    schema["required"] = [*schema.get("required", []), "figure"]
+    return replace(rendered, schema=schema)
 
 
 def _one_line(text: str) -> str:
@@ -99,8 +133,10 @@ class PromptTemplate:
         return names
 
     def render(self, **values: object) -> Rendered:
-        """Fill every placeholder; values are escaped unless they are `Safe`. Missing or extra names raise."""
+        """Fill every placeholder; values are escaped unless they are `Safe`. Missing or extra names raise
+        (an optional block, `OPTIONAL`, is empty when not given)."""
         need = self.placeholders
+        values = {**{k: Safe("") for k in OPTIONAL if k in need and k not in values}, **values}
         missing = need - set(values)
         extra = set(values) - need
         if missing or extra:

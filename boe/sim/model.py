@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -84,15 +85,52 @@ class SimModel:
         return View(belief, image_bias(key, len(belief.blobs), self.noise), kind)
 
     def complete(self, inp: ModelInput, n: int) -> list[str]:
-        """n reply texts; choice k is drawn from a generator seeded by (seed, k)."""
+        """n reply texts; choice k is drawn from a generator seeded by (seed, k).
+
+        With several images named by a ``<figures>`` block, the model looks at
+        one figure per reply: the one the ``<view>`` marker names (judges), the
+        one the candidate names (whole-response judge), the one the question
+        names ("... in figure B"), or else, for a generation, a figure drawn per
+        reply (and says which in its ``figure`` key). Otherwise it looks at the
+        first image.
+        """
         markers = parse_markers(inp.user)
         task = task_of(inp.response_format, inp.system)
-        view = self.view(inp.images[0], markers.view_kind) if inp.images else None
+        figures = markers.figures if len(markers.figures) == len(inp.images) > 1 else ()
+        views: dict[int, View] = {}
+
+        def view_of(i: int) -> View:
+            if i not in views:
+                views[i] = self.view(inp.images[i], markers.view_kind)
+            return views[i]
+
+        fixed = self._fixed_figure(task, markers, figures) if figures else 0
         out = []
         for k in range(n):
             rng = np.random.default_rng([inp.seed & (2**63 - 1), k])
-            out.append(self._one(task, markers, inp, view, rng))
+            if not inp.images:
+                out.append(self._one(task, markers, inp, None, rng))
+                continue
+            index = fixed if fixed is not None else int(rng.integers(len(figures)))
+            reply = self._one(task, markers, inp, view_of(index), rng)
+            if figures and task == "boe_generation":
+                reply = _with_figure(reply, figures[index])
+            out.append(reply)
         return out
+
+    @staticmethod
+    def _fixed_figure(task: str | None, markers: Markers, figures: tuple[str, ...]) -> int | None:
+        """The index of the figure a request is about, or None: a generation that names none (drawn per reply)."""
+        if markers.figure in figures and task != "boe_generation":
+            return figures.index(markers.figure)
+        if task == "boe_whole_verdict":
+            named = parse_candidate(markers.candidate or "").get("figure")
+            return figures.index(named) if named in figures else 0
+        q = markers.question or ""
+        for i, f in enumerate(figures):
+            if re.search(rf"\b(?:figure|image|panel)\s+{re.escape(f)}\b", q, re.IGNORECASE):
+                return i
+        return None if task == "boe_generation" else 0
 
     def _one(self, task: str | None, markers: Markers, inp: ModelInput, view: View | None,
              rng: np.random.Generator) -> str:
@@ -151,6 +189,17 @@ class SimModel:
         if rng.random() < self.invalid_rate * min(2.0, t):
             return _spoil(reply, rng, strict)
         return json.dumps(reply)
+
+
+def _with_figure(reply: str, figure: str) -> str:
+    """A generation reply with the figure it describes (left alone when it is not a JSON object)."""
+    try:
+        obj = json.loads(reply)
+    except json.JSONDecodeError:
+        return reply
+    if not isinstance(obj, dict):
+        return reply
+    return json.dumps({**obj, "figure": figure})
 
 
 def _last_paragraph(text: str) -> str:

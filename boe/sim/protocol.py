@@ -29,6 +29,8 @@ _CLAIM = re.compile(r"<claim\s+slot=\"([^\"]*)\"\s*>(.*?)</claim>", re.S)
 _VIEW = re.compile(r"<view\s+([^>]*?)/?>")
 _ATTR = re.compile(r"(\w+)=\"([^\"]*)\"")
 _CANDIDATE = re.compile(r"<candidate_response>(.*?)</candidate_response>", re.S)
+_FIGURES = re.compile(r"<figures>(.*?)</figures>", re.S)
+_FIGURE = re.compile(r"<figure\s+([^>]*?)/?>")
 _OPTION_LINE = re.compile(r"^\s*([A-Z])\s*[:.)]\s*(.+?)\s*$")
 
 
@@ -43,6 +45,7 @@ class Markers:
     view_kind: str = "whole"
     figure: str | None = None
     candidate: str | None = None
+    figures: tuple[str, ...] = ()  # the ids of the attached images, in order (several-figure questions)
 
 
 def task_of(response_format: dict[str, Any] | None, system_text: str) -> str | None:
@@ -76,14 +79,19 @@ def parse_markers(text: str) -> Markers:
     claim = _CLAIM.search(rest)
     view = _VIEW.search(rest)
     attrs = dict(_ATTR.findall(view.group(1))) if view else {}
+    block = _FIGURES.search(rest)
+    figures = tuple(
+        html.unescape(dict(_ATTR.findall(m.group(1))).get("id", "")) for m in _FIGURE.finditer(block.group(1))
+    ) if block else ()
     return Markers(
         question=html.unescape(q.group(1)).strip() if q else None,
         options=options,
         claim_slot=claim.group(1).strip().lower() if claim else None,
         claim_value=html.unescape(claim.group(2)).strip() if claim else None,
         view_kind=attrs.get("kind", "whole").lower(),
-        figure=attrs.get("figure"),
+        figure=html.unescape(attrs["figure"]) if "figure" in attrs else None,
         candidate=candidate,
+        figures=figures,
     )
 
 

@@ -58,6 +58,7 @@ class ImageRef:
     width: int
     height: int
     metadata: dict[str, str] = field(default_factory=dict)  # slot -> value from DICOM tags
+    dicom: dict[str, Any] | None = None  # the DICOM header values read (tags, frame, window), None for other formats
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,8 +93,17 @@ def check_path(path: str | Path, root: str | Path | None = None) -> Path:
     return resolved
 
 
-def open_image(path: str | Path, root: str | Path | None = None, figure: str = "0") -> LoadedImage:
-    """Read, validate and decode one image file (PNG, JPEG, BMP, TIFF, WebP or DICOM)."""
+def open_image(
+    path: str | Path, root: str | Path | None = None, figure: str = "0", *, frame: int | None = None
+) -> LoadedImage:
+    """Read, validate and decode one image file (PNG, JPEG, BMP, TIFF, WebP or DICOM).
+
+    A DICOM file's pixels go through its modality LUT (rescale slope and
+    intercept) and its window (WindowCenter / WindowWidth, else the value
+    range) to 8 bits; of a multi-frame file, ``frame`` (default: the middle
+    one) is read. Its Modality, BodyPartExamined and ViewPosition /
+    ImageOrientationPatient tags become slot values in ``ref.metadata``.
+    """
     resolved = check_path(path, root)
     try:
         size = resolved.stat().st_size
@@ -110,8 +120,9 @@ def open_image(path: str | Path, root: str | Path | None = None, figure: str = "
         raise InputError(f"image {str(path)!r} is empty")
     image_id = hashlib.sha256(data).hexdigest()[:16]
     metadata: dict[str, str] = {}
+    header: dict[str, Any] | None = None
     if len(data) > 132 and data[128:132] == b"DICM":
-        pixels, metadata = _read_dicom(data, str(path))
+        pixels, metadata, header = _read_dicom(data, str(path), frame)
         mime, payload = "image/png", encode_png(pixels)
     else:
         cv2 = _cv2()
@@ -126,7 +137,7 @@ def open_image(path: str | Path, root: str | Path | None = None, figure: str = "
         else:
             mime, payload = "image/png", encode_png(pixels)
     h, w = pixels.shape[:2]
-    ref = ImageRef(str(resolved), image_id, figure, mime, int(w), int(h), metadata)
+    ref = ImageRef(str(resolved), image_id, figure, mime, int(w), int(h), metadata, header)
     url = f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
     return LoadedImage(ref, pixels, url)
 
@@ -154,42 +165,115 @@ def _to_uint8(arr: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def _read_dicom(data: bytes, name: str) -> tuple[np.ndarray, dict[str, str]]:
+def _read_dicom(data: bytes, name: str, frame: int | None = None) -> tuple[np.ndarray, dict[str, str], dict[str, Any]]:
     try:
         import pydicom
+        from pydicom.pixels import apply_modality_lut
     except ImportError as exc:
         raise MissingExtraError("agent", "pydicom", "reading DICOM images") from exc
     try:
         ds = pydicom.dcmread(io.BytesIO(data))
-        arr = ds.pixel_array
+        arr = np.asarray(ds.pixel_array)
     except Exception as exc:  # pydicom raises many types for broken files
         raise InputError(f"{name!r} is a DICOM file without readable pixel data: {exc}") from exc
-    if arr.ndim == 3 and arr.shape[-1] not in (3, 4):
-        arr = arr[arr.shape[0] // 2]  # a multi-frame series: its middle frame
-    pixels = _to_uint8(np.asarray(arr))
+    frames = int(ds.get("NumberOfFrames", 1) or 1)
+    colour = str(ds.get("PhotometricInterpretation", "") or "").upper() not in ("", "MONOCHROME1", "MONOCHROME2")
+    header: dict[str, Any] = {"frames": frames}
+    if frames > 1 and arr.ndim >= 3 and arr.shape[0] == frames:
+        index = frames // 2 if frame is None else frame
+        if not 0 <= index < frames:
+            raise InputError(f"{name!r} has {frames} frames (0..{frames - 1}); frame {index} does not exist")
+        arr = arr[index]
+        header["frame"] = index
+    elif frame not in (None, 0):
+        raise InputError(f"{name!r} has a single frame; frame {frame} does not exist")
+    if colour:
+        pixels = _to_uint8(arr[:, :, ::-1] if arr.ndim == 3 and arr.shape[2] == 3 else arr)  # RGB -> BGR
+    else:
+        try:
+            values = np.asarray(apply_modality_lut(arr, ds), dtype=np.float64)
+        except Exception:  # a broken LUT: the stored values
+            values = arr.astype(np.float64)
+        pixels, window = _window(values, ds)
+        header["window"] = window
+        if str(ds.get("PhotometricInterpretation", "")).upper() == "MONOCHROME1":
+            pixels = 255 - pixels
     meta: dict[str, str] = {}
+    tags: dict[str, Any] = {}
     modality = str(ds.get("Modality", "") or "").strip().upper()
+    if modality:
+        tags["Modality"] = modality
     if modality in _DICOM_MODALITY:
         meta["modality"] = _DICOM_MODALITY[modality]
     body = str(ds.get("BodyPartExamined", "") or "").strip()
     if body:
+        tags["BodyPartExamined"] = body
         from boe.vocab import vocabulary
 
         canon = vocabulary().canonical("region", body)
         if canon is not None and canon.known:
             meta["region"] = canon.value
+    view = str(ds.get("ViewPosition", "") or "").strip()
+    if view:
+        tags["ViewPosition"] = view
+    iop = ds.get("ImageOrientationPatient")
+    if iop is not None:
+        tags["ImageOrientationPatient"] = [_first([x]) for x in iop]
     plane = _dicom_plane(ds)
     if plane:
         meta["plane"] = plane
-    return pixels, meta
+    header["tags"] = tags
+    header["sources"] = {
+        slot: tag
+        for slot, tag in (
+            ("modality", "Modality"),
+            ("region", "BodyPartExamined"),
+            ("plane", "ViewPosition" if view.upper() in _VIEW_PLANES else "ImageOrientationPatient"),
+        )
+        if slot in meta
+    }
+    return pixels, meta, header
+
+
+_VIEW_PLANES = {"PA": "pa", "AP": "ap", "LL": "lateral", "RL": "lateral", "LAT": "lateral", "LATERAL": "lateral"}
+
+
+def _first(value: Any) -> float | None:
+    """The first number of a (possibly multi-valued) DICOM element."""
+    if value is None:
+        return None
+    try:
+        seq = list(value) if not isinstance(value, (str, bytes)) and hasattr(value, "__iter__") else [value]
+        return float(seq[0]) if seq else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _window(values: np.ndarray, ds: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    """8-bit pixels through the file's window (WindowCenter / WindowWidth), else its value range."""
+    centre, width = _first(ds.get("WindowCenter")), _first(ds.get("WindowWidth"))
+    if centre is not None and width is not None and width > 1:
+        lo, hi = centre - width / 2.0, centre + width / 2.0
+        source = "header"
+    elif int(ds.get("BitsStored", 16) or 16) <= 8 and values.min() >= 0 and values.max() <= 255:
+        return np.ascontiguousarray(values.round().astype(np.uint8)), {
+            "center": 127.5,
+            "width": 256.0,
+            "source": "8-bit",
+        }
+    else:
+        lo, hi = float(np.min(values)), float(np.max(values))
+        source = "range"
+    if hi <= lo:
+        return np.zeros(values.shape, np.uint8), {"center": lo, "width": 0.0, "source": source}
+    scaled = np.clip((values - lo) * (255.0 / (hi - lo)), 0, 255).round().astype(np.uint8)
+    return np.ascontiguousarray(scaled), {"center": (lo + hi) / 2.0, "width": hi - lo, "source": source}
 
 
 def _dicom_plane(ds: Any) -> str | None:
     view = str(ds.get("ViewPosition", "") or "").strip().upper()
-    if view in ("PA", "AP"):
-        return view.lower()
-    if view in ("LL", "RL", "LAT", "LATERAL"):
-        return "lateral"
+    if view in _VIEW_PLANES:
+        return _VIEW_PLANES[view]
     iop = ds.get("ImageOrientationPatient")
     if iop is None or len(iop) != 6:
         return None

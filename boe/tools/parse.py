@@ -15,7 +15,7 @@ from typing import Any
 
 from boe.vocab import SLOTS
 
-__all__ = ["ReplyError", "extract_json", "read_generation", "read_slots", "read_verdict"]
+__all__ = ["ReplyError", "extract_json", "read_figure", "read_generation", "read_slots", "read_verdict"]
 
 VERDICTS = ("confirm", "reject", "unresolved")
 _VERDICT_WORDS = {
@@ -149,3 +149,27 @@ def read_verdict(text: str | None) -> tuple[str, str]:
         raise ReplyError(f"verdict {raw!r} is not one of {', '.join(VERDICTS)}")
     rationale = _str_or_none(lowered.get("rationale", lowered.get("reason")), "rationale") or ""
     return verdict, rationale
+
+
+_FIGURE_WORDS = re.compile(r"^(?:fig(?:ure)?\.?|image|panel)\s*", re.IGNORECASE)
+
+
+def read_figure(text: str | None, figures: list[str] | tuple[str, ...]) -> str | None:
+    """The figure id a reply names in its ``figure`` key (``"Figure B"`` reads as ``B``); None if it names none."""
+    if not figures or text is None:
+        return None
+    try:
+        obj = extract_json(text)
+    except ReplyError:
+        return None
+    raw = {str(k).strip().lower(): v for k, v in obj.items()}.get("figure")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return figures[raw - 1] if 1 <= raw <= len(figures) else None
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    want = raw.strip()
+    for attempt in (want, _FIGURE_WORDS.sub("", want)):
+        hits = [f for f in figures if f.lower() == attempt.lower()]
+        if hits:
+            return hits[0]
+    return None

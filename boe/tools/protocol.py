@@ -35,12 +35,18 @@ class ToolRequest:
 
     action: Mapping[str, Any]  # the menu entry: id, kind, claim, candidate, cost, group
     question: str
-    image: LoadedImage
+    image: LoadedImage  # the figure the action is about (a claim's figure; the first figure otherwise)
     options: Mapping[str, str] | None = None
     claim: Mapping[str, Any] | None = None  # id, slot, value, known, family, location
     candidate: Mapping[str, Any] | None = None  # index, raw, answer, slots
     context: Mapping[str, str] = field(default_factory=dict)  # slot values the record states (question text, DICOM)
     seed: int | None = None
+    figures: tuple[LoadedImage, ...] = ()  # every figure of the question, in order (empty: just ``image``)
+
+    @property
+    def all_figures(self) -> tuple[LoadedImage, ...]:
+        """Every figure of the question (the whole-response judge sees them all)."""
+        return self.figures or (self.image,)
 
 
 @dataclass
@@ -53,6 +59,7 @@ class ToolResult:
     error: str | None = None
     calls: list[ModelCall] = field(default_factory=list)
     raw_reply: str | None = None  # the judge's reply as received
+    seconds: float | None = None  # wall time of the action (set by the agent that ran it)
 
 
 @runtime_checkable

@@ -70,6 +70,8 @@ class StructuredCheck:
         stated = request.context.get(slot)
         if stated:
             view["source"] = request.context.get(f"{slot}:source", "record")
+            if request.context.get(f"{slot}:tag"):
+                view["tag"] = request.context[f"{slot}:tag"]
             if stated == value:
                 return ToolResult("confirm", f"the record states {slot} {stated}", view)
             return ToolResult("reject", f"the record states {slot} {stated}, not {value}", view)

@@ -1,0 +1,187 @@
+"""Action costs: the paper's design costs, or costs derived from measured tokens / seconds per action kind.
+
+Every action the agent runs records what it took: ``tokens`` (prompt plus
+completion tokens of its model calls; a cached call counts the tokens it
+cost when it was first made) and ``seconds`` (wall time of the tool,
+segmentation and waiting for a free request slot included). A `CostMeter`
+sums them per action kind.
+
+**Measured costs** (``--costs measured`` or a measurement FILE). A
+structured check calls no model; it is the unit and keeps its design cost
+(1). The model-judged kinds with measurements split the design cost they
+have together in proportion to what they were measured to take::
+
+    c_k = 1 + s * m_k,    s = sum_K (d_k - 1) / sum_K m_k
+
+where ``m_k`` is the mean tokens (or seconds) of one action of kind ``k``,
+``d_k`` its design cost and ``K`` the measured model kinds. So the measured
+costs of ``K`` add up to their design costs (a budget keeps its meaning),
+while their ratios follow the measurements; a kind not measured yet keeps
+its design cost. With the paper's 1/4/4/8 and a whole-response judgement
+that reads all K candidates' worth of text, say, the whole response may
+come out at 6 and a grounded check at 5.
+
+Where measurements come from: ``measured`` uses this run's earlier
+questions (the first question is planned at design costs, each later one
+at the costs measured so far); a FILE fixes them for a whole run (``boe
+costs --db DB --run RUN --out FILE`` measures a stored run). The cost a
+question was planned with is the ``cost`` of each action in its ledger
+record, so offline replays use exactly those numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from boe.errors import ConfigError
+
+__all__ = [
+    "COST_FORMAT",
+    "KINDS",
+    "MODEL_KINDS",
+    "CostMeter",
+    "QuestionCosts",
+    "load_costs_file",
+    "measure_run",
+    "measured_costs",
+]
+
+COST_FORMAT = "boe-costs/1"
+KINDS = ("structured", "vlm_factor", "grounded_factor", "whole_response")
+MODEL_KINDS = ("vlm_factor", "grounded_factor", "whole_response")
+Basis = Literal["tokens", "seconds"]
+
+
+@dataclass
+class _Sum:
+    actions: int = 0
+    tokens: float = 0.0
+    seconds: float = 0.0
+
+    def mean(self, basis: Basis) -> float:
+        return (self.tokens if basis == "tokens" else self.seconds) / self.actions if self.actions else 0.0
+
+
+@dataclass
+class CostMeter:
+    """Tokens and seconds per action kind, summed over the actions that ran."""
+
+    sums: dict[str, _Sum] = field(default_factory=dict)
+
+    def add(self, kind: str, tokens: float, seconds: float) -> None:
+        """One action of ``kind`` that took ``tokens`` and ``seconds``."""
+        s = self.sums.setdefault(kind, _Sum())
+        s.actions += 1
+        s.tokens += float(tokens)
+        s.seconds += float(seconds)
+
+    def add_actions(self, actions: Iterable[Mapping[str, Any]]) -> int:
+        """Add every action that records a measurement (``tokens`` / ``seconds``); returns how many."""
+        n = 0
+        for a in actions:
+            if a.get("tokens") is None or a.get("seconds") is None:
+                continue
+            self.add(str(a["kind"]), float(a["tokens"]), float(a["seconds"]))
+            n += 1
+        return n
+
+    def table(self) -> dict[str, dict[str, float]]:
+        """Per kind: actions measured, mean tokens and mean seconds per action."""
+        return {
+            k: {"actions": s.actions, "tokens": round(s.mean("tokens"), 3), "seconds": round(s.mean("seconds"), 4)}
+            for k, s in sorted(self.sums.items(), key=lambda kv: KINDS.index(kv[0]) if kv[0] in KINDS else 99)
+        }
+
+    def to_json(self, basis: Basis = "tokens") -> dict[str, Any]:
+        """The measurement FILE format (``boe-costs/1``)."""
+        return {"format": COST_FORMAT, "basis": basis, "kinds": self.table()}
+
+    @classmethod
+    def from_table(cls, kinds: Mapping[str, Mapping[str, Any]]) -> CostMeter:
+        """A meter holding the means of a measurement table."""
+        meter = cls()
+        for kind, row in kinds.items():
+            if kind not in KINDS:
+                raise ConfigError(f"cost file: unknown action kind {kind!r}; known: {', '.join(KINDS)}")
+            try:
+                n = int(row["actions"])
+                tokens, seconds = float(row["tokens"]), float(row["seconds"])
+            except (KeyError, TypeError, ValueError):
+                raise ConfigError(f"cost file: kind {kind!r} needs numbers 'actions', 'tokens', 'seconds'") from None
+            if n < 0 or tokens < 0 or seconds < 0:
+                raise ConfigError(f"cost file: kind {kind!r} has a negative measurement")
+            if n:
+                meter.sums[kind] = _Sum(n, tokens * n, seconds * n)
+        return meter
+
+
+def measured_costs(design: Mapping[str, float], meter: CostMeter, basis: Basis = "tokens") -> dict[str, float]:
+    """Costs from measurements (module docstring): structured keeps its design cost; measured model kinds
+    share their design total in proportion to their mean tokens (or seconds); unmeasured kinds keep design."""
+    out = {k: float(design[k]) for k in KINDS}
+    measured = [k for k in MODEL_KINDS if k in meter.sums and meter.sums[k].actions > 0]
+    total = sum(meter.sums[k].mean(basis) for k in measured)
+    if not measured or total <= 0:
+        return out
+    base = float(design["structured"])
+    scale = sum(float(design[k]) - base for k in measured) / total
+    if scale <= 0:
+        return out
+    for k in measured:
+        out[k] = round(base + scale * meter.sums[k].mean(basis), 4)
+    return out
+
+
+@dataclass(frozen=True)
+class QuestionCosts:
+    """The costs one question is planned with, the design costs beside them, and where they came from."""
+
+    used: dict[str, float]
+    design: dict[str, float]
+    source: str
+    measurements: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"used": self.used, "design": self.design, "source": self.source, "measurements": self.measurements}
+
+
+def load_costs_file(path: str | Path) -> tuple[dict[str, float] | None, CostMeter | None, Basis]:
+    """A ``--costs FILE``: fixed costs (``{"costs": {kind: number}}``) or a measurement table
+    (``{"format": "boe-costs/1", "basis": "tokens", "kinds": {kind: {actions, tokens, seconds}}}``)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read cost file {str(path)!r}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"cost file {str(path)!r} is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"cost file {str(path)!r} must hold a JSON object")
+    basis = data.get("basis", "tokens")
+    if basis not in ("tokens", "seconds"):
+        raise ConfigError(f"cost file {str(path)!r}: basis must be tokens or seconds, got {basis!r}")
+    if "costs" in data:
+        costs = data["costs"]
+        if not isinstance(costs, dict) or set(costs) - set(KINDS):
+            raise ConfigError(f"cost file {str(path)!r}: 'costs' maps action kinds ({', '.join(KINDS)}) to numbers")
+        return {k: float(v) for k, v in costs.items()}, None, basis
+    if data.get("format") != COST_FORMAT or not isinstance(data.get("kinds"), dict):
+        raise ConfigError(
+            f"cost file {str(path)!r}: expected {{'costs': {{...}}}} or a {COST_FORMAT} measurement table "
+            "(boe costs --db DB --run RUN --out FILE writes one)"
+        )
+    return None, CostMeter.from_table(data["kinds"]), basis
+
+
+def measure_run(store: Any, run: str) -> CostMeter:
+    """Tokens and seconds per action kind over every action a stored agent run ran (all of them in a
+    full-ledger run, the bought ones in an online run)."""
+    meter = CostMeter()
+    for line in store.iter_ledger_lines(run):
+        rec = json.loads(line)
+        meter.add_actions(a for a in rec.get("actions", []) if a.get("observed", True))
+    return meter
