@@ -475,6 +475,22 @@ class Store:
             )
         )
 
+    def cache_put_many(self, entries: Iterable[Mapping[str, Any]]) -> int:
+        """Cache several replies in one transaction; each entry has `cache_put`'s arguments by name."""
+        if not self.cache_enabled:
+            return 0
+        items = list(entries)
+
+        def write(conn: Connection) -> int:
+            for e in items:
+                _cache.cache_put(
+                    conn, e["key"], e["response"], endpoint=e["endpoint"], model=e["model"],
+                    prompt_tokens=e.get("prompt_tokens"), completion_tokens=e.get("completion_tokens"),
+                )
+            return len(items)
+
+        return self._write(write) if items else 0
+
     # -- calibrations -----------------------------------------------------------------
 
     def save_calibration(self, name: str, calibration: Calibration, *, run: RunRef | None = None) -> None:
@@ -524,6 +540,16 @@ class Store:
         run_id = self._run_id(run)
         items = list(keys)
         return self._write(lambda conn: _work.complete(conn, run_id, items))
+
+    def renew(
+        self, run: RunRef, worker_id: str, keys: Iterable[tuple[str, str]], lease_seconds: float = 600.0
+    ) -> list[tuple[str, str]]:
+        """Extend the leases ``worker_id`` holds on these questions; returns those renewed (the others were lost)."""
+        if lease_seconds <= 0:
+            raise ValueError("a lease must be positive")
+        run_id = self._run_id(run)
+        items = list(keys)
+        return self._write(lambda conn: _work.renew(conn, run_id, worker_id, items, lease_seconds))
 
     def release(self, run: RunRef, worker_id: str, keys: Iterable[tuple[str, str]] | None = None) -> int:
         """Give back questions ``worker_id`` claimed (all of them by default); returns how many."""

@@ -20,7 +20,7 @@ from boe.db.models import WorkItemRow, table
 from boe.db.sql import insert_ignore
 from boe.db.types import WorkItem
 
-__all__ = ["claim", "complete", "counts", "enqueue", "release"]
+__all__ = ["claim", "complete", "counts", "enqueue", "release", "renew"]
 
 _W = table(WorkItemRow)
 _CHUNK = 500
@@ -91,6 +91,28 @@ def complete(conn: Connection, run_id: int, keys: Iterable[tuple[str, str]]) -> 
             .values(status="done", lease_until=None)
         ).rowcount
     return done
+
+
+def renew(
+    conn: Connection, run_id: int, worker: str, keys: Iterable[tuple[str, str]], lease_seconds: float
+) -> list[tuple[str, str]]:
+    """Extend the leases of items ``worker`` still holds; returns the keys renewed (a lost item is absent)."""
+    out: list[tuple[str, str]] = []
+    until = db_now(conn) + lease_seconds
+    for chunk in _keyed(keys):
+        stmt = (
+            update(_W)
+            .where(
+                _W.c.run_id == run_id,
+                _W.c.worker == worker,
+                _W.c.status == "claimed",
+                tuple_(_W.c.dataset, _W.c.source_id).in_(chunk),
+            )
+            .values(lease_until=until)
+            .returning(_W.c.dataset, _W.c.source_id)
+        )
+        out += [(r.dataset, r.source_id) for r in conn.execute(stmt)]
+    return out
 
 
 def release(conn: Connection, run_id: int, worker: str, keys: Iterable[tuple[str, str]] | None) -> int:

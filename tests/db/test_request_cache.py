@@ -48,3 +48,20 @@ def test_cache_round_trip_and_off_switch(store_url: str) -> None:
         store.cache_put("0" * 64, reply, endpoint="http://host/v1", model="m")
     with Store(store_url) as store:
         assert store.cache_get("0" * 64) is None and store.cache_get(key) is not None
+
+
+def test_many_replies_cached_in_one_write(store_url: str) -> None:
+    entries = [
+        {"key": f"{i:064x}", "response": {"texts": [f"r{i}"]}, "endpoint": "http://u:p@host/v1", "model": "m",
+         "prompt_tokens": i, "completion_tokens": 1}
+        for i in range(3)
+    ]
+    with Store(store_url) as store:
+        store.cache_put(entries[0]["key"], {"texts": ["first"]}, endpoint="http://host/v1", model="m")
+        assert store.cache_put_many(entries) == 3
+        assert store.cache_put_many([]) == 0
+        assert store.cache_get(entries[0]["key"]).response == {"texts": ["first"]}  # a cached reply stays
+        hit = store.cache_get(entries[2]["key"])
+        assert hit is not None and hit.response == {"texts": ["r2"]} and hit.prompt_tokens == 2
+    with Store(store_url, cache=False) as store:
+        assert store.cache_put_many(entries) == 0

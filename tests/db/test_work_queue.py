@@ -45,6 +45,21 @@ def test_a_crashed_workers_lease_expires(store_url: str) -> None:
         assert [(w.question_id, w.attempts) for w in again] == [("q000", 2), ("q001", 2)]
 
 
+def test_a_live_worker_renews_its_leases_and_learns_what_it_lost(store_url: str) -> None:
+    with Store(store_url) as store:
+        store.create_run("r")
+        store.enqueue("r", KEYS[:3])
+        a = store.claim_questions("r", "A", n=3, lease_seconds=0.5)
+        assert sorted(store.renew("r", "A", KEYS[:2], lease_seconds=60)) == KEYS[:2]
+        time.sleep(0.8)  # q002's lease runs out; the renewed two are still A's
+        [b] = store.claim_questions("r", "B", n=3, lease_seconds=60)
+        assert (b.dataset, b.question_id) == KEYS[2] and len(a) == 3
+        assert sorted(store.renew("r", "A", KEYS[:3], lease_seconds=60)) == KEYS[:2]  # q002 is B's now
+        store.complete("r", KEYS[:1])
+        assert store.renew("r", "A", KEYS[:2], lease_seconds=60) == [KEYS[1]]  # a done item is not renewed
+        assert store.renew("r", "A", [], lease_seconds=60) == []
+
+
 def test_saving_a_question_completes_its_item_atomically(store_url: str) -> None:
     rec = parse_record(pool_records(1)[0])
     with Store(store_url) as store:
