@@ -54,9 +54,12 @@ def main() -> None:
         if isinstance(rv, int) and rv:
             sys.exit(rv)
     except BoeError as exc:
+        from rich.markup import escape
+
         from boe.cli.common import err_console
 
-        err_console().print(f"[bold red]error:[/] {exc}", highlight=False)
+        # escaped: messages hold brackets ("pip install 'best-of-evidence[sam]'") that rich would eat as markup
+        err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
