@@ -19,14 +19,27 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boe.agent.configuration import AgentConfig, make_config
 from boe.agent.costs import KINDS, MODEL_KINDS, CostMeter, QuestionCosts, load_costs_file, measured_costs
 from boe.core.calibration import Calibration
 from boe.errors import ConfigError, InputError, MissingExtraError
 
-__all__ = ["MAX_FIGURES", "Agent", "AskResult", "ImageInput", "ask", "ask_async", "figure_paths", "parse_options"]
+if TYPE_CHECKING:
+    from boe.tools.images import LoadedImage
+
+__all__ = [
+    "MAX_FIGURES",
+    "Agent",
+    "AskResult",
+    "ImageInput",
+    "ask",
+    "ask_async",
+    "figure_paths",
+    "open_figures",
+    "parse_options",
+]
 
 #: A question's image(s): a path, or a list of paths or (figure id, path) pairs.
 ImageInput = str | Path | Sequence[str | Path | tuple[str, str | Path]]
@@ -67,6 +80,14 @@ def figure_paths(image: ImageInput) -> list[tuple[str, str | Path]]:
 def _tags(img: Any) -> dict[str, str]:
     """slot -> the DICOM tag its value came from (empty for other formats)."""
     return dict(((img.ref.dicom or {}).get("sources")) or {})
+
+
+def open_figures(image: ImageInput, config: AgentConfig) -> list[LoadedImage]:
+    """Read and decode every figure of a question, as `Agent.ask` does first (a batch does it ahead, in worker
+    processes, and hands the result to ``ask(opened=...)``)."""
+    from boe.tools.images import open_image
+
+    return [open_image(p, config.root, figure=f, frame=config.dicom_frame) for f, p in figure_paths(image)]
 
 
 @dataclass
@@ -367,6 +388,7 @@ class Agent:
         reference: str | None = None,
         question_id: str | None = None,
         dataset: str | None = None,
+        opened: Sequence[LoadedImage] | None = None,
     ) -> AskResult:
         """Answer one question about one image or several; the record is stored when the agent has a store.
 
@@ -377,18 +399,18 @@ class Agent:
         Figure ids default to the file stems (``"0"`` for a single image).
         ``dataset`` names the question's calibration namespace when it differs
         from the run's (say, a DICOM question in a PNG run: ``boe-sim-dicom``).
+        ``opened``: the figures already read by `open_figures` (a batch decodes
+        them in worker processes ahead of time).
         """
         if self._stack is None:
             raise RuntimeError("the agent is not open: use 'async with Agent(...)' or await agent.open()")
         from boe.agent.claims import analyse_question
         from boe.agent.state import AgentContext
-        from boe.tools.images import open_image
 
         if not isinstance(question, str) or not question.strip():
             raise InputError("the question is empty")
         opts = parse_options(options)
-        figures = figure_paths(image)
-        imgs = [open_image(p, self.config.root, figure=f, frame=self.config.dicom_frame) for f, p in figures]
+        imgs = list(opened) if opened else open_figures(image, self.config)
         img = imgs[0]
         key = img.ref.image_id if len(imgs) == 1 else ",".join(f"{i.ref.figure}:{i.ref.image_id}" for i in imgs)
         qid = question_id or question_key(key, question, opts)

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from boe.agent.configuration import AgentConfig
     from boe.agent.state import AgentContext
     from boe.core.calibration import Calibration
+    from boe.db import QuestionData
 
-__all__ = ["StoreCache", "open_store", "save_question"]
+__all__ = ["StoreCache", "open_store", "question_data", "save_question"]
 
 
 class StoreCache:
@@ -130,7 +131,27 @@ def save_question(
     image_ref: dict[str, Any] | list[dict[str, Any]],
 ) -> bool:
     """Write one answered question to the run's store (one transaction); ``image_ref``: one figure or all."""
-    from boe.db import ImageRecord, ModelCall, TranscriptRecord
+    item = question_data(record, calls, transcript, image_ref)
+    return bool(
+        ctx.store.save_question(
+            ctx.run_id,
+            item.record,
+            model_calls=item.model_calls,
+            transcripts=item.transcripts,
+            images=item.images,
+            replace=True,
+        )
+    )
+
+
+def question_data(
+    record: dict[str, Any],
+    calls: list[dict[str, Any]],
+    transcript: dict[str, Any],
+    image_ref: dict[str, Any] | list[dict[str, Any]],
+) -> QuestionData:
+    """One answered question as the store takes it: the record, its model calls, transcript and images."""
+    from boe.db import ImageRecord, ModelCall, QuestionData, TranscriptRecord
 
     rec = LedgerRecord.model_validate(record)
     model_calls = [
@@ -161,8 +182,4 @@ def save_question(
         )
         for ref in refs
     ]
-    return bool(
-        ctx.store.save_question(
-            ctx.run_id, rec, model_calls=model_calls, transcripts=[tr], images=images, replace=True
-        )
-    )
+    return QuestionData(rec, model_calls=model_calls, transcripts=[tr], images=images)

@@ -277,3 +277,32 @@ def test_every_call_is_recorded_with_its_prompt_version(scan, tmp_path):
         (stored,) = list(store.iter_records("t"))
         n_rows = len(list(store.iter_model_calls("t")))
     assert stored.model_extra["model_calls"] == calls and n_rows == len(calls)
+
+
+def test_figures_opened_ahead_give_the_same_answer(scan):
+    from boe.agent.api import open_figures
+
+    config = make_config(base_url="http://vlm.test/v1", model="fake")
+    opened = open_figures(scan, config)
+    assert [i.ref.figure for i in opened] == ["0"] and opened[0].pixels.shape == (96, 96)
+
+    async def go(**kw):
+        async with Agent(config, calibration=calibration(), http_client=FakeVLM(POOL, TRUTH).client()) as agent:
+            return await agent.ask(scan, "What imaging modality is this?", reference="ct", **kw)
+
+    a, b = asyncio.run(go()), asyncio.run(go(opened=opened))
+    assert (a.question_id, a.answer, a.transcript) == (b.question_id, b.answer, b.transcript)
+
+
+def test_question_data_is_what_the_store_takes(scan, tmp_path):
+    from boe.agent.persist import question_data
+    from boe.db import Store
+
+    res = ask(FakeVLM(POOL, TRUTH), scan)
+    item = question_data(res.record, res.calls, res.transcript, res.record["image_ref"])
+    assert item.record.question_id == res.question_id and len(item.model_calls) == len(res.calls)
+    assert [t.actions for t in item.transcripts] == [res.transcript["actions"]] and len(item.images) == 1
+    with Store(tmp_path / "s.db") as store:
+        store.create_run("r")
+        assert store.save_questions("r", [item]) == 1
+        assert [r.question_id for r in store.iter_records("r")] == [res.question_id]
