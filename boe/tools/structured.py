@@ -62,6 +62,8 @@ class StructuredCheck:
             verdict = _option_against_context(self.vocab, options[value], request.context)
             if verdict is not None:
                 view["source"] = verdict[2]
+                if request.context.get(f"{verdict[3]}:tag"):
+                    view["tag"] = request.context[f"{verdict[3]}:tag"]
                 return ToolResult(verdict[0], verdict[1], view)
             return ToolResult("unresolved", "the option exists; nothing in the record settles it", view)
         if slot in CLOSED_SLOTS and not self.vocab.is_known(slot, value):
@@ -85,8 +87,8 @@ class StructuredCheck:
         )
 
 
-def _option_against_context(vocab: Vocabulary, text: str, context: Any) -> tuple[Outcome, str, str] | None:
-    """Confirm / reject an option whose text names a closed-slot value the record states (with the source)."""
+def _option_against_context(vocab: Vocabulary, text: str, context: Any) -> tuple[Outcome, str, str, str] | None:
+    """Confirm / reject an option whose text names a closed-slot value the record states (with source and slot)."""
     for slot in sorted(CLOSED_SLOTS):
         stated = context.get(slot)
         if not stated:
@@ -95,6 +97,6 @@ def _option_against_context(vocab: Vocabulary, text: str, context: Any) -> tuple
         if canon is not None and canon.known:
             source = context.get(f"{slot}:source", "record")
             if canon.value == stated:
-                return "confirm", f"the option names {slot} {stated}, which the record states", source
-            return "reject", f"the option names {slot} {canon.value}; the record states {stated}", source
+                return "confirm", f"the option names {slot} {stated}, which the record states", source, slot
+            return "reject", f"the option names {slot} {canon.value}; the record states {stated}", source, slot
     return None

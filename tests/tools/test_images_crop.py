@@ -124,3 +124,94 @@ def test_crop_returns_the_boxed_pixels():
     assert out.shape == (5, 4) and (out == pix[3:8, 2:6]).all()
     with pytest.raises(ValueError):
         crop(pix, Box(5, 5, 5, 9))
+
+
+def test_dicom_window_from_the_header(tmp_path):
+    ds = pydicom.dcmread(get_testdata_file("MR_small.dcm"))  # WindowCenter 600, WindowWidth 1600
+    p = tmp_path / "mr.dcm"
+    ds.save_as(p)
+    img = open_image(p)
+    raw = ds.pixel_array.astype(float)
+    expect = np.clip((raw - (600 - 800)) * 255 / 1600, 0, 255).round().astype(np.uint8)
+    assert np.abs(img.pixels.astype(int) - expect).max() <= 1  # rounding at .5 may differ
+    assert img.ref.dicom["window"] == {"center": 600.0, "width": 1600.0, "source": "header"}
+    ds.WindowCenter, ds.WindowWidth = 100, 200  # a narrower window saturates more pixels
+    ds.save_as(p)
+    narrow = open_image(p)
+    assert (narrow.pixels == 255).sum() > (img.pixels == 255).sum()
+
+
+def test_dicom_rescale_then_value_range(tmp_path):
+    ds = pydicom.dcmread(get_testdata_file("CT_small.dcm"))  # RescaleIntercept -1024, no window
+    p = tmp_path / "ct.dcm"
+    ds.save_as(p)
+    img = open_image(p)
+    hu = ds.pixel_array.astype(float) * float(ds.RescaleSlope) + float(ds.RescaleIntercept)
+    assert img.ref.dicom["window"]["source"] == "range"
+    assert img.ref.dicom["window"]["center"] == pytest.approx((hu.min() + hu.max()) / 2)
+    assert img.pixels.min() == 0 and img.pixels.max() == 255
+
+
+def _multiframe(tmp_path, n=3):
+    ds = pydicom.dcmread(get_testdata_file("CT_small.dcm"))
+    frame = ds.pixel_array
+    frames = np.stack([np.full_like(frame, 100 * i) for i in range(n)])  # frame i is flat at value 100 i
+    frames[:, 0, 0] = 0
+    frames[:, 0, 1] = 100 * (n - 1)  # the same value range in every frame
+    ds.NumberOfFrames = n
+    ds.PixelData = frames.tobytes()
+    p = tmp_path / "multi.dcm"
+    ds.save_as(p)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("frame", "value"), [pytest.param(None, 127.5, id="middle"), pytest.param(2, 255, id="chosen")]
+)
+def test_dicom_multi_frame(tmp_path, frame, value):
+    img = open_image(_multiframe(tmp_path), frame=frame)
+    assert img.pixels.shape == (128, 128) and abs(int(img.pixels[64, 64]) - value) <= 0.5
+    assert img.ref.dicom["frames"] == 3 and img.ref.dicom["frame"] == (1 if frame is None else frame)
+
+
+def test_dicom_frame_out_of_range(tmp_path):
+    with pytest.raises(InputError, match="3 frames"):
+        open_image(_multiframe(tmp_path), frame=3)
+    ds = pydicom.dcmread(get_testdata_file("MR_small.dcm"))
+    p = tmp_path / "one.dcm"
+    ds.save_as(p)
+    with pytest.raises(InputError, match="single frame"):
+        open_image(p, frame=1)
+
+
+@pytest.mark.parametrize(
+    ("tags", "metadata"),
+    [
+        pytest.param({}, {"modality": "mr", "plane": "axial"}, id="as-shipped"),
+        pytest.param(
+            {"BodyPartExamined": "HEAD", "ViewPosition": "LL"},
+            {"modality": "mr", "region": "head", "plane": "lateral"},
+            id="body-part-and-view",
+        ),
+        pytest.param(
+            {"ImageOrientationPatient": [0, 1, 0, 0, 0, -1]}, {"modality": "mr", "plane": "sagittal"}, id="sagittal"
+        ),
+        pytest.param(
+            {"ImageOrientationPatient": [1, 0, 0, 0, 0, -1]}, {"modality": "mr", "plane": "coronal"}, id="coronal"
+        ),
+        pytest.param({"Modality": None}, {"plane": "axial"}, id="no-modality"),
+        pytest.param({"Modality": "OT"}, {"plane": "axial"}, id="other-modality"),
+    ],
+)
+def test_dicom_header_tags_become_slot_values(tmp_path, tags, metadata):
+    ds = pydicom.dcmread(get_testdata_file("MR_small.dcm"))
+    for name, value in tags.items():
+        if value is None:
+            delattr(ds, name)
+        else:
+            setattr(ds, name, value)
+    p = tmp_path / "mr.dcm"
+    ds.save_as(p)
+    img = open_image(p)
+    assert img.ref.metadata == metadata
+    assert set(img.ref.dicom["sources"]) == set(metadata)
