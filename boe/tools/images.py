@@ -168,7 +168,7 @@ def _to_uint8(arr: np.ndarray) -> np.ndarray:
 def _read_dicom(data: bytes, name: str, frame: int | None = None) -> tuple[np.ndarray, dict[str, str], dict[str, Any]]:
     try:
         import pydicom
-        from pydicom.pixels import apply_modality_lut
+        from pydicom.pixels.processing import apply_modality_lut
     except ImportError as exc:
         raise MissingExtraError("agent", "pydicom", "reading DICOM images") from exc
     try:
