@@ -111,3 +111,39 @@ def test_yes_no_answers_are_grouped_by_attribute_family():
         "v:attribute=yes": "vlm/answer:yesno",
         "v:attribute=no": "vlm/answer:yesno",
     }
+
+
+def test_claims_of_a_several_figure_question_carry_their_figure():
+    from boe.agent.claims import figure_context
+
+    q = analyse_question(
+        "What imaging modality is shown?",
+        figure_metadata={"A": ({"modality": "ct"}, {"modality": "Modality"}), "B": ({}, {})},
+    )
+    assert "modality" not in q["context"]  # one figure's header says nothing about another's
+    assert figure_context(q, "A")["modality"] == "ct" and figure_context(q, "A")["modality:tag"] == "Modality"
+    assert "modality" not in figure_context(q, "B") and "modality" not in figure_context(q, None)
+    cands = pool(q, [reply("ct", modality="ct"), reply("mr", modality="mr"), reply("ct", modality="ct")])
+    for c, fig in zip(cands, ("A", "A", "B"), strict=True):
+        c["figure"] = fig
+    claims, edges = build_graph(cands, "A", multi=True)
+    assert {(c["id"], c["figure"], c["support"]) for c in claims} == {
+        ("modality=ct@A", "A", 1),
+        ("modality=mr@A", "A", 1),
+        ("modality=ct@B", "B", 1),
+    }
+    signs = {(e["candidate"], e["claim"]): e["sign"] for e in edges}
+    # rivals only on the same figure: candidate 2 (figure B) neither supports nor opposes the A claims
+    assert signs == {
+        (0, "modality=ct@A"): 1,
+        (1, "modality=ct@A"): -1,
+        (1, "modality=mr@A"): 1,
+        (0, "modality=mr@A"): -1,
+        (2, "modality=ct@B"): 1,
+    }
+    unbound = [{**cands[0], "figure": None}]
+    (claim,), _ = build_graph(unbound, "A", multi=True)
+    assert claim["id"] == "modality=ct" and claim["figure"] is None
+    menu = build_menu([claim], unbound, COSTS, KINDS, q, design={**COSTS, "vlm_factor": 5.0})
+    assert [a["kind"] for a in menu] == ["structured", "vlm_factor", "whole_response"]  # nothing to ground on
+    assert menu[1]["cost"] == 4.0 and menu[1]["design_cost"] == 5.0
