@@ -1,0 +1,71 @@
+"""The store's request cache with its writes gathered: one transaction per flush, not one per model call.
+
+A reply is answered from memory until it is written, so a question never
+asks twice; the runner flushes every few tens of milliseconds from its
+writer thread. A worker killed with ``kill -9`` loses at most the replies of
+the last flush interval (and the calls in flight); a re-run pays for those
+again and for nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from boe.agent.persist import StoreCache
+
+__all__ = ["WriteBehindCache"]
+
+
+class WriteBehindCache(StoreCache):
+    """`StoreCache` whose ``put`` is buffered until `take` hands the buffer to a writer."""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._writing: dict[str, dict[str, Any]] = {}
+        self.hits = 0
+        self.lookups = 0
+        self.written = 0
+        self.read_cpu = 0.0  # CPU seconds spent reading the store (on the caller's thread)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        self.lookups += 1
+        entry = self._pending.get(key) or self._writing.get(key)
+        if entry is not None:
+            hit: dict[str, Any] | None = dict(entry["response"])
+        else:
+            t0 = time.thread_time()
+            hit = super().get(key)
+            self.read_cpu += time.thread_time() - t0
+        self.hits += hit is not None
+        return hit
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        usage = value.get("usage", {})
+        self._pending[key] = {
+            "key": key,
+            "response": value,
+            "endpoint": str(value.get("endpoint", "")),
+            "model": str(value.get("model", "")),
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+        }
+
+    @property
+    def pending(self) -> int:
+        """Replies not yet handed to the writer."""
+        return len(self._pending)
+
+    def take(self) -> list[dict[str, Any]]:
+        """The buffered replies, for one `Store.cache_put_many`; they stay readable until `written`."""
+        entries = list(self._pending.values())
+        self._writing.update(self._pending)
+        self._pending = {}
+        return entries
+
+    def mark_written(self, entries: list[dict[str, Any]]) -> None:
+        """The writer stored these replies: the store answers for them from now on."""
+        for e in entries:
+            self._writing.pop(e["key"], None)
+        self.written += len(entries)

@@ -1,0 +1,256 @@
+"""Which questions a batch answers, and what they will cost before anything is paid (``--dry-run``).
+
+**How the estimate is made.** Per question, the calls of each purpose and
+the tokens of one call of each purpose come from one of two places:
+
+* *measured*: the mean over the questions a stored run already holds (this
+  run when it is being resumed, or ``--estimate-from RUN``); every call
+  counts, cached or not, because a fresh run pays for all of them;
+* *defaults* otherwise: ``factor claims = 5 + 2.5 log2 K`` per question
+  (fitted on the built-in simulator, 30 questions at K = 1, 4, 8, 16; a
+  claim gets one ``vlm_factor`` and one ``grounded_factor`` call, a
+  structured check calls no model), one whole-response call per candidate,
+  one generation call (``n = K``). Prompt tokens are the prompt text
+  (generation 229, factor 159, grounded 159, whole 174 as the simulator
+  counts 1.3 tokens a word) plus ``ceil(w/28) * ceil(h/28)`` per image, from
+  the mean size of up to 32 of the batch's images (a grounded crop counted
+  at half the image). Completion tokens: 80 per sampled candidate and 40 per
+  verdict, above what the simulator writes (17 and 22), as real models say
+  more.
+
+``--ledger full`` runs the whole menu; ``online`` buys at most
+``floor(budget / cheapest model-judged cost)`` judge calls per question,
+which is what the estimate counts (an upper bound: a policy may stop
+earlier). The upper bound of a full ledger assumes every candidate asserts
+its own value in every one of the five slots (``1 + 11 K`` calls).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from boe.datasets import Dataset, DatasetItem
+
+__all__ = ["BatchItem", "Estimate", "Measured", "estimate", "image_tokens", "measure_records", "select_items"]
+
+#: Calls by prompt purpose, in the order they are shown.
+PURPOSES = ("generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge", "answer_grading")
+_JUDGE = {"vlm_factor": "factor_judge", "grounded_factor": "grounded_factor_judge", "whole_response": "whole_judge"}
+_TEXT_TOKENS = {"generation": 229, "factor_judge": 159, "grounded_factor_judge": 159, "whole_judge": 174}
+_GENERATION_TOKENS = 80  # per sampled candidate
+_VERDICT_TOKENS = 40
+_SLOTS = 5
+_SAMPLE_IMAGES = 32
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One question of the batch: the dataset item, its queue key and the image argument of `Agent.ask`."""
+
+    item: DatasetItem
+    key: tuple[str, str]  # (calibration namespace, question id): how the store and the queue know it
+
+    @property
+    def image(self) -> str | list[tuple[str, str]]:
+        """One path, or ``(figure, path)`` pairs for a question with several figures."""
+        ims = self.item.images
+        return str(ims[0].path) if len(ims) == 1 else [(im.figure, str(im.path)) for im in ims]
+
+
+def select_items(ds: Dataset, namespace: str, limit: int | None) -> tuple[list[BatchItem], list[tuple[str, str]]]:
+    """The first ``limit`` items in file order, and the (question id, reason) of those that cannot run."""
+    out: list[BatchItem] = []
+    skipped: list[tuple[str, str]] = []
+    for item in ds.items[:limit] if limit is not None else ds.items:
+        if not item.images:
+            skipped.append((item.question_id, "no image"))
+        elif item.missing_images:
+            skipped.append((item.question_id, f"image file(s) missing: {', '.join(item.missing_images)}"))
+        else:
+            out.append(BatchItem(item, (namespace, item.question_id)))
+    return out, skipped
+
+
+@dataclass
+class Measured:
+    """Per-question call counts and per-call tokens by purpose, measured on stored questions."""
+
+    source: str
+    questions: int
+    calls: dict[str, float]  # purpose -> calls per question
+    prompt: dict[str, float]  # purpose -> prompt tokens per call
+    completion: dict[str, float]  # purpose -> completion tokens per call
+    ledger: str | None = None  # "full" / "online": what the measured run ran
+
+
+def measure_records(records: Iterable[dict[str, Any]], source: str) -> Measured | None:
+    """Means over stored ledger records (their ``model_calls``); None when there are none."""
+    n = 0
+    calls: Counter[str] = Counter()
+    prompt: Counter[str] = Counter()
+    completion: Counter[str] = Counter()
+    ledgers: Counter[str] = Counter()
+    for rec in records:
+        n += 1
+        ledgers[str(rec.get("ledger"))] += 1
+        for c in rec.get("model_calls") or []:
+            p = str(c.get("purpose") or "other")
+            calls[p] += 1
+            prompt[p] += int(c.get("prompt_tokens") or 0)
+            completion[p] += int(c.get("completion_tokens") or 0)
+    if n == 0:
+        return None
+    return Measured(
+        source=source,
+        questions=n,
+        calls={p: calls[p] / n for p in calls},
+        prompt={p: prompt[p] / calls[p] for p in calls},
+        completion={p: completion[p] / calls[p] for p in calls},
+        ledger=ledgers.most_common(1)[0][0],
+    )
+
+
+def image_tokens(width: int, height: int) -> int:
+    """Tokens of one image for a VLM with 28-pixel patches (Qwen-VL style; the simulator counts the same)."""
+    return max(4, math.ceil(width / 28) * math.ceil(height / 28))
+
+
+def _mean_image_tokens(items: Sequence[BatchItem]) -> tuple[float, float, int]:
+    """(mean tokens of a question's images, mean figures per question, images read) from a sample."""
+    import cv2
+    import numpy as np
+
+    step = max(1, len(items) // _SAMPLE_IMAGES)
+    sample = list(items[::step][:_SAMPLE_IMAGES])
+    tokens: list[int] = []
+    for it in sample:
+        path = it.item.images[0].path
+        arr = cv2.imdecode(np.fromfile(str(path), np.uint8), cv2.IMREAD_UNCHANGED) if path.is_file() else None
+        if arr is None:  # DICOM and the like: count a common 512 x 512 scan
+            tokens.append(image_tokens(512, 512))
+        else:
+            tokens.append(image_tokens(arr.shape[1], arr.shape[0]))
+    figures = sum(len(it.item.images) for it in items) / max(len(items), 1)
+    return (sum(tokens) / len(tokens) if tokens else image_tokens(512, 512)), figures, len(tokens)
+
+
+@dataclass
+class Estimate:
+    """Expected model calls and tokens of the questions still to do."""
+
+    questions: int  # selected
+    stored: int  # already in the run
+    todo: int
+    calls: dict[str, float]  # purpose -> calls for all questions to do
+    prompt_tokens: float
+    completion_tokens: float
+    upper_calls: float  # a bound on the calls
+    basis: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_calls(self) -> float:
+        return sum(self.calls.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "questions": self.questions,
+            "stored": self.stored,
+            "todo": self.todo,
+            "calls": {k: round(v, 1) for k, v in self.calls.items()},
+            "total_calls": round(self.total_calls, 1),
+            "upper_bound_calls": round(self.upper_calls),
+            "prompt_tokens": round(self.prompt_tokens),
+            "completion_tokens": round(self.completion_tokens),
+            "basis": self.basis,
+            "notes": self.notes,
+        }
+
+
+def estimate(
+    items: Sequence[BatchItem],
+    stored: int,
+    config: Any,
+    *,
+    measured: Measured | None = None,
+    semantic_grader: bool = False,
+) -> Estimate:
+    """Expected calls and tokens for ``items`` (``stored`` of them already done) under an `AgentConfig`."""
+    todo = max(len(items) - stored, 0)
+    k = int(config.k)
+    kinds = tuple(config.kinds)
+    notes: list[str] = []
+    model_kinds = [kd for kd in _JUDGE if kd in kinds]
+    if config.ledger == "online":
+        cheapest = min((config.costs.of(kd) for kd in model_kinds), default=math.inf)
+        max_judged = 0 if math.isinf(cheapest) else math.floor(config.budget / cheapest)
+        if math.isinf(config.budget):
+            max_judged = 10**9
+    per_q: dict[str, float]
+    if measured is not None:
+        per_q = {p: v for p, v in measured.calls.items() if p != "answer_grading" or semantic_grader}
+        basis = f"measured on {measured.source} ({measured.questions} stored questions, ledger {measured.ledger})"
+        if measured.ledger != config.ledger:
+            notes.append(f"the measured run used ledger {measured.ledger!r}, this batch {config.ledger!r}")
+        if config.ledger == "online" and measured.ledger == "full":
+            judged = sum(v for p, v in per_q.items() if p in _JUDGE.values())
+            scale = min(1.0, max_judged / judged) if judged else 1.0
+            per_q = {p: v * scale if p in _JUDGE.values() else v for p, v in per_q.items()}
+        prompt = measured.prompt
+        completion = measured.completion
+    else:
+        claims = 5.0 + 2.5 * math.log2(k)
+        per_q = {"generation": 1.0}
+        if "vlm_factor" in kinds:
+            per_q["factor_judge"] = claims
+        if "grounded_factor" in kinds:
+            per_q["grounded_factor_judge"] = claims
+        if "whole_response" in kinds:
+            per_q["whole_judge"] = float(k)
+        if config.ledger == "online":
+            judged = sum(v for p, v in per_q.items() if p != "generation")
+            scale = min(1.0, max_judged / judged) if judged else 1.0
+            per_q = {p: v * scale if p != "generation" else v for p, v in per_q.items()}
+        img, figures, read = _mean_image_tokens(items) if items else (image_tokens(512, 512), 1.0, 0)
+        basis = (
+            f"defaults (claims per question 5 + 2.5 log2 K = {claims:.1f}, fitted on the simulator; "
+            f"image tokens {img:.0f} from {read} of the batch's images)"
+        )
+        prompt = {
+            "generation": _TEXT_TOKENS["generation"] + img * figures,
+            "factor_judge": _TEXT_TOKENS["factor_judge"] + img,
+            "grounded_factor_judge": _TEXT_TOKENS["grounded_factor_judge"] + img / 2,
+            "whole_judge": _TEXT_TOKENS["whole_judge"] + img * figures,
+        }
+        completion = {
+            "generation": float(_GENERATION_TOKENS * k),
+            "factor_judge": float(_VERDICT_TOKENS),
+            "grounded_factor_judge": float(_VERDICT_TOKENS),
+            "whole_judge": float(_VERDICT_TOKENS),
+        }
+        notes.append("slot-less replies add a claim-extraction call per candidate (not counted)")
+    if semantic_grader and "answer_grading" not in per_q:
+        notes.append(f"the LLM grader adds up to {k} calls per question for undecided open answers (not counted)")
+    calls = {p: v * todo for p, v in per_q.items()}
+    pt = sum(calls[p] * prompt.get(p, 0.0) for p in calls)
+    ct = sum(calls[p] * completion.get(p, 0.0) for p in calls)
+    menu = sum(_SLOTS * k for kd in ("vlm_factor", "grounded_factor") if kd in kinds)
+    menu += k if "whole_response" in kinds else 0
+    upper = todo * (1 + (menu if config.ledger == "full" else min(max_judged, menu)))
+    if semantic_grader:
+        upper += todo * k
+    if config.ledger == "online":
+        notes.append(f"online: at most {max_judged} judge calls a question (budget {config.budget:g})")
+    return Estimate(len(items), stored, todo, calls, pt, ct, float(upper), basis, notes)
+
+
+def describe_dataset(ds: Dataset, path: str | Path) -> dict[str, Any]:
+    """What a run records about its dataset (the path is where this worker read it)."""
+    d = ds.describe()
+    return {"name": ds.name, "format": ds.format, "path": str(path), "n_items": d["n_items"]}

@@ -1,0 +1,234 @@
+"""`boe batch`: a whole dataset through the agent, resumable, shared by many workers through one store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from boe.cli.common import err_console, out_console
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from boe.batch import BatchSummary, Estimate
+
+__all__ = ["batch_command", "register"]
+
+
+def batch_command(
+    dataset: Path = typer.Argument(..., help="The dataset folder or file.", show_default=False),
+    fmt: Optional[str] = typer.Option(
+        None, "--format", help="vqa-rad, vqa-med, slake, pathvqa, pmc-vqa, medxpertqa, boe-sim (detected)."
+    ),
+    base_url: str = typer.Option(..., "--base-url", envvar="BOE_BASE_URL", help="OpenAI-compatible endpoint."),
+    model: str = typer.Option(..., "--model", envvar="BOE_MODEL", help="Generator model name."),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model (default: the generator)."),
+    judge_base_url: Optional[str] = typer.Option(None, "--judge-base-url", help="Judge endpoint (--base-url)."),
+    db: str = typer.Option(..., "--db", help="The store: sqlite:///file.db, a path, or postgresql+psycopg://..."),
+    run: str = typer.Option(..., "--run", help="Run name; the same command again continues it."),
+    k: int = typer.Option(16, "--k", help="Candidates sampled per question."),
+    budget: float = typer.Option(16, "--budget", help="Evidence budget in design-cost units."),
+    policy: str = typer.Option("boe", "--policy", help="Selection policy."),
+    ledger: str = typer.Option(
+        "full", "--ledger", help="full (run every check once: any policy and budget replays later) or online."
+    ),
+    concurrency: int = typer.Option(64, "--concurrency", min=1, max=256, help="Model requests in flight at most."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N questions (file order)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run that must exist already."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Estimate model calls and tokens; call nothing."),
+    estimate_from: Optional[str] = typer.Option(
+        None, "--estimate-from", help="--dry-run: measure per-question calls and tokens on this stored run."
+    ),
+    semantic_grader: bool = typer.Option(
+        False, "--semantic-grader", help="Grade open answers the rules leave undecided with the judge model (an LLM)."
+    ),
+    calibration: Optional[Path] = typer.Option(
+        None, "--calibration", help="Calibration FILE.json (the shipped simulator calibration)."
+    ),
+    namespace: Optional[str] = typer.Option(
+        None, "--namespace", help="Calibration namespace and stored dataset name (the dataset's name)."
+    ),
+    temperature: float = typer.Option(1.1, "--temperature", help="Generator temperature."),
+    judge_temperature: float = typer.Option(0.0, "--judge-temperature", help="Judge temperature."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed sent to the endpoint."),
+    costs: Optional[str] = typer.Option(
+        None, "--costs", help="Design costs structured,vlm_factor,grounded_factor,whole_response (1,4,4,8)."
+    ),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per request."),
+    max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (429/5xx/timeouts)."),
+    worker: Optional[str] = typer.Option(None, "--worker", help="This worker's name (the first free slot here)."),
+    lease: float = typer.Option(120.0, "--lease", min=2.0, help="Seconds a claimed question is this worker's."),
+    cpu_workers: int = typer.Option(0, "--cpu-workers", min=0, max=64, help="Processes decoding figures (0: none)."),
+    max_failures: int = typer.Option(20, "--max-failures", min=0, help="Stop after N failed questions (0: never)."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for questions other workers still hold."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar (on a terminal)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary (or estimate) as JSON."),
+) -> None:
+    """Answer every question of a dataset with the agent and store the run (resumable; many workers may share it)."""
+    from boe.agent.configuration import make_config
+    from boe.batch import BatchConfig
+    from boe.cli.agent_cmd import _parse_costs
+
+    agent = make_config(
+        base_url=base_url,
+        model=model,
+        judge_model=judge_model,
+        judge_base_url=judge_base_url,
+        k=k,
+        budget=budget,
+        policy=policy,
+        ledger=ledger,
+        concurrency=concurrency,
+        calibration=None if calibration is None else str(calibration),
+        temperature=temperature,
+        judge_temperature=judge_temperature,
+        seed=seed,
+        costs=_parse_costs(costs),
+        timeout=timeout,
+        max_retries=max_retries,
+    )
+    config = BatchConfig(
+        dataset=str(dataset),
+        format=fmt,
+        namespace=namespace,
+        agent=agent,
+        db=_db_url(db),
+        run=run,
+        limit=limit,
+        resume=resume,
+        semantic_grader=semantic_grader,
+        worker=worker,
+        lease_seconds=lease,
+        cpu_workers=cpu_workers,
+        max_failures=max_failures,
+        wait=wait,
+    )
+    if dry_run:
+        est = dry_run_estimate(config, estimate_from)
+        if as_json:
+            sys.stdout.write(json.dumps(est.as_dict(), indent=2) + "\n")
+        else:
+            render_estimate(est, config, out_console())
+        return
+    summary = _run(config, progress if progress is not None else sys.stderr.isatty())
+    if as_json:
+        sys.stdout.write(json.dumps(summary.as_dict(), indent=2, default=str) + "\n")
+    else:
+        render_summary(summary, err_console())
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+def _db_url(text: str) -> str:
+    return text if "://" in text else f"sqlite:///{Path(text).expanduser()}"
+
+
+def _run(config: Any, show_progress: bool) -> BatchSummary:
+    from boe.batch import RichProgress, run_batch
+
+    return run_batch(config, progress=RichProgress(err_console()) if show_progress else None)
+
+
+def dry_run_estimate(config: Any, estimate_from: str | None) -> Estimate:
+    """The estimate for a batch: calls and tokens of the questions not stored yet; nothing is called."""
+    from boe.batch import estimate, measure_records, select_items
+    from boe.batch.runner import _agent_config
+    from boe.datasets import load_dataset
+    from boe.db import Store
+    from boe.errors import StoreError
+
+    ds = load_dataset(config.dataset, config.format)
+    namespace = config.namespace or ds.name
+    items, _ = select_items(ds, namespace, config.limit)
+    agent = _agent_config(config.agent, root=str(ds.root), dataset=namespace)
+    stored, measured = 0, None
+    try:
+        store = Store(config.db, create=False)
+    except StoreError:
+        store = None  # no store yet: nothing stored, nothing to measure
+    if store is not None:
+        with store:
+            names = {r.name for r in store.list_runs()}
+            if config.run in names:
+                stored = len(store.done_question_ids(config.run) & {it.key for it in items})
+            source = estimate_from or (config.run if stored else None)
+            if source is not None:
+                if source not in names:
+                    raise StoreError(f"--estimate-from: no run named {source!r} in {store.url}")
+                measured = measure_records(store.iter_record_dicts(source), f"run {source!r}")
+    elif estimate_from is not None:
+        raise StoreError(f"--estimate-from: there is no store at {config.db}")
+    return estimate(items, stored, agent, measured=measured, semantic_grader=config.semantic_grader)
+
+
+def render_estimate(est: Estimate, config: Any, console: Console) -> None:
+    """The dry-run table."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from boe.batch.progress import human
+
+    agent = config.agent
+    console.print(
+        f"[bold]boe batch --dry-run[/]: {est.questions} questions, {est.stored} stored, [bold]{est.todo} to do[/]; "
+        f"K={agent.k}, ledger {agent.ledger}, policy {escape(agent.policy)}, budget {agent.budget:g}",
+        highlight=False,
+    )
+    t = Table(title="expected model calls", title_justify="left", pad_edge=False)
+    t.add_column("purpose")
+    t.add_column("calls", justify="right")
+    t.add_column("per question", justify="right")
+    for purpose, n in est.calls.items():
+        t.add_row(purpose, human(n), f"{n / est.todo:.1f}" if est.todo else "-")
+    per_q = f"{est.total_calls / est.todo:.1f}" if est.todo else "-"
+    t.add_row("[bold]total[/]", f"[bold]{human(est.total_calls)}[/]", per_q)
+    console.print(t)
+    console.print(
+        f"tokens: {human(est.prompt_tokens)} prompt + {human(est.completion_tokens)} completion; "
+        f"at most {human(est.upper_calls)} calls",
+        highlight=False,
+    )
+    console.print(f"[dim]basis: {escape(est.basis)}[/]", highlight=False)
+    for note in est.notes:
+        console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+
+
+def render_summary(s: BatchSummary, console: Console) -> None:
+    """What the worker did, and how to replay the run."""
+    from rich.markup import escape
+
+    from boe.batch.progress import human
+
+    rate = f"{s.per_minute:.1f} questions/min" if s.stored else "-"
+    cpu = f"{s.cpu_ms_per_question:.0f} ms CPU per question" if s.stored else ""
+    console.print(
+        f"[bold]{escape(s.run)}[/] [{escape(s.worker)}]: stored {s.stored} this session "
+        f"({s.stored_before} before; {s.selected} selected), {len(s.failed)} failed, {s.lost} lost; "
+        f"{s.seconds:.1f} s, {rate}, {cpu}",
+        highlight=False,
+    )
+    console.print(
+        f"model calls {human(s.calls_paid)} paid ({human(s.requests)} requests, {s.call_errors} with errors), "
+        f"{human(s.calls_cached)} from the cache; tokens {human(s.prompt_tokens)} prompt + "
+        f"{human(s.completion_tokens)} completion; peak {s.peak_in_flight} requests in flight",
+        highlight=False,
+    )
+    left = s.remaining
+    state = "complete" if s.complete else f"{left.get('pending', 0)} pending, {left.get('claimed', 0)} held by workers"
+    console.print(f"run queue: {left.get('done', 0)} done, {state}", highlight=False)
+    for qid, err in s.failed[:5]:
+        console.print(f"[red]failed[/] {escape(qid)}: {escape(err)}", highlight=False)
+    if len(s.failed) > 5:
+        console.print(f"[red]... and {len(s.failed) - 5} more failed[/] (run the command again to retry them)")
+    for note in s.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    if s.complete:
+        console.print(f"replay it: boe replay --db {escape(s.store)} --run {escape(s.run)}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("batch")(batch_command)
