@@ -38,9 +38,9 @@ def test_a_crashed_workers_lease_expires(store_url: str) -> None:
     with Store(store_url) as store:
         store.create_run("r")
         store.enqueue("r", KEYS[:2])
-        assert len(store.claim_questions("r", "crashed", n=2, lease_seconds=0.5)) == 2
-        assert store.claim_questions("r", "B", n=2, lease_seconds=60) == []
-        time.sleep(0.8)
+        assert len(store.claim_questions("r", "crashed", n=2, lease_seconds=2)) == 2
+        assert store.claim_questions("r", "B", n=2, lease_seconds=60) == []  # still leased
+        time.sleep(2.3)
         again = store.claim_questions("r", "B", n=5, lease_seconds=60)
         assert [(w.question_id, w.attempts) for w in again] == [("q000", 2), ("q001", 2)]
 
