@@ -70,9 +70,11 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         header_style="bold",
         collapse_padding=True,
     )
+    multi = len(result.record.get("figures") or []) > 1
     for col, just in (
         ("#", "right"),
         ("answer", "left"),
+        *((("fig", "left"),) if multi else ()),
         *((c, "left") for _, c in _SLOT_COLS),
         ("s0", "right"),
         ("s", "right"),
@@ -84,7 +86,10 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         i = c["index"]
         if not c["valid"]:
             t.add_row(
-                str(i), "[dim]invalid[/]", f"[dim]{escape(_short(c.get('error'), 40))}[/]", "", "", "", "", "", "", ""
+                str(i),
+                "[dim]invalid[/]",
+                f"[dim]{escape(_short(c.get('error'), 40))}[/]",
+                *[""] * (len(_SLOT_COLS) + 2 + multi),
             )
             continue
         claims = c.get("claims") or {}
@@ -98,6 +103,7 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         t.add_row(
             str(i),
             escape(_short(c["answer"], 14)),
+            *((escape(_short(c.get("figure"), 6)),) if multi else ()),
             *(escape(_short(claims.get(slot, {}).get("value"), 9)) for slot, _ in _SLOT_COLS),
             f"{s0[i]:.2f}" if s0 else "",
             f"{result.scores[i]:.2f}",
@@ -116,7 +122,6 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         "grounded_factor": "judge, crop",
         "whole_response": "judge, whole response",
     }
-    multi = len(result.record.get("figures") or []) > 1
     for e in result.evidence:
         view = e.get("view") or {}
         kind = kinds.get(e["kind"], e["kind"])
