@@ -89,7 +89,7 @@ def replay_command(
     ) as prog:
         prog.add_task("loading", total=None)
 
-        from boe.core.loading import load_ledgers, load_lines
+        from boe.core.loading import load_ledgers
         from boe.errors import RecordError
 
         def on_error(err: RecordError) -> None:
@@ -108,9 +108,7 @@ def replay_command(
             from boe.db import Store
 
             with Store(db) as store:
-                questions, groups = load_lines(
-                    store.iter_ledger_lines(run), f"{_safe_url(db)}#{run}", strict=strict, on_error=on_error
-                )
+                questions, groups = store.load_questions(run, strict=strict, on_error=on_error)
         if not questions:
             console.print("[bold red]error:[/] nothing could be replayed (no valid record)")
             raise typer.Exit(1)

@@ -18,7 +18,7 @@ from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import FieldRuleError, parse_record, parse_record_dict
 from boe.errors import LedgerError, RecordError
 
-__all__ = ["load_ledgers", "load_lines"]
+__all__ = ["load_ledgers", "load_lines", "worker_count"]
 
 #: Files above this size are read by several processes.
 PARALLEL_BYTES = 32 * 2**20
@@ -45,7 +45,7 @@ def load_ledgers(
             size = path.stat().st_size
         except OSError as exc:
             raise LedgerError(f"cannot open ledger {path}: {exc.strerror}") from exc
-        n_workers = _workers(workers)
+        n_workers = worker_count(workers)
         if n_workers > 1 and size > PARALLEL_BYTES:
             items = _parallel_items(path, size, n_workers, groups)
         else:
@@ -101,7 +101,8 @@ def load_lines(
     return questions, groups
 
 
-def _workers(workers: int | None) -> int:
+def worker_count(workers: int | None = None) -> int:
+    """Processes for loading: ``workers`` if given, else BOE_WORKERS, else up to two (1 without fork)."""
     if workers is not None:
         return workers
     import multiprocessing as mp

@@ -43,12 +43,12 @@ def load_questions(
 ) -> tuple[list[Question], GroupIndex]:
     """Validated questions of a run in insertion order; bad records go to ``on_error`` (or raise with ``strict``)."""
     from boe.core.graph import GroupIndex
-    from boe.core.loading import _workers, load_lines  # the same worker count (BOE_WORKERS) as for files
+    from boe.core.loading import load_lines, worker_count  # the same worker count (BOE_WORKERS) as for files
 
     name = run if isinstance(run, str) else run.name
     source = f"{store.url}#{name}"
     run_id = store.get_run(name).id
-    n_workers = _workers(workers)
+    n_workers = worker_count(workers)
     with store._read() as conn:
         pks = list(conn.execute(select(_Q.c.id).where(_Q.c.run_id == run_id).order_by(_Q.c.id)).scalars())
     if n_workers < 2 or len(pks) <= PARALLEL_QUESTIONS:
