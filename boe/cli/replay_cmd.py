@@ -149,6 +149,8 @@ def replay_command(
         sys.stdout.write(json.dumps(exp.to_json(), indent=2) + "\n")
     else:
         _print_tables(exp, bad)
+    for warning in exp.warnings():
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
 def _safe_url(url: str) -> str:

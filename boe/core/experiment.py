@@ -46,6 +46,16 @@ class Experiment:
     rows: list[MetricRow]
     comparisons: list[Comparison]
     settings: dict[str, Any] = field(default_factory=dict)
+    #: (policy, budget) -> questions whose replay bought an action the stored online run never ran
+    unobserved: dict[tuple[str, float], int] = field(default_factory=dict)
+
+    def warnings(self) -> list[str]:
+        """Reasons to distrust some figures (printed by the CLI, kept in the JSON)."""
+        return [
+            f"{policy} at budget {budget:g} bought, on {n} question(s), checks the stored online run never ran; "
+            "their outcomes are placeholders (replay a --ledger full run to compare policies)"
+            for (policy, budget), n in self.unobserved.items()
+        ]
 
     def run(self, policy: str, budget: float) -> ReplayRun:
         for r in self.runs:
@@ -80,6 +90,7 @@ class Experiment:
             "bootstrap": {"resamples": self.settings.get("resamples"), "seed": self.settings.get("seed")},
             "results": [r.as_dict() for r in self.rows],
             "comparisons": [c.as_dict() for c in self.comparisons],
+            "warnings": self.warnings(),
         }
 
 
@@ -131,6 +142,9 @@ def run_experiment(
     raw_runs = [r for r in runs if r.policy == "raw"]
     raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan)[0]
     rows = summarize(questions, runs, raw)
+    unobserved = {
+        (r.policy, r.budget): n for r in runs if (n := unobserved_purchases(r, questions))
+    }
     comps: list[Comparison] = []
     by_key = {(r.policy, r.budget): r for r in runs}
     for a, b in compare_pairs:
@@ -145,4 +159,13 @@ def run_experiment(
         "seed": seed,
         "resamples": resamples,
     }
-    return Experiment(questions, group_keys, plan, runs, raw, rows, comps, settings)
+    return Experiment(questions, group_keys, plan, runs, raw, rows, comps, settings, unobserved)
+
+
+def unobserved_purchases(run: ReplayRun, questions: Sequence[Question]) -> int:
+    """Questions on which ``run`` bought an action an online run never ran (its outcome is a placeholder)."""
+    n = 0
+    for r, q in enumerate(questions):
+        if q.unobserved is not None and q.unobserved[run.actions_of(r)].any():
+            n += 1
+    return n

@@ -77,6 +77,7 @@ class Question:
     group: I32  # (A,) global calibration-group id
     alpha: I8  # (A, K) signed effect of a confirm outcome
     outcome: I8 = field(repr=False)  # (A,) +1 confirm, -1 reject, 0 unresolved (stored, hidden from policies)
+    unobserved: B_ | None = None  # (A,) actions an online run never ran ("observed": false); None: all observed
 
     @property
     def k(self) -> int:
@@ -98,7 +99,7 @@ class Question:
     @classmethod
     def from_record(cls, rec: LedgerRecord, groups: GroupIndex) -> Question:
         """Build the arrays of a validated `LedgerRecord`; group keys are registered in ``groups``."""
-        return cls._build(
+        q = cls._build(
             rec.question_id,
             rec.dataset,
             [(c.answer, c.valid, c.utility) for c in rec.candidates],
@@ -107,6 +108,10 @@ class Question:
             [(a.id, a.kind, a.claim, a.candidate, a.cost, a.group, a.outcome) for a in rec.actions],
             groups,
         )
+        unobserved = [(a.model_extra or {}).get("observed") is False for a in rec.actions]
+        if any(unobserved):
+            q.unobserved = np.array(unobserved, dtype=bool)
+        return q
 
     @classmethod
     def from_dict(cls, rec: RecordDict, groups: GroupIndex, check: bool = False) -> Question:
@@ -124,7 +129,9 @@ class Question:
         ]
         if check:
             check_graph([c["index"] for c in cands], claim_ids, edges, actions)
-        return cls._build(
+        acts = rec.get("actions", ())
+        unobserved = [a.get("observed") is False for a in acts]
+        q = cls._build(
             rec["question_id"],
             rec["dataset"],
             [(c.get("answer"), c.get("valid", True), c.get("utility")) for c in cands],
@@ -133,6 +140,9 @@ class Question:
             actions,
             groups,
         )
+        if any(unobserved):
+            q.unobserved = np.array(unobserved, dtype=bool)
+        return q
 
     @classmethod
     def _build(

@@ -269,6 +269,7 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
         cost: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
         group: _NonEmpty
         outcome: Outcome
+        observed: NotRequired[bool]  # false: an online run never ran it; its outcome is a placeholder
 
     @with_config(cfg)
     class TaskD(TypedDict, total=False):

@@ -115,3 +115,24 @@ def test_readme_test_command_is_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci in readme
     assert "pytest" in ci
+
+
+def test_replay_warns_when_a_policy_buys_checks_an_online_run_never_ran(tmp_path):
+    """Online runs store unbought checks as placeholders ("observed": false); replay says so when it reads them."""
+    from boe.sim.ledgers import pool_ledger
+
+    recs = list(pool_ledger(20, seed=5))
+    for rec in recs:  # pretend an online run bought only the first structured check
+        for i, a in enumerate(rec["actions"]):
+            if i > 0:
+                a["observed"] = False
+                a["outcome"] = "unresolved"
+    ledger = tmp_path / "online.jsonl"
+    ledger.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = boe("replay", str(ledger), "--policy", "random-factor,raw", "--budget", "8", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert len(doc["warnings"]) == 1 and "random-factor at budget 8" in doc["warnings"][0]
+    assert "warning:" in res.stderr and "placeholders" in res.stderr
+    res = boe("replay", str(ledger), "--policy", "raw", "--budget", "8", "--json")
+    assert json.loads(res.stdout)["warnings"] == []
