@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "boe.cli.theory_cmd",
     "boe.cli.store_cmd",
     "boe.cli.agent_cmd",
+    "boe.cli.report_cmd",
     "boe.cli.batch_cmd",
 )
 

@@ -1,0 +1,243 @@
+"""`boe report` and `boe show`: an HTML report of a run, and one question's page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from boe.cli.common import err_console, out_console, parse_budgets, parse_list
+
+if TYPE_CHECKING:
+    from boe.errors import RecordError
+
+__all__ = ["register"]
+
+_DB_HELP = "Store URL (sqlite:///file.db, a path, or postgresql+psycopg://...)."
+_CAL_HELP = (
+    "run (the calibration the agent ran with; the default for agent runs), fit (fitted on these questions; the "
+    "default otherwise), crossfit[:K], or a calibration FILE.json."
+)
+
+
+def _pairs(compare: list[str] | None) -> list[tuple[str, str]] | None:
+    from boe.errors import ConfigError
+
+    if not compare:
+        return None
+    out = []
+    for c in compare:
+        a, sep, b = c.partition(":")
+        if not sep or not a or not b:
+            raise ConfigError(f"--compare expects A:B, got {c!r}")
+        out.append((a, b))
+    return out
+
+
+def report_command(
+    db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+    run: Optional[str] = typer.Option(
+        None, "--run", help="Run name in --db (may be left out when the store holds one run)."
+    ),
+    ledger: Optional[list[Path]] = typer.Option(
+        None, "--ledger", help="Ledger-v1 JSONL file instead of a store (repeatable)."
+    ),
+    out: Path = typer.Option(Path("report.html"), "--out", help="The HTML file to write."),
+    compare: Optional[list[str]] = typer.Option(
+        None,
+        "--compare",
+        help="A:B - paired interval and McNemar p of policy A vs B (repeatable) "
+        "(default: the focus policy vs raw and random-factor).",
+    ),
+    policy: Optional[str] = typer.Option(
+        None,
+        "--policy",
+        help="Comma-separated policies "
+        "(default: raw,boe,random-factor,whole; an online agent run: raw and its policy).",
+    ),
+    budget: Optional[str] = typer.Option(
+        None, "--budget", help="Comma-separated budgets (default: 1,2,4,8,16; an online agent run: its budget)."
+    ),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help=_CAL_HELP),
+    png: Optional[Path] = typer.Option(None, "--png", help="Also write every figure as a PNG into this folder."),
+    title: Optional[str] = typer.Option(None, "--title", help="The report's title."),
+    resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples of the paired intervals."),
+    seed: int = typer.Option(0, "--seed", help="Seed of random-factor, cross-fit folds and the bootstrap."),
+    image_root: Optional[Path] = typer.Option(
+        None,
+        "--image-root",
+        help="Folder that relative image paths in the records are read from (default: the ledger's folder).",
+    ),
+    max_size: float = typer.Option(
+        18.0, "--max-size", help="Size the report aims to stay under, in MB (images are shrunk to fit)."
+    ),
+) -> None:
+    """Write one self-contained HTML report: figures, calibration, paired intervals, costs and every question's page."""
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from boe.errors import ConfigError
+    from boe.report import make_report
+
+    if max_size <= 0:
+        raise ConfigError("--max-size must be positive")
+    console = err_console()
+
+    def on_error(err: RecordError) -> None:
+        console.print(f"[yellow]skipped[/] {escape(err.describe())}", highlight=False, soft_wrap=True)
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as prog:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, n: int, total: int | None) -> None:
+            if stage not in tasks:
+                tasks[stage] = prog.add_task(stage, total=total)
+            if n:
+                prog.advance(tasks[stage], n)
+
+        files = make_report(
+            out,
+            db=db,
+            run=run,
+            ledgers=ledger or [],
+            policies=parse_list(policy) if policy else None,
+            budgets=parse_budgets(budget) if budget else None,
+            calibration=calibration,
+            compare=_pairs(compare),
+            resamples=resamples,
+            seed=seed,
+            png_dir=png,
+            title=title,
+            image_root=image_root,
+            size_budget=int(max_size * 2**20),
+            on_error=on_error,
+            progress=progress,
+        )
+    rep = files.report
+    shown = sum(1 for e in rep.images.values() if e.src)
+    console.print(
+        f"wrote {escape(str(files.html))}: {files.size / 2**20:.1f} MB, {len(rep.questions):,} questions, "
+        f"{shown:,} image(s); policies {', '.join(rep.settings.policies)} at budgets "
+        f"{', '.join(f'{b:g}' for b in rep.settings.budgets)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for p in files.pngs:
+        console.print(f"wrote {escape(str(p))}", highlight=False, soft_wrap=True)
+    for w in rep.warnings:
+        console.print(f"[yellow]note[/] {escape(w)}", highlight=False, soft_wrap=True)
+
+
+def show_command(
+    question_id: str = typer.Argument(..., help="Question id (DATASET/ID when the id is in several datasets)."),
+    db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+    run: Optional[str] = typer.Option(
+        None, "--run", help="Run name in --db (may be left out when the store holds one run)."
+    ),
+    ledger: Optional[list[Path]] = typer.Option(
+        None, "--ledger", help="Ledger-v1 JSONL file instead of a store (repeatable)."
+    ),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Dataset of the question."),
+    html: Optional[Path] = typer.Option(
+        None, "--html", help="Write the question's page (self-contained HTML) here instead of printing it."
+    ),
+    policy: Optional[str] = typer.Option(
+        None,
+        "--policy",
+        help="Policies whose selections are shown; the first that is not raw gives the evidence of records "
+        "without their own log.",
+    ),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Budget of the replay (default: the run's, or 16)."),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help=_CAL_HELP),
+    image_root: Optional[Path] = typer.Option(
+        None, "--image-root", help="Folder that relative image paths are read from."
+    ),
+) -> None:
+    """Show one question: its image with the crops and masks used, candidates, signed graph, evidence log."""
+    from rich.markup import escape
+
+    from boe.report import make_question_page
+
+    page = make_question_page(
+        question_id,
+        db=db,
+        run=run,
+        ledgers=ledger or [],
+        dataset=dataset,
+        policies=parse_list(policy) if policy else None,
+        budget=budget,
+        calibration=calibration,
+        image_root=image_root,
+    )
+    if html is not None:
+        html.write_text(page.html, encoding="utf-8")
+        err_console().print(f"wrote {escape(str(html))} ({len(page.html.encode()) / 1024:.0f} KB)", highlight=False)
+        return
+    _print_question(page.view, page.strings)
+
+
+def _print_question(view: dict[str, Any], strings: list[str]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = out_console()
+
+    def s(i: int) -> str:
+        return strings[i] if i is not None and i >= 0 else "-"
+
+    cand = view["cand"]
+
+    def answer(i: int) -> str:
+        if not 0 <= i < len(cand):
+            return "-"
+        u = cand[i][2]
+        mark = "" if u is None else (" [green]right[/]" if u >= 0.5 else " [red]wrong[/]")
+        return f"#{i} {escape(s(cand[i][0]))}{mark}"
+
+    out.print(f"[bold]{escape(view['ds'])} / {escape(view['id'])}[/]: {escape(s(view['text']))}", highlight=False)
+    out.print(
+        f"selected {answer(view['sel'])}   raw majority {answer(view['raw'])}   reference "
+        f"{escape(str(view.get('ref')))}   ({escape(s(view['how']))})",
+        highlight=False,
+    )
+    t = Table(title="candidates")
+    for col in ("#", "answer", "valid", "correct", "before", "after"):
+        t.add_column(col, justify="left" if col == "answer" else "right")
+    for i in view["co"]:
+        a, valid, u, before, after, _ = cand[i]
+        t.add_row(
+            str(i),
+            escape(s(a)),
+            "yes" if valid else "no",
+            "-" if u is None else ("yes" if u >= 0.5 else "no"),
+            "-" if before is None else f"{before:.3f}",
+            "-" if after is None else f"{after:.3f}",
+        )
+    out.print(t)
+    claims = view["claims"]
+    for n, step in enumerate(view["log"], 1):
+        action, kind, cl, ca, cost, o = step[0], step[1], step[2], step[3], step[4], step[5]
+        target = s(claims[cl]) if cl >= 0 else (f"candidate #{ca}" if ca >= 0 else "")
+        why = s(step[6])
+        out.print(
+            f"{n:>2}. {escape(s(action))} ({escape(s(kind))}) {escape(target)}  cost {cost:g} -> "
+            f"{ {'c': '[green]confirm[/]', 'r': '[red]reject[/]', 'u': 'unresolved'}[o] }"
+            + (f"\n    {escape(why)}" if why != "-" else ""),
+            highlight=False,
+        )
+    if not view["log"]:
+        out.print("no evidence was bought")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_command)
+    app.command("show")(show_command)

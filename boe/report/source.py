@@ -1,0 +1,181 @@
+"""Where a report's questions come from: a stored run or ledger files.
+
+`open_source` yields a `Source`: the replay-ready questions, a way to walk
+their ledger records again (in the same order, the same ones), the images the
+store links to each question, and the run's configuration. The store stays
+open while the source is in use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from boe.errors import ConfigError, RecordError
+
+if TYPE_CHECKING:
+    from boe.core.graph import Question
+    from boe.db.types import RunInfo
+
+__all__ = ["ImageSource", "Source", "open_source"]
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """Where one image's pixels are: embedded bytes or a file path; its size when known."""
+
+    key: str  # content hash for stored images, else the resolved path
+    path: str | None = None
+    data: bytes | None = None
+    width: int | None = None
+    height: int | None = None
+
+
+@dataclass(eq=False)
+class Source:
+    """The questions of a report and access to their full records."""
+
+    label: str  # what the report says it was made from (URLs without credentials)
+    questions: list[Question]
+    group_keys: list[str]
+    _lines: Callable[[], Iterable[str | bytes]]
+    run: RunInfo | None = None
+    base_dir: Path | None = None  # relative image paths in records are read from here
+    stored_images: dict[tuple[str, str], list[ImageSource]] = field(default_factory=dict)
+    bad: list[str] = field(default_factory=list)
+    db: str | None = None
+
+    def records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(question index, record dict) of every loaded question, in question order."""
+        index = {(q.dataset, q.question_id): r for r, q in enumerate(self.questions)}
+        for raw in self._lines():
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue  # a bad record: it is in `bad` already
+            if not isinstance(rec, dict):
+                continue
+            r = index.pop((str(rec.get("dataset")), str(rec.get("question_id"))), None)
+            if r is not None:
+                yield r, rec
+
+    def find(self, question_id: str, dataset: str | None = None) -> int:
+        """Index of a question by id (``DATASET/ID`` or ``--dataset`` when the id is in several datasets)."""
+        if dataset is None and "/" in question_id:
+            head, _, tail = question_id.partition("/")
+            if any(q.dataset == head and q.question_id == tail for q in self.questions):
+                dataset, question_id = head, tail
+        hits = [
+            r
+            for r, q in enumerate(self.questions)
+            if q.question_id == question_id and (dataset is None or q.dataset == dataset)
+        ]
+        if not hits:
+            raise ConfigError(
+                f"no question {question_id!r}" + (f" of dataset {dataset!r}" if dataset else "") + f" in {self.label}"
+            )
+        if len(hits) > 1:
+            names = ", ".join(sorted(self.questions[r].dataset for r in hits))
+            raise ConfigError(
+                f"question {question_id!r} is in several datasets ({names}); give DATASET/ID or --dataset"
+            )
+        return hits[0]
+
+    def record(self, index: int) -> dict[str, Any]:
+        """The full record of one question."""
+        for r, rec in self.records():
+            if r == index:
+                return rec
+        raise ConfigError(f"the record of question {self.questions[index].question_id!r} could not be read again")
+
+
+@contextmanager
+def open_source(
+    *,
+    db: str | None = None,
+    run: str | None = None,
+    ledgers: Sequence[str | Path] = (),
+    on_error: Callable[[RecordError], None] | None = None,
+    image_root: str | Path | None = None,
+) -> Iterator[Source]:
+    """The questions of ``--db URL --run NAME`` or of ledger files (bad records go to ``on_error``)."""
+    bad: list[str] = []
+
+    def note(err: RecordError) -> None:
+        bad.append(err.describe())
+        if on_error is not None:
+            on_error(err)
+
+    root = None if image_root is None else Path(image_root)
+    if db is not None:
+        if ledgers:
+            raise ConfigError("give --ledger files or --db/--run, not both")
+        from boe.db import Store
+
+        with Store(db, create=False) as store:
+            if not run:
+                names = [r.name for r in store.list_runs()]
+                if len(names) != 1:
+                    raise ConfigError(f"--db needs --run NAME; runs in {store.url}: {', '.join(names) or 'none'}")
+                run = names[0]
+            info = store.get_run(run)
+            questions, groups = store.load_questions(run, on_error=note)
+            yield Source(
+                label=f"{store.url}#{run}",
+                questions=questions,
+                group_keys=groups.keys,
+                _lines=lambda: store.iter_ledger_lines(run),
+                run=info,
+                base_dir=root,
+                stored_images=_stored_images(store, info.id),
+                bad=bad,
+                db=store.url,
+            )
+        return
+    if not ledgers:
+        raise ConfigError("give --ledger FILE (repeatable) or --db URL --run NAME")
+    from boe.core.loading import load_ledgers
+
+    paths = [Path(p) for p in ledgers]
+    questions, groups = load_ledgers(paths, on_error=note)
+
+    def lines() -> Iterator[bytes]:
+        for p in paths:
+            with p.open("rb") as fh:
+                yield from fh
+
+    yield Source(
+        label=", ".join(str(p) for p in paths),
+        questions=questions,
+        group_keys=groups.keys,
+        _lines=lines,
+        base_dir=root if root is not None else paths[0].resolve().parent,
+        bad=bad,
+    )
+
+
+def _stored_images(store: Any, run_id: int) -> dict[tuple[str, str], list[ImageSource]]:
+    """The images the store links to each question of the run, in position order."""
+    from sqlalchemy import select
+
+    from boe.db.models import Image, QuestionImage, table
+    from boe.db.models import Question as QuestionRow
+
+    qt, qi, it = table(QuestionRow), table(QuestionImage), table(Image)
+    stmt = (
+        select(qt.c.dataset, qt.c.source_id, it.c.sha256, it.c.path, it.c.data, it.c.width, it.c.height)
+        .select_from(qi.join(qt, qt.c.id == qi.c.question_pk).join(it, it.c.id == qi.c.image_id))
+        .where(qt.c.run_id == run_id)
+        .order_by(qi.c.question_pk, qi.c.pos)
+    )
+    out: dict[tuple[str, str], list[ImageSource]] = {}
+    with store.engine.connect() as conn:
+        for ds, qid, sha, path, data, w, h in conn.execute(stmt):
+            out.setdefault((ds, qid), []).append(ImageSource(sha, path, data, w, h))
+    return out
