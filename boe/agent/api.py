@@ -166,10 +166,7 @@ class AskResult:
             "budget": self.budget,
             "cost": self.cost,
             "scores": self.scores,
-            "candidates": [
-                {k: c.get(k) for k in ("index", "answer", "answer_text", "valid", "slots", "error", "utility")}
-                for c in self.candidates
-            ],
+            "candidates": [{k: c.get(k) for k in _CANDIDATE_KEYS} for c in self.candidates],
             "evidence": [{k: v for k, v in e.items() if k != "scores"} for e in self.evidence],
             "transcript": self.transcript,
             "usage": self.usage(),
@@ -177,6 +174,9 @@ class AskResult:
             "resumed": self.resumed,
             "notes": self.notes,
         }
+
+
+_CANDIDATE_KEYS = ("index", "answer", "answer_text", "figure", "valid", "slots", "error", "utility")
 
 
 def parse_options(text: str | Mapping[str, str] | None) -> dict[str, str] | None:

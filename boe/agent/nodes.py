@@ -337,6 +337,7 @@ def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
                 "claims": c.get("claims", {}),
                 "raw_text": c["raw_text"],
                 "error": c["error"],
+                **({"figure": c["figure"]} if "figure" in c else {}),
                 **({"extracted": True} if c.get("extracted") else {}),
                 **({"extraction_error": c["extraction_error"]} if c.get("extraction_error") else {}),
             }

@@ -166,6 +166,7 @@ def test_a_three_figure_question_grounds_each_claim_on_its_figure(sim, three):
     assert len(gen) == 1 and _parts(gen[0])[0] == [urls["A"], urls["B"], urls["C"]]
     assert gen[0]["response_format"]["json_schema"]["schema"]["properties"]["figure"]["enum"] == ["A", "B", "C", None]
     named = Counter(c.get("figure") for c in r.candidates if c["valid"])
+    assert [c.get("figure") for c in r.record["candidates"]] == [c.get("figure") for c in r.candidates]
     assert len(named) >= 2 and set(named) <= {"A", "B", "C"}, named
     claims = {c["id"]: c for c in r.record["claims"]}
     for c in claims.values():
@@ -216,6 +217,8 @@ def test_boe_ask_takes_several_images(sim, three, tmp_path):
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["evidence"] and out["answer"] is not None
+    assert {c["figure"] for c in out["candidates"] if c["valid"]} <= {"A", "B", "C", None}
+    assert any(c["figure"] for c in out["candidates"])
     for e in out["evidence"]:
         if e["kind"] in ("grounded_factor", "vlm_factor"):
             assert e["claim"].endswith("@" + e["view"]["figure"])
