@@ -1,10 +1,10 @@
 """The store's request cache with its writes gathered: one transaction per flush, not one per model call.
 
 A reply is answered from memory until it is written, so a question never
-asks twice; the runner flushes every few tens of milliseconds from its
-writer thread. A worker killed with ``kill -9`` loses at most the replies of
-the last flush interval (and the calls in flight); a re-run pays for those
-again and for nothing else.
+asks twice; the runner's writer thread stores the gathered replies once 32
+have gathered or the oldest has waited a quarter of a second. A worker
+killed with ``kill -9`` loses at most those replies (and the calls in
+flight); a re-run pays for them again and for nothing else.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class WriteBehindCache(StoreCache):
         self.lookups = 0
         self.written = 0
         self.read_cpu = 0.0  # CPU seconds spent reading the store (on the caller's thread)
+        self._oldest: float | None = None  # when the oldest pending reply arrived
 
     def get(self, key: str) -> dict[str, Any] | None:
         self.lookups += 1
@@ -42,6 +43,8 @@ class WriteBehindCache(StoreCache):
         return hit
 
     def put(self, key: str, value: dict[str, Any]) -> None:
+        if self._oldest is None:
+            self._oldest = time.monotonic()
         usage = value.get("usage", {})
         self._pending[key] = {
             "key": key,
@@ -57,11 +60,18 @@ class WriteBehindCache(StoreCache):
         """Replies not yet handed to the writer."""
         return len(self._pending)
 
+    def due(self, max_entries: int = 32, max_age: float = 0.25) -> bool:
+        """Whether the pending replies should be written now."""
+        if not self._pending or self._oldest is None:
+            return False
+        return len(self._pending) >= max_entries or time.monotonic() - self._oldest >= max_age
+
     def take(self) -> list[dict[str, Any]]:
         """The buffered replies, for one `Store.cache_put_many`; they stay readable until `written`."""
         entries = list(self._pending.values())
         self._writing.update(self._pending)
         self._pending = {}
+        self._oldest = None
         return entries
 
     def mark_written(self, entries: list[dict[str, Any]]) -> None:

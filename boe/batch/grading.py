@@ -30,7 +30,10 @@ async def regrade(
     cands = record["candidates"]
     texts = [c.get("answer_text") if c.get("valid") else None for c in cands]
     unique = list(dict.fromkeys(texts))
-    grades: list[Grade] = await asyncio.gather(*(evaluator.agrade(t, item) for t in unique))
+    if evaluator.uses_llm:
+        grades: list[Grade] = await asyncio.gather(*(evaluator.agrade(t, item) for t in unique))
+    else:
+        grades = [evaluator.grade(t, item) for t in unique]
     by_text = dict(zip(unique, grades, strict=True))
     for cand, text in zip(cands, texts, strict=True):
         g = by_text[text]

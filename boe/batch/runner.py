@@ -77,7 +77,7 @@ class BatchConfig(BaseModel):
     max_failures: int = Field(default=20, ge=0)  # stop claiming after this many failed questions (0: never)
     wait: bool = True  # wait for questions other workers hold (their leases may run out)
     poll_seconds: float = Field(default=1.0, gt=0)
-    flush_seconds: float = Field(default=0.05, gt=0)  # how often gathered cache writes are stored
+    flush_seconds: float = Field(default=0.05, gt=0)  # how often the writer looks for gathered cache writes
 
 
 @dataclass
@@ -260,8 +260,15 @@ class BatchRunner:
         assert self.identity is not None
         return self.identity.worker_id
 
-    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a store call on the writer thread (store calls never block the event loop for long)."""
+    async def _db(
+        self, fn: Callable[..., T], *args: Any, on_cancel: Callable[[T], object] | None = None, **kwargs: Any
+    ) -> T:
+        """Run a store call on the writer thread (store calls never block the event loop for long).
+
+        A cancelled caller still waits for the call to end, so the store's state
+        is known (``on_cancel`` gets its result: a claim's items are then held
+        and given back by the wind-down).
+        """
         assert self._db_pool is not None
 
         def call() -> T:
@@ -272,8 +279,17 @@ class BatchRunner:
                 self._store_cpu += time.thread_time() - c0
 
         t0 = time.perf_counter()
+        fut = asyncio.get_running_loop().run_in_executor(self._db_pool, call)
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._db_pool, call)
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            try:
+                result = await fut
+            except Exception:
+                raise asyncio.CancelledError from None
+            if on_cancel is not None:
+                on_cancel(result)
+            raise
         finally:
             self._store_seconds += time.perf_counter() - t0
 
@@ -374,9 +390,8 @@ class BatchRunner:
                 question_id=item.question_id,
                 opened=opened,
             )
-            c0 = time.thread_time()
+            c0 = time.thread_time()  # grading and store rows (an LLM grader's waiting would count: rules never wait)
             grader_calls = await regrade(res.record, res.transcript, item, self.evaluator)
-            self._prep_cpu += time.thread_time() - c0
         except asyncio.CancelledError:
             if bi.key in self._lost:
                 self.stats.lost += 1
@@ -387,7 +402,6 @@ class BatchRunner:
             self.stats.failed += 1
             self.progress.update(self.stats)
             return
-        c0 = time.thread_time()
         calls = [*res.calls, *grader_calls]
         self._segmentation += sum(
             float(((a.get("view") or {}).get("segmentation") or {}).get("seconds") or 0.0)
@@ -417,9 +431,11 @@ class BatchRunner:
             self.cache.mark_written(entries)
 
     async def _flusher(self) -> None:
+        assert self.cache is not None
         while True:
             await asyncio.sleep(self.config.flush_seconds)
-            await self._flush_cache()
+            if self.cache.due():
+                await self._flush_cache()
 
     async def _heartbeat(self) -> None:
         assert self.store is not None and self.run_info is not None
@@ -457,7 +473,10 @@ class BatchRunner:
             room = max_active - len(self.active)
             claimed_any = False
             if room > 0 and self._may_claim():
-                got = await self._db(self.store.claim_questions, run, self.worker_id, room, cfg.lease_seconds)
+                got = await self._db(
+                    self.store.claim_questions, run, self.worker_id, room, cfg.lease_seconds,
+                    on_cancel=lambda items: self.held.update((w.dataset, w.question_id) for w in items),
+                )
                 for w in got:
                     key = (w.dataset, w.question_id)
                     self.held.add(key)
