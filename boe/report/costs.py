@@ -59,9 +59,7 @@ def call_costs(record: Mapping[str, Any], question: Question) -> CallCosts:
     pos = {a: j for j, a in enumerate(question.action_ids)}
     by_call: dict[str, int] = {}
     actions = record.get("actions") or []
-    observed = np.ones(n, dtype=bool)
-    if len(actions) == n:
-        observed[:] = [a.get("observed") is not False for a in actions]
+    observed = np.ones(n, dtype=bool) if question.unobserved is None else ~question.unobserved
     for k, a in enumerate(actions[:n]):
         for cid in a.get("calls") or []:
             by_call[str(cid)] = k

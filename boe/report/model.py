@@ -47,7 +47,6 @@ REPORT_BUDGET = 18 * 2**20
 #: its table row and page element.
 FIXED_BYTES = 600_000
 PER_QUESTION_BYTES = 500
-_UNOBSERVED = re.compile(rb'"observed"\s*:\s*false')
 
 
 @dataclass(frozen=True)
@@ -158,10 +157,8 @@ def _agent_block(source: Source) -> dict[str, Any]:
 
 
 def _is_online(source: Source) -> bool:
-    agent = source.run.config.get("agent") if source.run is not None else None
-    if isinstance(agent, dict) and agent.get("ledger") in ("online", "full"):
-        return bool(agent["ledger"] == "online")
-    return any(_UNOBSERVED.search(line if isinstance(line, bytes) else line.encode()) for line in source._lines())
+    """Whether the records hold only the outcomes an online agent bought (actions marked ``observed: false``)."""
+    return any(q.unobserved is not None for q in source.questions)
 
 
 def resolve_settings(
@@ -466,14 +463,7 @@ def _channel_rows(exp: Experiment, group_keys: list[str]) -> list[ChannelRow]:
 def _warnings(source: Source, report: Report) -> list[str]:
     out = []
     s = report.settings
-    partial = [c for c in report.costs if c.observed is not None and c.observed < 0.999 and c.dataset != "all"]
-    if partial:
-        runs = sorted({f"{c.policy} at {c.budget:g}" for c in partial})
-        out.append(
-            "These records hold only the outcomes an online agent observed. Replays that buy other actions read a "
-            f"placeholder outcome (unresolved) for them, so these rows are not measurements: {', '.join(runs)} "
-            "(see the 'observed' column of the cost table)."
-        )
+    out += report.experiment.warnings()  # replays that bought checks an online run never ran
     if source.bad:
         out.append(f"{len(source.bad)} record(s) could not be read and were left out (first: {source.bad[0]}).")
     unlabelled = sum(1 for q in source.questions if not q.labelled)
