@@ -100,7 +100,7 @@ def run_level(data: Path, base_url: str, c: int, n: int, args: argparse.Namespac
 
 
 def question_shape(db: str, run: str) -> dict[str, float]:
-    """Per question: sequential call rounds, grounded segmentations and their distinct prompts."""
+    """Per question: sequential call rounds, segmentations computed (not reused) and their distinct prompts."""
     from boe.db import Store
 
     rounds = segs = distinct = n = 0
@@ -114,7 +114,7 @@ def question_shape(db: str, run: str) -> dict[str, float]:
             seen = set()
             for a in rec["actions"]:
                 s = ((a.get("view") or {}).get("segmentation")) or {}
-                if s.get("prompt_box"):
+                if s.get("prompt_box") and not s.get("reused"):  # a view shared by claims of one region: cut once
                     segs += 1
                     key = ((a.get("view") or {}).get("image_id"), tuple(s["prompt_box"]))
                     if key not in seen:

@@ -29,19 +29,38 @@ def _fmt_budget(b: float) -> str:
 
 def replay_command(
     ledgers: list[Path] = typer.Argument(None, help="Ledger-v1 JSONL files.", show_default=False),
-    policy: str = typer.Option("boe", "--policy", help="Comma-separated: raw, boe, boe-factor, random-factor, whole, label-guided, bayes, bayes-lookahead."),
+    policy: str = typer.Option(
+        "boe",
+        "--policy",
+        help="Comma-separated: raw, boe, boe-factor, random-factor, whole, label-guided, bayes, bayes-lookahead.",
+    ),
     budget: str = typer.Option("16", "--budget", help="Comma-separated budgets."),
-    calibration: str = typer.Option("fit", "--calibration", help="fit (same ledger, the paper's protocol), crossfit[:K] (K-fold by question, held out), or a calibration FILE.json."),
-    cheap_kappa: Optional[float] = typer.Option(None, "--cheap-kappa", help="kappa of the cheap prior [default: 0.55, or the calibration file's]."),
+    calibration: str = typer.Option(
+        "fit",
+        "--calibration",
+        help="fit (same ledger, the paper's protocol), crossfit[:K] (K-fold by question, held out), "
+        "or a calibration FILE.json.",
+    ),
+    cheap_kappa: Optional[float] = typer.Option(
+        None, "--cheap-kappa", help="kappa of the cheap prior [default: 0.55, or the calibration file's]."
+    ),
     eta: float = typer.Option(0.0, "--eta", help="Stop when the best value per cost is <= eta."),
     seed: int = typer.Option(0, "--seed", help="Seed of random-factor, cross-fit folds and the bootstrap."),
-    transcripts_out: Optional[Path] = typer.Option(None, "--transcripts", help="Write one transcript line per question x policy x budget."),
-    save_calibration: Optional[Path] = typer.Option(None, "--save-calibration", help="Write the calibration fitted on all given questions."),
+    transcripts_out: Optional[Path] = typer.Option(
+        None, "--transcripts", help="Write one transcript line per question x policy x budget."
+    ),
+    save_calibration: Optional[Path] = typer.Option(
+        None, "--save-calibration", help="Write the calibration fitted on all given questions."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as one JSON document on stdout."),
-    compare: Optional[list[str]] = typer.Option(None, "--compare", help="A:B - paired 95% interval and McNemar p of policy A vs B (repeatable)."),
+    compare: Optional[list[str]] = typer.Option(
+        None, "--compare", help="A:B - paired 95% interval and McNemar p of policy A vs B (repeatable)."
+    ),
     strict: bool = typer.Option(False, "--strict", help="A bad record is fatal."),
     resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples for --compare."),
-    db: Optional[str] = typer.Option(None, "--db", help="Replay a stored run instead of files (sqlite:///file.db, postgresql+psycopg://...)."),
+    db: Optional[str] = typer.Option(
+        None, "--db", help="Replay a stored run instead of files (sqlite:///file.db, postgresql+psycopg://...)."
+    ),
     run: Optional[str] = typer.Option(None, "--run", help="Run name in --db."),
 ) -> None:
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
@@ -84,8 +103,13 @@ def replay_command(
 
     show = console.is_terminal and not as_json
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True, disable=not show,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not show,
     ) as prog:
         prog.add_task("loading", total=None)
 
@@ -114,8 +138,16 @@ def replay_command(
             raise typer.Exit(1)
         t_rep = prog.add_task("replaying", total=len(questions))
         exp = run_experiment(
-            questions, groups.keys, policies, budgets, calibration=cal_arg, cheap_kappa=cheap_kappa, eta=eta,
-            seed=seed, compare_pairs=pairs, resamples=resamples,
+            questions,
+            groups.keys,
+            policies,
+            budgets,
+            calibration=cal_arg,
+            cheap_kappa=cheap_kappa,
+            eta=eta,
+            seed=seed,
+            compare_pairs=pairs,
+            resamples=resamples,
             progress=lambda n: prog.advance(t_rep, n),
         )
     exp.settings["inputs"] = [str(p) for p in ledgers or []] if db is None else {"db": _safe_url(db), "run": run}
@@ -167,30 +199,81 @@ def _print_tables(exp: Experiment, bad: list[str]) -> None:
     note = {
         "fit": "fit on the replayed questions (in-sample, the paper's protocol)",
         "file": f"from {plan.calibrations[0].source}",
-    }.get(plan.mode, f"{plan.mode}: each question replayed under a calibration fitted without its fold (seed {plan.seed})")
-    out.print(f"[bold]{len(exp.questions)}[/] questions, calibration {note}" + (f"; {len(bad)} bad record(s) skipped" if bad else ""))
+    }.get(
+        plan.mode, f"{plan.mode}: each question replayed under a calibration fitted without its fold (seed {plan.seed})"
+    )
+    out.print(
+        f"[bold]{len(exp.questions)}[/] questions, calibration {note}"
+        + (f"; {len(bad)} bad record(s) skipped" if bad else "")
+    )
     by_ds: dict[str, list] = {}
     for row in exp.rows:
         by_ds.setdefault(row.dataset, []).append(row)
     for ds, rows in by_ds.items():
-        t = Table(title=f"{ds}  (N={rows[0].n}, Oracle@K={rows[0].oracle_at_k:.3f}, MajorityWrong={rows[0].majority_wrong})")
-        for col in ("policy", "budget", "accuracy", "Oracle@K", "rescue", "corr", "harms", "ΔAcc vs raw", "mean cost", "Sharp"):
+        t = Table(
+            title=f"{ds}  (N={rows[0].n}, Oracle@K={rows[0].oracle_at_k:.3f}, MajorityWrong={rows[0].majority_wrong})"
+        )
+        for col in (
+            "policy",
+            "budget",
+            "accuracy",
+            "Oracle@K",
+            "rescue",
+            "corr",
+            "harms",
+            "ΔAcc vs raw",
+            "mean cost",
+            "Sharp",
+        ):
             t.add_column(col, justify="left" if col == "policy" else "right")
         for r in rows:
             t.add_row(
-                r.policy, _fmt_budget(r.budget), _fmt_num(r.accuracy), _fmt_num(r.oracle_at_k), _fmt_num(r.rescue_rate),
-                str(r.corrections), str(r.harms), f"{100 * r.delta_acc:+.2f} pp", _fmt_num(r.mean_cost, 2), f"{r.sharp:+.3f}",
+                r.policy,
+                _fmt_budget(r.budget),
+                _fmt_num(r.accuracy),
+                _fmt_num(r.oracle_at_k),
+                _fmt_num(r.rescue_rate),
+                str(r.corrections),
+                str(r.harms),
+                f"{100 * r.delta_acc:+.2f} pp",
+                _fmt_num(r.mean_cost, 2),
+                f"{r.sharp:+.3f}",
             )
         out.print(t)
     if exp.comparisons:
-        t = Table(title=f"paired comparisons (bootstrap {exp.settings['resamples']} resamples, seed {exp.settings['seed']}; exact McNemar)")
-        for col in ("dataset", "budget", "A", "B", "N", "acc A", "acc B", "A - B", "95% interval", "A only", "B only", "McNemar p"):
+        t = Table(
+            title=f"paired comparisons (bootstrap {exp.settings['resamples']} resamples, "
+            f"seed {exp.settings['seed']}; exact McNemar)"
+        )
+        for col in (
+            "dataset",
+            "budget",
+            "A",
+            "B",
+            "N",
+            "acc A",
+            "acc B",
+            "A - B",
+            "95% interval",
+            "A only",
+            "B only",
+            "McNemar p",
+        ):
             t.add_column(col, justify="left" if col in ("dataset", "A", "B") else "right")
         for c in exp.comparisons:
             t.add_row(
-                c.dataset, _fmt_budget(c.budget), c.a, c.b, str(c.n), _fmt_num(c.accuracy_a), _fmt_num(c.accuracy_b),
-                f"{100 * c.diff:+.2f} pp", f"[{100 * c.ci95[0]:+.2f}, {100 * c.ci95[1]:+.2f}] pp",
-                str(c.a_only_correct), str(c.b_only_correct), f"{c.mcnemar_p:.4g}",
+                c.dataset,
+                _fmt_budget(c.budget),
+                c.a,
+                c.b,
+                str(c.n),
+                _fmt_num(c.accuracy_a),
+                _fmt_num(c.accuracy_b),
+                f"{100 * c.diff:+.2f} pp",
+                f"[{100 * c.ci95[0]:+.2f}, {100 * c.ci95[1]:+.2f}] pp",
+                str(c.a_only_correct),
+                str(c.b_only_correct),
+                f"{c.mcnemar_p:.4g}",
             )
         out.print(t)
 

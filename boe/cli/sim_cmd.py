@@ -9,7 +9,9 @@ import typer
 
 __all__ = ["register", "sim_app"]
 
-sim_app = typer.Typer(help="The built-in simulator: synthetic ledgers, synthetic scans, a simulated VLM endpoint.", no_args_is_help=True)
+sim_app = typer.Typer(
+    help="The built-in simulator: synthetic ledgers, synthetic scans, a simulated VLM endpoint.", no_args_is_help=True
+)
 
 
 @sim_app.command("ledger")
@@ -18,12 +20,16 @@ def ledger_command(
     n: int = typer.Option(100, "--n", min=0, help="Number of questions."),
     seed: int = typer.Option(0, "--seed"),
     m: int = typer.Option(6, "--m", help="factor-code: number of binary factors (K = 2^m)."),
-    rho: float = typer.Option(1.0, "--rho", help="factor-code: factor channel accuracy (1 = exact, <1 binary-symmetric)."),
+    rho: float = typer.Option(
+        1.0, "--rho", help="factor-code: factor channel accuracy (1 = exact, <1 binary-symmetric)."
+    ),
     whole_rho: float = typer.Option(1.0, "--whole-rho", help="factor-code: candidate-check accuracy."),
     factor_cost: float = typer.Option(4, "--factor-cost"),
     whole_cost: float = typer.Option(8, "--whole-cost"),
     no_whole: bool = typer.Option(False, "--no-whole", help="factor-code: no candidate checks."),
-    profile: str = typer.Option("default", "--profile", help="pool: default | easy | hard | weak-judge | strong-structured | whole-strong"),
+    profile: str = typer.Option(
+        "default", "--profile", help="pool: default | easy | hard | weak-judge | strong-structured | whole-strong"
+    ),
     k: Optional[int] = typer.Option(None, "--k", help="pool: candidates per question [16]."),
     structured_acc: Optional[float] = typer.Option(None, "--structured-acc"),
     vlm_acc: Optional[float] = typer.Option(None, "--vlm-acc"),
@@ -46,8 +52,15 @@ def ledger_command(
             if not 0 <= v <= 1:
                 raise ConfigError(f"{name} must lie in [0, 1]")
         recs = factor_code_ledger(
-            n, m=m, seed=seed, rho=rho, whole_rho=whole_rho, factor_cost=factor_cost, whole_cost=whole_cost,
-            with_whole=not no_whole, dataset=dataset or "factor-code",
+            n,
+            m=m,
+            seed=seed,
+            rho=rho,
+            whole_rho=whole_rho,
+            factor_cost=factor_cost,
+            whole_cost=whole_cost,
+            with_whole=not no_whole,
+            dataset=dataset or "factor-code",
         )
     elif kind == "pool":
         try:
@@ -117,8 +130,17 @@ def serve_command(
     from boe.sim.faults import FaultPlan
     from boe.sim.server import make_server
 
-    plan = FaultPlan(fault_429, fault_500, fault_timeout, fault_malformed, fault_truncated, latency_ms,
-                     latency_jitter, timeout_sleep, fault_seed)
+    plan = FaultPlan(
+        fault_429,
+        fault_500,
+        fault_timeout,
+        fault_malformed,
+        fault_truncated,
+        latency_ms,
+        latency_jitter,
+        timeout_sleep,
+        fault_seed,
+    )
     try:
         server = make_server(host, port, faults=plan, verbose=verbose)
     except OSError as exc:

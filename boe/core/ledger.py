@@ -401,8 +401,7 @@ def read_ledger(
     raises. A question id seen twice for the same dataset is a bad record.
     Blank lines are skipped.
     """
-    for rec in _stream(sources, parse_record, strict, on_error):
-        yield rec  # type: ignore[misc]
+    yield from _stream(sources, parse_record, strict, on_error)  # type: ignore[misc]
 
 
 def iter_ledger(
@@ -413,8 +412,7 @@ def iter_ledger(
     _dedupe: bool = True,
 ) -> Iterator[RecordDict]:
     """Like `read_ledger`, but yields validated plain dicts (the fast path for bulk work)."""
-    for rec in _stream(sources, parse_record_dict, strict, on_error, _dedupe):
-        yield rec  # type: ignore[misc]
+    yield from _stream(sources, parse_record_dict, strict, on_error, _dedupe)  # type: ignore[misc]
 
 
 def _key(rec: LedgerRecord | RecordDict) -> tuple[str, str]:

@@ -74,7 +74,9 @@ class Comparison:
         return d
 
 
-def _selected_utility(run: ReplayRun, questions: Sequence[Question], idx: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+def _selected_utility(
+    run: ReplayRun, questions: Sequence[Question], idx: npt.NDArray[np.intp]
+) -> npt.NDArray[np.float64]:
     return np.array([questions[r].utility[run.selected[r]] for r in idx], dtype=np.float64)
 
 
@@ -173,10 +175,20 @@ def compare(
         b_, c_ = int(np.sum(oka & ~okb)), int(np.sum(~oka & okb))
         out.append(
             Comparison(
-                dataset=dataset, budget=run_a.budget, a=run_a.policy, b=run_b.policy, n=len(idx),
-                accuracy_a=float(ua.mean()), accuracy_b=float(ub.mean()), diff=diff, ci95=(lo, hi),
-                a_only_correct=b_, b_only_correct=c_, mcnemar_p=mcnemar_exact(b_, c_),
-                resamples=resamples, seed=seed,
+                dataset=dataset,
+                budget=run_a.budget,
+                a=run_a.policy,
+                b=run_b.policy,
+                n=len(idx),
+                accuracy_a=float(ua.mean()),
+                accuracy_b=float(ub.mean()),
+                diff=diff,
+                ci95=(lo, hi),
+                a_only_correct=b_,
+                b_only_correct=c_,
+                mcnemar_p=mcnemar_exact(b_, c_),
+                resamples=resamples,
+                seed=seed,
             )
         )
     return out

@@ -91,7 +91,9 @@ class CalibrationPlan:
         return self.calibrations[0 if self.of_question is None else int(self.of_question[q])]
 
 
-def stats_matrix(questions: Sequence[Question], n_groups: int) -> tuple[F64, npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+def stats_matrix(
+    questions: Sequence[Question], n_groups: int
+) -> tuple[F64, npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """Per-action calibration statistics of all questions: (rows, 7), their group ids and question index."""
     per = [q.action_stats() for q in questions]
     if not per or sum(len(x) for x in per) == 0:
@@ -238,9 +240,7 @@ def replay(
     costs = [float(q.cost.min()) for q in questions if q.n_actions]
     a_max = max((q.n_actions for q in questions), default=1)
     c_min = min(costs) if costs else 1.0
-    runs = [
-        ReplayRun.empty(pol.name, b, n, k_max, _width(b, c_min, a_max)) for pol in built for b in budgets
-    ]
+    runs = [ReplayRun.empty(pol.name, b, n, k_max, _width(b, c_min, a_max)) for pol in built for b in budgets]
     if n == 0:
         return runs
     batches = _batches(questions, np.arange(n))
@@ -287,7 +287,9 @@ def _auto_workers(questions: Sequence[Question]) -> int:
     return min(2, os.cpu_count() or 1) if work > 2_000_000 else 1
 
 
-_BatchResult = tuple[npt.NDArray[np.intp], list[tuple[npt.NDArray[np.intp], F64, F64, npt.NDArray[np.int32], npt.NDArray[np.int32], F64]]]
+_BatchResult = tuple[
+    npt.NDArray[np.intp], list[tuple[npt.NDArray[np.intp], F64, F64, npt.NDArray[np.int32], npt.NDArray[np.int32], F64]]
+]
 
 
 @dataclass(eq=False)
@@ -304,8 +306,13 @@ class _Job:
         plan = self.plan
         cal_rows = None if plan.of_question is None else plan.of_question[rows]
         base = bind_questions(
-            list(self.questions), rows, plan.calibrations, cal_rows, self.group_keys,
-            budget=max(self.budgets), with_labels=True,
+            list(self.questions),
+            rows,
+            plan.calibrations,
+            cal_rows,
+            self.group_keys,
+            budget=max(self.budgets),
+            with_labels=True,
         )
         assert base.labels is not None
         outcomes = base.labels.outcome
@@ -318,7 +325,12 @@ class _Job:
                 collected: list[EvidenceState] = []
                 picks: list[tuple[npt.NDArray[np.intp], F64]] = []
 
-                def sink(state: EvidenceState, policy: Policy) -> None:
+                def sink(
+                    state: EvidenceState,
+                    policy: Policy,
+                    collected: list[EvidenceState] = collected,
+                    picks: list[tuple[npt.NDArray[np.intp], F64]] = picks,
+                ) -> None:
                     if state.n:
                         collected.append(state)
                         picks.append((policy.select(state), policy.final_scores(state)))

@@ -83,8 +83,13 @@ def factor_code_ledger(
                 seen = bit if rng.random() < rho else not bit
                 actions.append(
                     {
-                        "id": f"f:bit{j}", "kind": factor_kind, "claim": f"bit{j}=1", "candidate": None,
-                        "cost": factor_cost, "group": "factor", "outcome": "confirm" if seen else "reject",
+                        "id": f"f:bit{j}",
+                        "kind": factor_kind,
+                        "claim": f"bit{j}=1",
+                        "candidate": None,
+                        "cost": factor_cost,
+                        "group": "factor",
+                        "outcome": "confirm" if seen else "reject",
                     }
                 )
         if with_whole:
@@ -93,8 +98,13 @@ def factor_code_ledger(
                 seen = right if rng.random() < whole_rho else not right
                 actions.append(
                     {
-                        "id": f"w:{i}", "kind": "whole_response", "claim": None, "candidate": i,
-                        "cost": whole_cost, "group": "whole", "outcome": "confirm" if seen else "reject",
+                        "id": f"w:{i}",
+                        "kind": "whole_response",
+                        "claim": None,
+                        "candidate": i,
+                        "cost": whole_cost,
+                        "group": "whole",
+                        "outcome": "confirm" if seen else "reject",
                     }
                 )
         yield {
@@ -143,7 +153,11 @@ POOL_PROFILES: dict[str, dict[str, Any]] = {
     "default": {},
     "easy": {"difficulty": (4.0, 2.0), "vlm": ChannelSpec(0.8, 0.1, 4), "grounded": ChannelSpec(0.85, 0.1, 4)},
     "hard": {"difficulty": (1.5, 3.0), "slot_good": 0.75, "slot_bad": 0.5},
-    "weak-judge": {"vlm": ChannelSpec(0.58, 0.2, 4), "grounded": ChannelSpec(0.62, 0.2, 4), "whole": ChannelSpec(0.6, 0.1, 8)},
+    "weak-judge": {
+        "vlm": ChannelSpec(0.58, 0.2, 4),
+        "grounded": ChannelSpec(0.62, 0.2, 4),
+        "whole": ChannelSpec(0.6, 0.1, 8),
+    },
     "strong-structured": {"structured": ChannelSpec(0.97, 0.1, 1), "slot_bad": 0.35},
     "whole-strong": {"whole": ChannelSpec(0.9, 0.05, 8), "vlm": ChannelSpec(0.6, 0.2, 4)},
 }
@@ -197,8 +211,13 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                     rivals = [v for v in SLOT_VALUES[s] if v != truth_slots[s]]
                     slots[s] = str(rivals[rng.integers(len(rivals))])
             candidates.append(
-                {"index": i, "answer": ans, "valid": True, "utility": 1.0 if ans == true_answer else 0.0,
-                 "slots": slots}
+                {
+                    "index": i,
+                    "answer": ans,
+                    "valid": True,
+                    "utility": 1.0 if ans == true_answer else 0.0,
+                    "slots": slots,
+                }
             )
             slots_of.append(slots)
         # canonical claims in first-seen order; exclusive slots give -1 to rival assertions
@@ -224,23 +243,42 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
             if claim["slot"] in spec.structured_slots:
                 ch = spec.structured
                 actions.append(
-                    {"id": f"s:{claim['id']}", "kind": "structured", "claim": claim["id"], "candidate": None,
-                     "cost": ch.cost, "group": f"structured/{claim['slot']}",
-                     "outcome": _outcome(rng, true, ch.acc, ch.unresolved)}
+                    {
+                        "id": f"s:{claim['id']}",
+                        "kind": "structured",
+                        "claim": claim["id"],
+                        "candidate": None,
+                        "cost": ch.cost,
+                        "group": f"structured/{claim['slot']}",
+                        "outcome": _outcome(rng, true, ch.acc, ch.unresolved),
+                    }
                 )
             for kind, tag, ch in (("vlm_factor", "v", spec.vlm), ("grounded_factor", "g", spec.grounded)):
                 actions.append(
-                    {"id": f"{tag}:{claim['id']}", "kind": kind, "claim": claim["id"], "candidate": None,
-                     "cost": ch.cost, "group": "vlm" if tag == "v" else "grounded",
-                     "outcome": _outcome(rng, true, ch.acc, ch.unresolved)}
+                    {
+                        "id": f"{tag}:{claim['id']}",
+                        "kind": kind,
+                        "claim": claim["id"],
+                        "candidate": None,
+                        "cost": ch.cost,
+                        "group": "vlm" if tag == "v" else "grounded",
+                        "outcome": _outcome(rng, true, ch.acc, ch.unresolved),
+                    }
                 )
         for i, c in enumerate(candidates):
             if not c["valid"]:
                 continue
             ch = spec.whole
             actions.append(
-                {"id": f"w:{i}", "kind": "whole_response", "claim": None, "candidate": i, "cost": ch.cost,
-                 "group": "whole", "outcome": _outcome(rng, c["utility"] == 1.0, ch.acc, ch.unresolved)}
+                {
+                    "id": f"w:{i}",
+                    "kind": "whole_response",
+                    "claim": None,
+                    "candidate": i,
+                    "cost": ch.cost,
+                    "group": "whole",
+                    "outcome": _outcome(rng, c["utility"] == 1.0, ch.acc, ch.unresolved),
+                }
             )
         yield {
             "format": "boe-ledger/1",

@@ -9,7 +9,8 @@ verdict from the fixed alphabet. A failed call or an unreadable reply is an
 from __future__ import annotations
 
 import asyncio
-import base64
+import copy
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from boe.errors import ConfigError, ModelError
 from boe.prompts import Rendered, figures_block, load_prompt, options_block
 from boe.tools.client import ModelCall, ModelClient
 from boe.tools.crop import Box, content_box, location_box
+from boe.tools.images import LoadedImage
 from boe.tools.parse import ReplyError, read_verdict
 from boe.tools.protocol import ToolRequest, ToolResult, register_tool
 from boe.tools.segment import VIEW_KINDS, OpenCVSegmenter, Segmentation, Segmenter, View, make_view
@@ -119,6 +121,7 @@ class GroundedFactorJudge(_Judge):
 
     kind = "grounded_factor"
     prompt_name = "grounded_factor_judge"
+    SHARED_VIEWS = 256  # views kept for reuse (a batch interleaves many questions)
 
     def __init__(
         self,
@@ -138,6 +141,8 @@ class GroundedFactorJudge(_Judge):
         self.min_frac = min_frac
         self.segmenter: Segmenter = segmenter if segmenter is not None else OpenCVSegmenter()
         self.view_kind = view
+        self._views: OrderedDict[tuple[Any, ...], asyncio.Future[tuple[View, dict[str, Any]]]] = OrderedDict()
+        self._views_loop: asyncio.AbstractEventLoop | None = None
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
@@ -154,48 +159,77 @@ class GroundedFactorJudge(_Judge):
         body = content_box(pixels)
         return location_box(words, w, h, within=body, pad=self.pad, min_frac=self.min_frac), words
 
-    def make_view(self, request: ToolRequest) -> tuple[View, dict[str, Any]]:
-        """Segment the claim's region on its figure and cut the view (runs in a worker thread)."""
-        img = request.image
-        region, words = self.view_box(request)
-        record: dict[str, Any] = {
-            "kind": self.view_kind,
-            "figure": img.ref.figure,
-            "image_id": img.ref.image_id,
-            "location": words,
-            "region": region.as_list(),
-        }
+    def cut_view(self, image: LoadedImage, region: Box) -> tuple[View, dict[str, Any]]:
+        """Segment ``region`` of a figure and cut the view (runs in a worker thread); the view's record."""
+        part: dict[str, Any] = {}
         try:
-            seg = self.segmenter.segment(img, region)
+            seg = self.segmenter.segment(image, region)
         except (RuntimeError, ValueError, MemoryError) as exc:  # a segmenter failure: the region itself is the view
-            record["segmentation_error"] = f"{type(exc).__name__}: {exc}"
-            empty = np.zeros(img.pixels.shape[:2], bool)
-            seg_like = Segmentation(empty, region, getattr(self.segmenter, "name", "segmenter"))
-            view = make_view(self.view_kind, img.pixels, seg_like, pad=self.pad, min_frac=self.min_frac)
+            part["segmentation_error"] = f"{type(exc).__name__}: {exc}"
+            empty = np.zeros(image.pixels.shape[:2], bool)
+            seg = Segmentation(empty, region, getattr(self.segmenter, "name", "segmenter"))
         else:
-            record["segmentation"] = seg.describe()
-            view = make_view(self.view_kind, img.pixels, seg, pad=self.pad, min_frac=self.min_frac)
-        record["box"] = view.box.as_list()
+            part["segmentation"] = seg.describe()
+        view = make_view(self.view_kind, image.pixels, seg, pad=self.pad, min_frac=self.min_frac)
+        part["box"] = view.box.as_list()
         if view.fallback:
-            record["fallback"] = view.fallback
-        return view, record
+            part["fallback"] = view.fallback
+        return view, part
+
+    async def shared_view(self, image: LoadedImage, region: Box) -> tuple[View, dict[str, Any], bool]:
+        """The view of one region of one figure, cut once for every claim that names the region.
+
+        Claims about the same place (the finding, its side, its size) give the
+        same box prompt; the first computes the segmentation and the view's PNG
+        in a worker thread, the others (also those asked at the same moment)
+        await that result. Returns the view, its record and whether it was reused.
+        """
+        loop = asyncio.get_running_loop()
+        if self._views_loop is not loop:  # tasks belong to one event loop
+            self._views, self._views_loop = OrderedDict(), loop
+        key = (image.ref.image_id, image.pixels.shape, tuple(region.as_list()))
+        task = self._views.get(key)
+        reused = task is not None
+        if task is None:
+            task = self._views[key] = asyncio.ensure_future(asyncio.to_thread(self.cut_view, image, region))
+            while len(self._views) > self.SHARED_VIEWS:
+                self._views.popitem(last=False)
+        else:
+            self._views.move_to_end(key)
+        try:
+            view, part = await asyncio.shield(task)
+        except BaseException:
+            if self._views.get(key) is task and task.done():
+                del self._views[key]
+            raise
+        return view, part, reused
 
     async def run(self, request: ToolRequest) -> ToolResult:
         slot, value = _claim_fields(request)
-        figure = request.image.ref.figure
+        img = request.image
+        figure = img.ref.figure
         try:
-            view, record = await asyncio.to_thread(self.make_view, request)
+            region, words = self.view_box(request)
+            view, part, reused = await self.shared_view(img, region)
         except ValueError as exc:  # a degenerate image: no view can be made
             return ToolResult(
                 "unresolved", view={"kind": self.view_kind, "figure": figure}, error=f"view failed: {exc}"
             )
-        words = record["location"]
+        record: dict[str, Any] = {
+            "kind": self.view_kind,
+            "figure": figure,
+            "image_id": img.ref.image_id,
+            "location": words,
+            "region": region.as_list(),
+            **copy.deepcopy(part),
+        }
+        if reused and "segmentation" in record:  # computed for another claim of this region: no time of its own
+            record["segmentation"].update(seconds=0.0, embedded=False, reused=True)
         where = " ".join(words) + " part of the imaged body" if words else "the imaged body"
         rendered = self.prompt.render(
             view_kind=view.kind, figure=figure, location=where, question=request.question, slot=slot, value=value
         )
-        url = "data:image/png;base64," + base64.b64encode(view.png).decode("ascii")
-        return await self._ask(rendered, [url], request, record)
+        return await self._ask(rendered, [view.data_url], request, record)
 
 
 @register_tool("whole_response")

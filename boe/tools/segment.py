@@ -16,6 +16,8 @@ segment-anything, a checkpoint the user supplies).
 
 from __future__ import annotations
 
+import base64
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -267,6 +269,11 @@ class View:
     png: bytes
     box: Box  # the part of the figure the view shows
     fallback: str | None = None  # why the region box was used instead of the mask's
+
+    @functools.cached_property
+    def data_url(self) -> str:
+        """The PNG as a base64 data URL, encoded once however many judges are shown the view."""
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
 def make_view(kind: str, pixels: np.ndarray, seg: Segmentation, *, pad: float = 0.08, min_frac: float = 0.3) -> View:

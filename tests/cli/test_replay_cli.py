@@ -13,19 +13,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def boe(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "boe", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "boe", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+    )
 
 
 def test_help_imports_nothing_heavy():
     code = (
         "import sys, runpy; sys.argv=['boe','--help']\n"
         "try:\n    runpy.run_module('boe', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-        "heavy=[m for m in ('torch','segment_anything','langgraph','openai','sqlalchemy','cv2','matplotlib') if m in sys.modules]\n"
+        "heavy=[m for m in ('torch','segment_anything','langgraph','openai','sqlalchemy','cv2','matplotlib')\n"
+        "       if m in sys.modules]\n"
         "print('HEAVY', heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
-    code = "import sys, boe, boe.core, boe.core.replay; print([m for m in ('torch','langgraph','openai','sqlalchemy','cv2') if m in sys.modules])"
+    code = (
+        "import sys, boe, boe.core, boe.core.replay\n"
+        "print([m for m in ('torch','langgraph','openai','sqlalchemy','cv2') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
@@ -39,9 +45,25 @@ def test_sim_ledger_then_replay_json(tmp_path):
     tr = tmp_path / "tr.jsonl"
     cal = tmp_path / "cal.json"
     res = boe(
-        "replay", str(ledger), "--policy", "raw,boe,random-factor", "--budget", "4,16", "--json",
-        "--compare", "boe:random-factor", "--transcripts", str(tr), "--save-calibration", str(cal),
-        "--calibration", "crossfit:3", "--resamples", "300", "--seed", "5",
+        "replay",
+        str(ledger),
+        "--policy",
+        "raw,boe,random-factor",
+        "--budget",
+        "4,16",
+        "--json",
+        "--compare",
+        "boe:random-factor",
+        "--transcripts",
+        str(tr),
+        "--save-calibration",
+        str(cal),
+        "--calibration",
+        "crossfit:3",
+        "--resamples",
+        "300",
+        "--seed",
+        "5",
     )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)  # nothing but the JSON document on stdout

@@ -11,7 +11,9 @@ FACTOR = ("structured", "vlm_factor", "grounded_factor")
 
 
 @st.composite
-def records(draw: st.DrawFn, max_k: int = 6, max_claims: int = 5, max_actions: int = 12, qid: str = "q") -> dict[str, Any]:
+def records(
+    draw: st.DrawFn, max_k: int = 6, max_claims: int = 5, max_actions: int = 12, qid: str = "q"
+) -> dict[str, Any]:
     """A valid record with random pool, signed graph, costed menu and outcomes."""
     k = draw(st.integers(1, max_k))
     alphabet = ["a", "b", "c", "A ", " b"]
@@ -21,9 +23,7 @@ def records(draw: st.DrawFn, max_k: int = 6, max_claims: int = 5, max_actions: i
         valid = draw(st.booleans()) if answer is not None else False
         if answer is not None and draw(st.integers(0, 4)) > 0:
             valid = True
-        candidates.append(
-            {"index": i, "answer": answer, "valid": valid, "utility": float(draw(st.integers(0, 1)))}
-        )
+        candidates.append({"index": i, "answer": answer, "valid": valid, "utility": float(draw(st.integers(0, 1)))})
     m = draw(st.integers(0, max_claims))
     claims = [{"id": f"c{j}", "slot": f"s{j % 2}", "value": str(j), "figure": None} for j in range(m)]
     edges = []
@@ -41,13 +41,27 @@ def records(draw: st.DrawFn, max_k: int = 6, max_claims: int = 5, max_actions: i
         outcome = draw(st.sampled_from(OUTCOMES))
         if whole:
             actions.append(
-                {"id": f"w{a}", "kind": "whole_response", "claim": None, "candidate": draw(st.integers(0, k - 1)),
-                 "cost": cost, "group": "whole", "outcome": outcome}
+                {
+                    "id": f"w{a}",
+                    "kind": "whole_response",
+                    "claim": None,
+                    "candidate": draw(st.integers(0, k - 1)),
+                    "cost": cost,
+                    "group": "whole",
+                    "outcome": outcome,
+                }
             )
         else:
             actions.append(
-                {"id": f"f{a}", "kind": draw(st.sampled_from(FACTOR)), "claim": f"c{draw(st.integers(0, m - 1))}",
-                 "candidate": None, "cost": cost, "group": draw(st.sampled_from(groups)), "outcome": outcome}
+                {
+                    "id": f"f{a}",
+                    "kind": draw(st.sampled_from(FACTOR)),
+                    "claim": f"c{draw(st.integers(0, m - 1))}",
+                    "candidate": None,
+                    "cost": cost,
+                    "group": draw(st.sampled_from(groups)),
+                    "outcome": outcome,
+                }
             )
     return {
         "format": "boe-ledger/1",

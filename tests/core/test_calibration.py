@@ -18,13 +18,21 @@ from boe.sim.ledgers import pool_ledger
 
 def _rec(qid, outcome, utilities, signs, group="vlm"):
     k = len(utilities)
-    return {
-        "format": "boe-ledger/1", "question_id": qid, "dataset": "d",
-        "candidates": [{"index": i, "answer": str(i), "valid": True, "utility": u} for i, u in enumerate(utilities)],
-        "claims": [{"id": "x"}],
-        "edges": [{"candidate": i, "claim": "x", "sign": s} for i, s in enumerate(signs) if s],
-        "actions": [{"id": "a", "kind": "vlm_factor", "claim": "x", "cost": 4, "group": group, "outcome": outcome}],
-    } if k else None
+    return (
+        {
+            "format": "boe-ledger/1",
+            "question_id": qid,
+            "dataset": "d",
+            "candidates": [
+                {"index": i, "answer": str(i), "valid": True, "utility": u} for i, u in enumerate(utilities)
+            ],
+            "claims": [{"id": "x"}],
+            "edges": [{"candidate": i, "claim": "x", "sign": s} for i, s in enumerate(signs) if s],
+            "actions": [{"id": "a", "kind": "vlm_factor", "claim": "x", "cost": 4, "group": group, "outcome": outcome}],
+        }
+        if k
+        else None
+    )
 
 
 def _fit(recs, mode="fit", seed=0):
@@ -46,7 +54,9 @@ def test_kappa_by_hand():
     assert g.kappa == pytest.approx(0.5 + 0.5 * (2 / 3 - 0))
     assert g.p == {"confirm": 1 / 3, "reject": 1 / 3, "unresolved": 1 / 3}
     assert plan.calibrations[0].group("d/absent").kappa == 0.5
-    assert plan.calibrations[0].group("d/absent").p == pytest.approx({o: 1 / 3 for o in ("confirm", "reject", "unresolved")})
+    assert plan.calibrations[0].group("d/absent").p == pytest.approx(
+        {o: 1 / 3 for o in ("confirm", "reject", "unresolved")}
+    )
 
 
 def test_kappa_defaults_and_clipping():
@@ -87,7 +97,7 @@ def test_crossfit_holds_out_each_questions_own_fold():
     target = 0
     fold = plan.of_question[target]
     flipped = [dict(r) for r in recs]
-    for i, q in enumerate(qs):
+    for i, _q in enumerate(qs):
         if plan.of_question[i] == fold:
             flipped[i] = json.loads(json.dumps(recs[i]))
             for a in flipped[i]["actions"]:
@@ -105,7 +115,10 @@ def test_calibration_file_round_trip(tmp_path):
     save_calibration(cal, path)
     back = load_calibration(path)
     assert back.groups == cal.groups and back.extra == cal.extra and back.cheap_kappa == cal.cheap_kappa
-    spec_style = {"cheap_kappa": 0.55, "groups": {"vqa-med/vlm": {"kappa": 0.539, "p": {"confirm": 0.5, "reject": 0.3, "unresolved": 0.2}}}}
+    spec_style = {
+        "cheap_kappa": 0.55,
+        "groups": {"vqa-med/vlm": {"kappa": 0.539, "p": {"confirm": 0.5, "reject": 0.3, "unresolved": 0.2}}},
+    }
     (tmp_path / "spec.json").write_text(json.dumps(spec_style))
     assert load_calibration(tmp_path / "spec.json").group("vqa-med/vlm").kappa == 0.539
 

@@ -36,12 +36,34 @@ GOOD = {
         {"candidate": 0, "claim": "modality=mr", "sign": -1},
     ],
     "actions": [
-        {"id": "s:modality=ct", "kind": "structured", "claim": "modality=ct", "candidate": None,
-         "cost": 1, "group": "structured/modality", "outcome": "confirm"},
-        {"id": "v:modality=mr", "kind": "vlm_factor", "claim": "modality=mr", "candidate": None,
-         "cost": 4, "group": "vlm", "outcome": "reject"},
-        {"id": "w:1", "kind": "whole_response", "claim": None, "candidate": 1,
-         "cost": 8, "group": "whole", "outcome": "unresolved", "view": {"kind": "whole"}},
+        {
+            "id": "s:modality=ct",
+            "kind": "structured",
+            "claim": "modality=ct",
+            "candidate": None,
+            "cost": 1,
+            "group": "structured/modality",
+            "outcome": "confirm",
+        },
+        {
+            "id": "v:modality=mr",
+            "kind": "vlm_factor",
+            "claim": "modality=mr",
+            "candidate": None,
+            "cost": 4,
+            "group": "vlm",
+            "outcome": "reject",
+        },
+        {
+            "id": "w:1",
+            "kind": "whole_response",
+            "claim": None,
+            "candidate": 1,
+            "cost": 8,
+            "group": "whole",
+            "outcome": "unresolved",
+            "view": {"kind": "whole"},
+        },
     ],
 }
 
@@ -124,7 +146,14 @@ def test_loader_skips_and_reports_bad_lines(tmp_path):
     dup = dict(copy.deepcopy(GOOD), question_id="q2")
     path = _write(
         tmp_path / "l.jsonl",
-        [json.dumps(GOOD), "", "{broken", json.dumps(mutate("actions.0.outcome", "?")), json.dumps(good2), json.dumps(dup)],
+        [
+            json.dumps(GOOD),
+            "",
+            "{broken",
+            json.dumps(mutate("actions.0.outcome", "?")),
+            json.dumps(good2),
+            json.dumps(dup),
+        ],
     )
     for reader in (read_ledger, iter_ledger):
         errors: list[RecordError] = []

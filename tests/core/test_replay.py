@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import math
-import random
 
 import numpy as np
 import pytest
@@ -88,7 +87,9 @@ def test_budget_zero_is_raw_majority(recs):
             assert x["selected"] == y["selected"]
     # raw selects a most frequent valid answer (lowest index among ties)
     for rec, x in zip(recs, raw, strict=True):
-        keys = [c["answer"].strip().lower() if c["valid"] and c["answer"] is not None else None for c in rec["candidates"]]
+        keys = [
+            c["answer"].strip().lower() if c["valid"] and c["answer"] is not None else None for c in rec["candidates"]
+        ]
         counts = [keys.count(k) if k is not None else 0 for k in keys]
         assert x["selected"] == counts.index(max(counts))
 
@@ -214,13 +215,20 @@ W55 = math.log(0.55 / 0.45)
 
 
 def _golden(actions, answers=("a", "a", "b"), utility=(0, 0, 1), edges=None):
-    edges = edges if edges is not None else [
-        {"candidate": 0, "claim": "x", "sign": -1},
-        {"candidate": 1, "claim": "x", "sign": -1},
-        {"candidate": 2, "claim": "x", "sign": 1},
-    ]
+    edges = (
+        edges
+        if edges is not None
+        else [
+            {"candidate": 0, "claim": "x", "sign": -1},
+            {"candidate": 1, "claim": "x", "sign": -1},
+            {"candidate": 2, "claim": "x", "sign": 1},
+        ]
+    )
     return {
-        "format": "boe-ledger/1", "question_id": "g", "dataset": "d", "reference": "b",
+        "format": "boe-ledger/1",
+        "question_id": "g",
+        "dataset": "d",
+        "reference": "b",
         "candidates": [
             {"index": i, "answer": a, "valid": True, "utility": float(u)}
             for i, (a, u) in enumerate(zip(answers, utility, strict=True))
@@ -289,10 +297,12 @@ def test_golden_label_guided_reads_revealed_outcomes():
         {"id": "v:x", "kind": "vlm_factor", "claim": "x", "cost": 1, "group": "vlm", "outcome": "confirm"},
     ]
     rec = _golden(acts)
-    cal = Calibration(groups={
-        "d/s": {"kappa": 0.9, "p": {"confirm": 0.5, "reject": 0.5, "unresolved": 0.0}},
-        "d/vlm": {"kappa": 0.9, "p": {"confirm": 0.5, "reject": 0.5, "unresolved": 0.0}},
-    })
+    cal = Calibration(
+        groups={
+            "d/s": {"kappa": 0.9, "p": {"confirm": 0.5, "reject": 0.5, "unresolved": 0.0}},
+            "d/vlm": {"kappa": 0.9, "p": {"confirm": 0.5, "reject": 0.5, "unresolved": 0.0}},
+        }
+    )
     got = _engine([rec], ["label-guided", "boe"], [1], cal=cal)
     assert got["label-guided", 1.0][0]["actions"] == ["v:x"]  # the one that flips to the correct answer
     assert got["label-guided", 1.0][0]["selected"] == 2

@@ -19,14 +19,17 @@ def agent_db(tmp_path_factory) -> tuple[str, str]:
 
     path = tmp_path_factory.mktemp("agent") / "runs.db"
     with simulator() as url:
-        done = asyncio.run(run_questions(demo_config(url), demo_questions(DEMO_QUESTIONS), db=str(path), run_name="demo"))
+        done = asyncio.run(
+            run_questions(demo_config(url), demo_questions(DEMO_QUESTIONS), db=str(path), run_name="demo")
+        )
     assert len(done.results) == len(DEMO_QUESTIONS)
     return f"sqlite:///{path}", "demo"
 
 
 @pytest.fixture(scope="session")
 def pool_ledger(tmp_path_factory) -> Path:
-    from boe.sim.ledgers import pool_ledger as make, write_jsonl
+    from boe.sim.ledgers import pool_ledger as make
+    from boe.sim.ledgers import write_jsonl
 
     path = tmp_path_factory.mktemp("pool") / "pool.jsonl"
     with path.open("w", encoding="utf-8") as fh:

@@ -9,7 +9,6 @@ signed edges and bought claims, and the evidence timeline.
 from __future__ import annotations
 
 import cv2
-import numpy as np
 import pytest
 from dom import parse
 
@@ -29,8 +28,9 @@ def agent_report(agent_db, tmp_path_factory, chromium):
 
 @pytest.fixture(scope="module")
 def ledger_report(pool_ledger, tmp_path_factory, chromium):
-    return make_report(tmp_path_factory.mktemp("rep") / "pool.html", ledgers=[pool_ledger], budgets=[4, 16],
-                       resamples=200)
+    return make_report(
+        tmp_path_factory.mktemp("rep") / "pool.html", ledgers=[pool_ledger], budgets=[4, 16], resamples=200
+    )
 
 
 def _not_blank(png, min_std=20.0):
@@ -136,7 +136,9 @@ def test_the_standalone_question_page_of_boe_show(agent_db, tmp_path, chromium):
     sec = dom.one("section.qpage")
     _check_question(sec, page.view, page.strings)
     summaries = [d.one("summary").text for d in sec.select("details")]
-    assert any(t.startswith("The whole menu") for t in summaries) and any(t.startswith("Model calls") for t in summaries)
+    assert any(t.startswith("The whole menu") for t in summaries) and any(
+        t.startswith("Model calls") for t in summaries
+    )
     assert len(sec.one("table.calls").select("tbody tr")) == len(page.view["calls"])
 
 

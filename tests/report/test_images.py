@@ -47,9 +47,16 @@ def test_an_unreadable_image_is_reported_not_fatal(tmp_path):
     bad = tmp_path / "not-an-image.png"
     bad.write_text("hello")
     out = encode_images(
-        {"gone": ImageSource("gone", str(tmp_path / "missing.png"), width=64, height=48), "bad": ImageSource("bad", str(bad))}
+        {
+            "gone": ImageSource("gone", str(tmp_path / "missing.png"), width=64, height=48),
+            "bad": ImageSource("bad", str(bad)),
+        }
     )
-    assert out["gone"].src is None and "missing.png" in out["gone"].error and (out["gone"].width, out["gone"].height) == (64, 48)
+    assert (
+        out["gone"].src is None
+        and "missing.png" in out["gone"].error
+        and (out["gone"].width, out["gone"].height) == (64, 48)
+    )
     assert out["bad"].src is None and out["bad"].error
 
 
@@ -64,7 +71,11 @@ def test_embedded_bytes_are_read_like_files(tmp_path):
 @pytest.mark.parametrize(
     "view, expect",
     [
-        pytest.param({"kind": "crop", "figure": "0", "box": [1, 2, 30, 40]}, {"k": "crop", "f": 0, "b": [1, 2, 30, 40]}, id="crop"),
+        pytest.param(
+            {"kind": "crop", "figure": "0", "box": [1, 2, 30, 40]},
+            {"k": "crop", "f": 0, "b": [1, 2, 30, 40]},
+            id="crop",
+        ),
         pytest.param({"kind": "record", "source": "dicom"}, {"k": "record", "f": 0, "s": "dicom"}, id="record"),
         pytest.param({"kind": "crop", "box": [5, 5, 5, 9]}, {"k": "crop", "f": 0}, id="empty-box-dropped"),
         pytest.param(

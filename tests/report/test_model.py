@@ -52,14 +52,18 @@ def test_agent_run_report_replays_it_as_it_ran_and_shows_its_own_evidence(agent_
     assert [int(focus.selected[r]) for r in range(len(rep.questions))] == [v["sel"] for v in rep.questions]
     # its token cost is the sum of the recorded calls; every bought action was observed
     cost = next(c for c in rep.costs if c.dataset == "all" and c.policy == rep.settings.focus)
-    total = np.mean([sum(c["prompt_tokens"] + c["completion_tokens"] for c in r["model_calls"]) for r in records.values()])
+    total = np.mean(
+        [sum(c["prompt_tokens"] + c["completion_tokens"] for c in r["model_calls"]) for r in records.values()]
+    )
     assert cost.tokens == pytest.approx(total) and cost.observed == 1.0
     assert not any("never ran" in w for w in rep.warnings)
 
 
 def test_other_policies_on_an_online_run_are_flagged_as_not_measured(agent_db, tmp_path):
     db, run = agent_db
-    rep = make_report(tmp_path / "r.html", db=db, run=run, policies=["raw", "boe", "random-factor"], budgets=[16]).report
+    rep = make_report(
+        tmp_path / "r.html", db=db, run=run, policies=["raw", "boe", "random-factor"], budgets=[16]
+    ).report
     observed = {c.policy: c.observed for c in rep.costs if c.dataset == "all"}
     assert observed["boe"] == 1.0 and observed["random-factor"] < 1.0
     assert any("random-factor at budget 16" in w and "never ran" in w for w in rep.warnings)
@@ -94,18 +98,40 @@ def test_ledger_report_pages_show_the_focus_replay(pool_ledger, tmp_path):
 
 def test_call_costs_split_shared_calls_from_the_calls_of_bought_actions():
     rec = {
-        "format": "boe-ledger/1", "question_id": "q", "dataset": "d",
+        "format": "boe-ledger/1",
+        "question_id": "q",
+        "dataset": "d",
         "candidates": [{"index": 0, "answer": "a", "utility": 1.0}, {"index": 1, "answer": "b", "utility": 0.0}],
         "claims": [{"id": "x=a"}],
         "edges": [{"candidate": 0, "claim": "x=a", "sign": 1}, {"candidate": 1, "claim": "x=a", "sign": -1}],
         "actions": [
-            {"id": "v:x=a", "kind": "vlm_factor", "claim": "x=a", "cost": 4, "group": "vlm", "outcome": "confirm",
-             "calls": ["c2"]},
-            {"id": "w:1", "kind": "whole_response", "candidate": 1, "cost": 8, "group": "whole", "outcome": "reject",
-             "observed": False},
+            {
+                "id": "v:x=a",
+                "kind": "vlm_factor",
+                "claim": "x=a",
+                "cost": 4,
+                "group": "vlm",
+                "outcome": "confirm",
+                "calls": ["c2"],
+            },
+            {
+                "id": "w:1",
+                "kind": "whole_response",
+                "candidate": 1,
+                "cost": 8,
+                "group": "whole",
+                "outcome": "reject",
+                "observed": False,
+            },
         ],
         "model_calls": [
-            {"call_id": "c1", "purpose": "generation", "prompt_tokens": 100, "completion_tokens": 50, "latency_ms": 500},
+            {
+                "call_id": "c1",
+                "purpose": "generation",
+                "prompt_tokens": 100,
+                "completion_tokens": 50,
+                "latency_ms": 500,
+            },
             {"call_id": "c2", "prompt_tokens": 30, "completion_tokens": 5, "latency_ms": 40},
             {"call_id": "c3", "prompt_tokens": 20, "completion_tokens": 2, "latency_ms": 20, "tags": {"action": "w:1"}},
         ],
@@ -131,11 +157,19 @@ def test_call_costs_split_shared_calls_from_the_calls_of_bought_actions():
 def test_record_text_cannot_break_out_of_the_page(tmp_path):
     evil = "</script><script>alert(1)</script><img src=x onerror=alert(2)>"
     rec = {
-        "format": "boe-ledger/1", "question_id": "q<1>", "dataset": "d", "reference": "a",
+        "format": "boe-ledger/1",
+        "question_id": "q<1>",
+        "dataset": "d",
+        "reference": "a",
         "task": {"question": evil, "image": None, "options": None},
-        "candidates": [{"index": 0, "answer": evil, "utility": 1.0}, {"index": 1, "answer": "b", "utility": 0.0},
-                       {"index": 2, "answer": "b", "utility": 0.0}],
-        "claims": [], "edges": [], "actions": [],
+        "candidates": [
+            {"index": 0, "answer": evil, "utility": 1.0},
+            {"index": 1, "answer": "b", "utility": 0.0},
+            {"index": 2, "answer": "b", "utility": 0.0},
+        ],
+        "claims": [],
+        "edges": [],
+        "actions": [],
     }
     path = tmp_path / "evil.jsonl"
     path.write_text(json.dumps(rec) + "\n")

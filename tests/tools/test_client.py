@@ -143,6 +143,12 @@ def test_a_server_that_refuses_the_schema_is_asked_without_it():
         ),
         pytest.param(lambda r: httpx2.Response(500, json={"error": {"message": "boom"}}), id="500"),
         pytest.param(lambda r: httpx2.Response(503, text="unavailable"), id="503"),
+        pytest.param(
+            lambda r: httpx2.Response(200, headers={"content-type": "application/json"}, content=b'{"choi'),
+            id="200-broken-json",
+        ),
+        pytest.param(lambda r: httpx2.Response(200, text="<html>proxy page</html>"), id="200-not-json"),
+        pytest.param(lambda r: httpx2.Response(200, json={"error": "no choices"}), id="200-not-a-completion"),
         pytest.param(lambda r: (_ for _ in ()).throw(httpx2.ReadTimeout("slow", request=r)), id="timeout"),
         pytest.param(lambda r: (_ for _ in ()).throw(httpx2.ConnectError("refused", request=r)), id="connect"),
     ],
@@ -159,6 +165,12 @@ def test_retries_run_out_into_a_model_error_with_the_call():
     with pytest.raises(ModelError, match="after 3 attempt") as info:
         run(srv.client(max_retries=2).complete(_prompt(), [IMG]))
     assert info.value.call.requests == 3 and "500" in info.value.call.error
+
+
+def test_a_body_that_stays_broken_is_a_model_error_naming_it():
+    srv = Server(script={i: (lambda r: httpx2.Response(200, json={"choices": "x"})) for i in range(1, 10)})
+    with pytest.raises(ModelError, match="not a chat completion.*after 2 attempt"):
+        run(srv.client(max_retries=1).complete(_prompt(), [IMG]))
 
 
 def test_client_errors_are_not_retried():

@@ -132,3 +132,43 @@ def test_the_grounded_judge_shows_the_segmented_view_and_records_it(disc, kind):
         if kind == "crop":
             assert (sent == img.pixels[y0:y1, x0:x1]).all()
     assert f'<view kind="{kind}" figure="0"/>' in rec.bodies[0]["messages"][1]["content"][-1]["text"]
+
+
+def test_claims_about_one_region_share_one_segmentation(disc):
+    """Three claims at the same place, judged at once: one segmentation, three judge calls, the reuse recorded."""
+    img, _ = disc
+    rec = FakeVLM([], {"finding": "mass"})
+
+    class Counting(OpenCVSegmenter):
+        calls = 0
+
+        def segment(self, image, box, point=None):
+            type(self).calls += 1
+            return super().segment(image, box, point)
+
+    async def go():
+        client = ModelClient(base_url="http://judge.test/v1", model="m", role="judge", http_client=rec.client())
+        tool = make_tool("grounded_factor", client=client, segmenter=Counting())
+        reqs = [
+            ToolRequest(
+                action={"id": f"g:{slot}={value}"}, question="q", image=img, seed=0,
+                claim={"id": f"{slot}={value}", "slot": slot, "value": value, "location": ["left", "upper"]},
+            )
+            for slot, value in (("finding", "mass"), ("finding", "nodule"), ("attribute", "large"))
+        ]
+        other = ToolRequest(
+            action={"id": "g:finding=cyst"}, question="q", image=img, seed=0,
+            claim={"id": "finding=cyst", "slot": "finding", "value": "cyst", "location": ["right", "lower"]},
+        )
+        try:
+            return await asyncio.gather(*(tool.run(r) for r in [*reqs, other]))
+        finally:
+            await client.aclose()
+
+    results = asyncio.run(go())
+    assert Counting.calls == 2 and len(rec.bodies) == 4  # two places, four judge calls
+    same = [r.view for r in results[:3]]
+    assert len({tuple(v["box"]) for v in same}) == 1
+    assert sum(bool(v["segmentation"].get("reused")) for v in same) == 2
+    assert [v["segmentation"]["seconds"] for v in same if v["segmentation"].get("reused")] == [0.0, 0.0]
+    assert not results[3].view["segmentation"].get("reused") and results[3].view["box"] != same[0]["box"]

@@ -152,5 +152,7 @@ def test_the_agent_grounds_with_sam_and_records_it(tiny_checkpoint):
             "reject",
             "unresolved",
         )
-    assert seg.embeddings_computed == 1 and seg.prompts == len(grounded)
+    regions = {tuple(a["view"]["region"]) for a in grounded}  # claims about one place share one segmentation
+    assert seg.embeddings_computed == 1 and seg.prompts == len(regions) < len(grounded)
+    assert sum(bool(a["view"]["segmentation"].get("reused")) for a in grounded) == len(grounded) - len(regions)
     assert sum(a["view"]["segmentation"]["embedded"] for a in grounded) == 1
