@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -234,8 +234,31 @@ async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     return {"outcomes": outcomes, "calls": calls}
 
 
+#: Planners kept at most (questions in progress at once in one agent).
+MAX_PLANNERS = 1024
+
+
 def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
-    """The policy on this question's menu (the same objects `boe replay` uses)."""
+    """The policy on this question's menu (the same objects `boe replay` uses).
+
+    Built once per question: the nodes after the menu reuse it while the
+    state still holds the very candidate, claim, edge and action lists it was
+    built from (any new list, say from a restored checkpoint, builds afresh).
+    """
+    parts = (state["candidates"], state["claims"], state["edges"], state["actions"])
+    qid = state["question_id"]
+    hit = ctx.planners.get(qid)
+    if hit is not None and all(a is b for a, b in zip(hit[0], parts, strict=True)):
+        return cast(Planner, hit[1])
+    planner = _build_planner(state, ctx)
+    ctx.planners.pop(qid, None)
+    ctx.planners[qid] = (parts, planner)
+    while len(ctx.planners) > MAX_PLANNERS:
+        del ctx.planners[next(iter(ctx.planners))]
+    return planner
+
+
+def _build_planner(state: AgentState, ctx: AgentContext) -> Planner:
     cfg = ctx.config
     rec = build_record(
         question_id=state["question_id"],
@@ -425,6 +448,7 @@ async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     ctx = runtime.context
     record = final_record(state, ctx)
     transcript = planner_for(state, ctx).transcript(_bought_pairs(state))
+    ctx.planners.pop(state["question_id"], None)  # the question is done
     if transcript["selected"] != state["selected"]:
         raise RuntimeError(f"offline replay selected {transcript['selected']}, the online run {state['selected']}")
     if ctx.store is not None:
