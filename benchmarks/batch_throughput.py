@@ -16,7 +16,10 @@ once; a claim-extraction round when replies lack slots). With at most C
 calls in flight and latency L, the latency-bound rate is
 ``min(C / (n L), A / (r L))`` questions per second, A the questions in
 progress at once (C + 2): the calls bound, since n >> r. The ratio column is
-measured / ideal.
+measured / ideal. ``request ms`` is the mean time a request held its
+slot (sent to reply read): what it adds to the injected latency is time
+queued in this process's event loop and in the simulator, and it is what
+keeps the ratio under 1 when the slots are full.
 
 **CPU.** ``framework ms/q`` is the CPU time (user + system, every thread of
 this process and the figure pool) spent while the batch ran, per stored
@@ -189,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                         "store": 1000.0 * (s.cpu_breakdown["store_writes"] + s.cpu_breakdown["cache_reads"]) / s.stored,
                         "grading": 1000.0 * s.cpu_breakdown["grading_and_rows"] / s.stored,
                         "load": load, "peak": s.peak_in_flight, "seconds": s.seconds,
+                        "call_ms": s.request_ms,
                     }
                 )
                 print(f"  concurrency {c}: {s.stored} questions in {s.seconds:.1f} s", file=sys.stderr)
@@ -205,9 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table(
         [[str(r["c"]), str(r["n"]), f"{r['qpm']:.1f}", f"{r['ideal']:.1f}", f"{r['qpm'] / r['ideal']:.2f}",
           f"{r['ceiling']:.1f}", f"{r['qpm'] / min(r['ideal'], r['ceiling']):.2f}", f"{r['fw']:.0f}",
-          f"{r['sim']:.0f}", f"{r['calls']:.1f}", str(r["peak"]), f"{r['load']:.1f}"] for r in rows],
+          f"{r['sim']:.0f}", f"{r['calls']:.1f}", f"{r['call_ms']:.0f}", str(r["peak"]), f"{r['load']:.1f}"]
+         for r in rows],
         ["concurrency", "questions", "q/min", "ideal", "ratio", "CPU ceiling", "ratio to min",
-         "framework ms/q", "sim ms/q", "calls/q", "peak in flight", "load avg"],
+         "framework ms/q", "sim ms/q", "calls/q", "request ms", "peak in flight", "load avg"],
     ))
     fw = sum(r["fw"] * r["n"] for r in rows) / sum(r["n"] for r in rows)
     store = sum(r["store"] * r["n"] for r in rows) / sum(r["n"] for r in rows)

@@ -68,6 +68,17 @@ def build_record(
 
 
 @dataclass
+class _Memo:
+    """The state a planner reached after ``pairs`` (and the policy's choice there, once asked)."""
+
+    pairs: list[tuple[int, str]]
+    state: EvidenceState
+    policy: Policy
+    steps: list[Step]
+    choice: int | None
+
+
+@dataclass
 class Step:
     """One bought action as the policy saw it."""
 
@@ -100,6 +111,7 @@ class Planner:
         self.policy_options = {"eta": eta, "seed": seed}
         self.budget = float(budget)
         self.kappa = calibration.arrays(self.groups.keys)[0]
+        self._memo: _Memo | None = None
 
     def _fresh(self) -> tuple[EvidenceState, Policy]:
         state = bind_questions([self.question], [0], [self.calibration], None, self.groups.keys, self.budget)
@@ -107,17 +119,32 @@ class Planner:
         policy.start(state)
         return state, policy
 
+    def _choose(self, state: EvidenceState, policy: Policy) -> int:
+        choice = policy.choose(state)
+        return int(np.where(state.done, -1, choice)[0])
+
     def _replay(self, bought: Sequence[tuple[int, str]]) -> tuple[EvidenceState, Policy, list[Step]]:
-        """Run the policy over the recorded purchases, exactly as `run_policy` would."""
-        state, policy = self._fresh()
+        """Run the policy over the recorded purchases, exactly as `run_policy` would.
+
+        The nodes ask with one more purchase each time: the state reached last
+        time is continued when ``bought`` extends its purchases (the policy
+        still chooses once per state, as in `run_policy`); anything else
+        replays from the start.
+        """
+        pairs = [(int(a), str(o)) for a, o in bought]
+        memo = self._memo
+        if memo is not None and memo.pairs == pairs[: len(memo.pairs)]:
+            state, policy, steps, pending = memo.state, memo.policy, list(memo.steps), memo.choice
+            todo = pairs[len(memo.pairs) :]
+        else:
+            (state, policy), steps, pending, todo = self._fresh(), [], None, pairs
         k = self.question.k
-        steps = []
-        for action, outcome in bought:
-            choice = policy.choose(state)
-            choice = np.where(state.done, -1, choice)
-            if int(choice[0]) != action:
+        for action, outcome in todo:
+            chosen = pending if pending is not None else self._choose(state, policy)
+            pending = None
+            if chosen != action:
                 raise RuntimeError(
-                    f"policy {self.policy_name!r} chose action {int(choice[0])} where the transcript bought {action}: "
+                    f"policy {self.policy_name!r} chose action {chosen} where the transcript bought {action}: "
                     "the menu, calibration or policy changed since the purchase"
                 )
             rows = np.array([0], dtype=np.intp)
@@ -137,14 +164,17 @@ class Planner:
                     scores=[float(x) for x in policy.final_scores(state)[0, :k]],
                 )
             )
+        self._memo = _Memo(pairs, state, policy, list(steps), pending)
         return state, policy, steps
 
     def next_action(self, bought: Sequence[tuple[int, str]]) -> int:
         """The action the policy buys next (index into the menu), or -1 to stop."""
         state, policy, _ = self._replay(bought)
-        choice = policy.choose(state)
-        choice = np.where(state.done, -1, choice)
-        return int(choice[0])
+        memo = self._memo
+        assert memo is not None
+        if memo.choice is None:
+            memo.choice = self._choose(state, policy)
+        return memo.choice
 
     def step(self, bought: Sequence[tuple[int, str]]) -> Step:
         """The last purchase of ``bought`` with its effect on the scores."""

@@ -9,6 +9,7 @@ request waiting for a slot is not yet on the wire, so it cannot time out.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 __all__ = ["bounded_http_client"]
@@ -29,11 +30,14 @@ def bounded_http_client(limit: int) -> Any:
             self.slots = asyncio.Semaphore(limit)
             self.in_flight = 0
             self.peak = 0
+            self.sent = 0  # requests that got a slot
+            self.slot_seconds = 0.0  # their time on the wire: from the slot to the reply read
 
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             async with self.slots:
                 self.in_flight += 1
                 self.peak = max(self.peak, self.in_flight)
+                t0 = time.perf_counter()
                 try:
                     response = await self.inner.handle_async_request(request)
                     try:
@@ -44,6 +48,8 @@ def bounded_http_client(limit: int) -> Any:
                     return response
                 finally:
                     self.in_flight -= 1
+                    self.sent += 1
+                    self.slot_seconds += time.perf_counter() - t0
 
         async def aclose(self) -> None:
             await self.inner.aclose()

@@ -109,6 +109,7 @@ class BatchSummary:
     cpu_breakdown: dict[str, float]  # CPU seconds of parts of cpu_seconds: store writes and reads, grading
     segmentation_seconds: float  # wall time of the grounded views' segmentations (in threads), summed
     peak_in_flight: int  # most model requests in flight at once
+    request_ms: float = 0.0  # mean time a request held its slot (sent to reply read): latency as this worker saw it
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -578,6 +579,7 @@ class BatchRunner:
             },
             segmentation_seconds=self._segmentation,
             peak_in_flight=int(getattr(transport, "peak", 0)), notes=self.notes,
+            request_ms=1000.0 * getattr(transport, "slot_seconds", 0.0) / max(1, getattr(transport, "sent", 0)),
         )
 
     async def _wind_down(self, background: Sequence[asyncio.Task[None]]) -> None:

@@ -60,29 +60,55 @@ class SimModel:
     synonym_rate: float = 0.3  # at T = 1: how often a surface form other than the plain one is used
     invalid_rate: float = 0.02  # at T = 1: how often a generation is malformed or invalid
     cache_size: int = 256
-    _cache: OrderedDict[bytes, Belief] = field(default_factory=OrderedDict, repr=False)
+    # perceived views by content, with their fixed per-image bias (both read-only once made)
+    _cache: OrderedDict[bytes, tuple[Belief, dict[str, np.ndarray]]] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _inflight: dict[bytes, threading.Event] = field(default_factory=dict, repr=False)
 
     def view(self, data: bytes, kind: str = "whole") -> View:
-        """Decode and perceive an image (cached by content); raises ValueError if it is not an image."""
+        """Decode and perceive an image (cached by content); raises ValueError if it is not an image.
+
+        Requests about one image arriving together wait for the first to
+        perceive it instead of each doing the work.
+        """
         key = hashlib.sha256(data + kind.encode()).digest()
         with self._lock:
             belief = self._cache.get(key)
             if belief is not None:
                 self._cache.move_to_end(key)
-        if belief is None:
-            gray = decode_image(data)
-            if gray is None:
-                raise ValueError("image_url does not hold a decodable image")
-            if min(gray.shape) < 8:
-                raise ValueError(f"image of {gray.shape[1]}x{gray.shape[0]} pixels is too small")
-            crop = kind != "whole"
-            belief = perceive(gray, crop=crop, ref=DEFAULT_REF if crop else None)
+                first = None
+            else:
+                first = self._inflight.get(key)
+                if first is None:
+                    self._inflight[key] = threading.Event()
+        if belief is None and first is not None:
+            first.wait(60)
             with self._lock:
-                self._cache[key] = belief
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return View(belief, image_bias(key, len(belief.blobs), self.noise), kind)
+                belief = self._cache.get(key)  # None when the first failed: perceive it here (and fail alike)
+        if belief is None:
+            try:
+                belief = self._perceive(data, kind, key)
+            finally:
+                with self._lock:
+                    done = self._inflight.pop(key, None)
+                if done is not None:
+                    done.set()
+        return View(belief[0], belief[1], kind)
+
+    def _perceive(self, data: bytes, kind: str, key: bytes) -> tuple[Belief, dict[str, np.ndarray]]:
+        gray = decode_image(data)
+        if gray is None:
+            raise ValueError("image_url does not hold a decodable image")
+        if min(gray.shape) < 8:
+            raise ValueError(f"image of {gray.shape[1]}x{gray.shape[0]} pixels is too small")
+        crop = kind != "whole"
+        seen = perceive(gray, crop=crop, ref=DEFAULT_REF if crop else None)
+        entry = (seen, image_bias(key, len(seen.blobs), self.noise))
+        with self._lock:
+            self._cache[key] = entry
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return entry
 
     def complete(self, inp: ModelInput, n: int) -> list[str]:
         """n reply texts; choice k is drawn from a generator seeded by (seed, k).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = [
@@ -120,15 +121,22 @@ def canonical(slot: str, text: str | None) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+@functools.cache
+def _patterns(slot: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The whole-word pattern of every surface form of `slot` (short forms only for modality), compiled once."""
+    return tuple(
+        (re.compile(r"(?<![\w-])" + re.escape(form) + r"(?![\w-])"), value)
+        for form, value in _LOOKUP.get(slot, {}).items()
+        if slot == "modality" or len(form) > 2 or form in ("ap", "pa")
+    )
+
+
 def find_values(slot: str, text: str) -> list[str]:
     """Canonical values of `slot` named anywhere in free text, in order of first mention."""
-    table = _LOOKUP.get(slot, {})
     low = " " + _norm(text) + " "
     hits: list[tuple[int, str]] = []
-    for form, value in table.items():
-        if slot != "modality" and len(form) <= 2 and form not in ("ap", "pa"):
-            continue
-        m = re.search(r"(?<![\w-])" + re.escape(form) + r"(?![\w-])", low)
+    for pattern, value in _patterns(slot):
+        m = pattern.search(low)
         if m:
             hits.append((m.start(), value))
     out: list[str] = []

@@ -279,3 +279,17 @@ def test_boe_ask_from_the_command_line(sim, data, tmp_path):
     assert config["agent"]["budget"] == 16 and "calibration" in config
     text = subprocess.run(cmd[:-1] + ["--run", "cli2"], capture_output=True, text=True, timeout=120)
     assert text.returncode == 0 and "evidence log" in text.stdout and "raw majority" in text.stdout
+
+
+@pytest.mark.parametrize("policy", ["boe-factor", "random-factor", "whole", "bayes"])
+def test_every_deployable_policy_runs_online_and_its_transcript_is_the_offline_replay(sim, data, policy):
+    """The planner continues its state purchase by purchase; the stored transcript (written by the core replay
+    over the bought outcomes, and checked against the online choices) must agree for every policy."""
+    root, qs = data
+    chosen = list(qs.values())[:3]
+    results = answer(config(sim, root, policy=policy, budget=12), chosen)
+    for r in results:
+        assert r.transcript["policy"] == policy and r.transcript["selected"] == r.selected
+        assert [e["id"] for e in r.evidence] == r.transcript["actions"]
+        assert sum(e["cost"] for e in r.evidence) == r.cost <= 12
+    assert any(r.evidence for r in results)
