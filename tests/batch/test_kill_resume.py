@@ -34,12 +34,15 @@ def stored(db: Path) -> int:
 
 
 def test_killed_twice_then_resumed_stores_every_question_once_and_pays_no_call_twice(tmp_path, locks) -> None:
-    from boe.sim import serve_in_thread
+    from boe.sim import FaultPlan, serve_in_thread
     from boe.sim.dataset import generate_dataset
 
     data = generate_dataset(tmp_path / "data", N, seed=11, size=64)
 
-    with serve_in_thread() as sim:  # the uninterrupted run
+    # 40 ms a reply: a question is in flight for a few tenths of a second, longer than the cache's
+    # write-behind interval, so a kill finds replies of unfinished questions already stored
+    slow = FaultPlan(latency_ms=40)
+    with serve_in_thread(faults=slow) as sim:  # the uninterrupted run
         base = finish(start_batch(batch_args(data, sim.base_url, f"sqlite:///{tmp_path / 'base.db'}", "r"), locks))
         uninterrupted = int(sim.stats()["requests"])
     assert base["stored"] == N and base["complete"] and base["requests"] == uninterrupted
@@ -47,7 +50,7 @@ def test_killed_twice_then_resumed_stores_every_question_once_and_pays_no_call_t
     rng = random.Random(20261125)
     db = tmp_path / "killed.db"
     args = batch_args(data, "", f"sqlite:///{db}", "r")
-    with serve_in_thread() as sim:
+    with serve_in_thread(faults=slow) as sim:
         args[2] = sim.base_url
         kills = []
         for target in sorted(rng.sample(range(15, N - 30), 2)):
@@ -65,7 +68,7 @@ def test_killed_twice_then_resumed_stores_every_question_once_and_pays_no_call_t
     assert kills[0] < kills[1] < N, kills  # both kills landed mid-run
     assert last["complete"] and last["stored_before"] == kills[1] and last["stored"] == N - kills[1]
     assert last["reclaimed"] > 0  # the restarted worker took back what the killed one held, without waiting
-    assert last["calls_cached"] > 0  # questions re-done after the kill were answered from the cache
+    assert last["calls_cached"] > 0, last  # questions re-done after the kill were answered from the cache
     with Store(f"sqlite:///{db}") as store:
         ids = [q for _, q in store.done_question_ids("r")]
         assert store.count_questions("r") == N and len(set(ids)) == N
