@@ -87,7 +87,7 @@ def batch_command(
         temperature=temperature,
         judge_temperature=judge_temperature,
         seed=seed,
-        costs=_parse_costs(costs),
+        **_parse_costs(costs),
         timeout=timeout,
         max_retries=max_retries,
     )

@@ -106,3 +106,11 @@ def test_errors_are_printed_without_a_traceback(sim_data, tmp_path) -> None:
         capture_output=True, text=True, timeout=120,
     )
     assert res.returncode == 1 and "no run 'r' to resume" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("costs", ["paper", "1,2,2,3", "measured", "measured:seconds"])
+def test_costs_are_taken_as_boe_ask_takes_them(sim_data, tmp_path, costs) -> None:
+    res = runner.invoke(app, ["batch", str(sim_data), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                              "--db", str(tmp_path / "s.db"), "--run", "r", "--costs", costs, "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["todo"] == 24
