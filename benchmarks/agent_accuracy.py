@@ -50,7 +50,10 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
-async def online(questions: list[dict[str, Any]], base_url: str, args: argparse.Namespace, db: str) -> Any:
+async def answer(
+    questions: list[dict[str, Any]], base_url: str, args: argparse.Namespace, db: str, ledger: str
+) -> Any:
+    """Run the agent on the questions as run ``ledger`` ("online" or "full"); (results, config)."""
     from boe.agent.configuration import make_config
     from boe.agent.demo import run_questions
 
@@ -63,26 +66,9 @@ async def online(questions: list[dict[str, Any]], base_url: str, args: argparse.
         policy=args.policy,
         calibration=args.calibration,
         root=str(args.data),
+        ledger=ledger,
     )
-    return await run_questions(cfg, questions, db=db, run_name="online", dicom=args.dicom), cfg
-
-
-async def full(questions: list[dict[str, Any]], base_url: str, args: argparse.Namespace, db: str) -> Any:
-    from boe.agent.configuration import make_config
-    from boe.agent.demo import run_questions
-
-    cfg = make_config(
-        base_url=base_url,
-        model="boe-sim",
-        dataset=args.dataset,
-        k=args.k,
-        budget=args.budget,
-        policy=args.policy,
-        calibration=args.calibration,
-        root=str(args.data),
-        ledger="full",
-    )
-    return await run_questions(cfg, questions, db=db, run_name="full", dicom=args.dicom)
+    return await run_questions(cfg, questions, db=db, run_name=ledger, dicom=args.dicom), cfg
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,11 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         db = args.db or f"sqlite:///{Path(tmp) / 'bench.db'}"
         with simulator() as url:
             t0 = time.perf_counter()
-            run, cfg = asyncio.run(online(questions, url, args, db))
+            run, cfg = asyncio.run(answer(questions, url, args, db, "online"))
             t_online = time.perf_counter() - t0
             full_run = None
             if args.full:
-                full_run = asyncio.run(full(questions, url, args, db))
+                full_run, _ = asyncio.run(answer(questions, url, args, db, "full"))
         res = run.results
         n = len(res)
         raw_ok = sum(bool(r.raw_correct) for r in res)

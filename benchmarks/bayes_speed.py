@@ -15,38 +15,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from replay_speed import cpu, ledger_path  # the same cached paper-scale ledger and CPU clock
 from rich.console import Console
 from rich.table import Table
 
 from boe.core.bayes import Bayes
 from boe.core.loading import load_ledgers
 from boe.core.replay import plan_calibration, replay
-from boe.sim.ledgers import pool_ledger, write_jsonl
-
-
-def cached_ledger(n: int, seed: int, cache: Path) -> Path:
-    """The pool ledger of ``n`` questions (default profile), generated once."""
-    cache.mkdir(parents=True, exist_ok=True)
-    path = cache / f"pool-{n}-seed{seed}.jsonl"
-    if not path.exists():
-        t = time.perf_counter()
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("w") as fh:
-            write_jsonl(pool_ledger(n, seed=seed), fh)
-        tmp.rename(path)
-        print(f"generated {path} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    return path
-
-
-def cpu() -> float:
-    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
 def main() -> None:
@@ -60,7 +39,7 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path(".benchmarks"))
     args = ap.parse_args()
 
-    path = cached_ledger(args.n, args.seed, args.cache)
+    path = ledger_path(args.n, args.seed, args.cache)
     t0 = time.perf_counter()
     questions, groups = load_ledgers([path], workers=args.workers)
     t_load = time.perf_counter() - t0

@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
 from boe.agent.planner import Planner, build_record
 from boe.agent.state import AgentContext, AgentState
+from boe.core.ledger import LedgerRecord
 from boe.errors import ModelError
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
 from boe.tools.images import LoadedImage, open_image
@@ -260,9 +261,17 @@ def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
 
 def _build_planner(state: AgentState, ctx: AgentContext) -> Planner:
     cfg = ctx.config
-    rec = build_record(
+    rec = _state_record(state, ctx, state["actions"])
+    return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed)
+
+
+def _state_record(
+    state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any
+) -> LedgerRecord:
+    """The question's ledger record with these actions (``outcomes`` and ``extra`` as `build_record` takes them)."""
+    return build_record(
         question_id=state["question_id"],
-        dataset=state.get("dataset") or cfg.dataset,
+        dataset=state.get("dataset") or ctx.config.dataset,
         question=state["question"],
         image=state["image"]["path"],
         options=state.get("options"),
@@ -270,9 +279,9 @@ def _build_planner(state: AgentState, ctx: AgentContext) -> Planner:
         candidates=_ledger_candidates(state),
         claims=state["claims"],
         edges=state["edges"],
-        actions=state["actions"],
+        actions=actions,
+        **kwargs,
     )
-    return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed)
 
 
 def _bought_pairs(state: AgentState) -> list[tuple[int, str]]:
@@ -405,17 +414,10 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
         if res is not None:
             extra.update({k: res.get(k) for k in keys[1:]})
         actions.append({**a, **extra})
-    rec = build_record(
-        question_id=state["question_id"],
-        dataset=state.get("dataset") or cfg.dataset,
-        question=state["question"],
-        image=state["image"]["path"],
-        options=state.get("options"),
-        reference=state.get("reference"),
-        candidates=_ledger_candidates(state),
-        claims=state["claims"],
-        edges=state["edges"],
-        actions=actions,
+    rec = _state_record(
+        state,
+        ctx,
+        actions,
         outcomes={k: v["outcome"] for k, v in observed.items()},
         extra={
             "ledger": cfg.ledger,

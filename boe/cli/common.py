@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress
 
-__all__ = ["err_console", "out_console", "parse_list", "parse_budgets"]
+__all__ = ["err_console", "out_console", "parse_list", "parse_budgets", "progress_bar"]
 
 
 @cache
@@ -23,6 +24,21 @@ def out_console() -> Console:
     from rich.console import Console
 
     return Console()
+
+
+def progress_bar(console: Console, show: bool) -> Progress:
+    """A transient bar with the stage, count and elapsed time (shown only when ``show``)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not show,
+    )
 
 
 def parse_list(text: str) -> list[str]:

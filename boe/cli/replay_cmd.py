@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console, parse_budgets, parse_list
+from boe.cli.common import err_console, out_console, parse_budgets, parse_list, progress_bar
 
 if TYPE_CHECKING:
     from boe.core.experiment import Experiment
@@ -99,18 +99,9 @@ def replay_command(
 
     bad: list[str] = []
     console = err_console()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     show = console.is_terminal and not as_json
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not show,
-    ) as prog:
+    with progress_bar(console, show) as prog:
         prog.add_task("loading", total=None)
 
         from boe.core.loading import load_ledgers

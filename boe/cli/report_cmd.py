@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console, parse_budgets, parse_list
+from boe.cli.common import err_console, out_console, parse_budgets, parse_list, progress_bar
 
 if TYPE_CHECKING:
     from boe.errors import RecordError
@@ -75,7 +75,6 @@ def report_command(
 ) -> None:
     """Write one self-contained HTML report: figures, calibration, paired intervals, costs and every question's page."""
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from boe.errors import ConfigError
     from boe.report import make_report
@@ -87,15 +86,7 @@ def report_command(
     def on_error(err: RecordError) -> None:
         console.print(f"[yellow]skipped[/] {escape(err.describe())}", highlight=False, soft_wrap=True)
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ) as prog:
+    with progress_bar(console, console.is_terminal) as prog:
         tasks: dict[str, Any] = {}
 
         def progress(stage: str, n: int, total: int | None) -> None:

@@ -164,15 +164,6 @@ class _Refused(Exception):
         super().__init__(param)
 
 
-@dataclass
-class _Reply:
-    texts: list[str | None]
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    attempts: int
-
-
 class ModelClient:
     """Chat completions against one OpenAI-compatible endpoint and model."""
 
@@ -340,8 +331,7 @@ class ModelClient:
         texts: list[str | None] = []
         if n > 1 and self.use_n:
             try:
-                reply = await self._request(prompt, messages, n, temperature, seed, call)
-                texts.extend(reply.texts[:n])
+                texts.extend((await self._request(prompt, messages, n, temperature, seed, call))[:n])
             except _Refused as r:
                 if r.param != "n":
                     raise ModelError(f"{self.safe_url} refused the request: {_describe(r.exc)}") from r.exc
@@ -354,10 +344,9 @@ class ModelClient:
             async def one(i: int) -> list[str | None]:
                 s = None if seed is None else seed + i
                 try:
-                    rep = await self._request(prompt, messages, 1, temperature, s, call)
+                    return (await self._request(prompt, messages, 1, temperature, s, call))[:1]
                 except _Refused as r:
                     raise ModelError(f"{self.safe_url} refused the request: {_describe(r.exc)}") from r.exc
-                return rep.texts[:1]
 
             parts = await asyncio.gather(*(one(start + i) for i in range(missing)))
             for p in parts:
@@ -372,8 +361,8 @@ class ModelClient:
         temperature: float,
         seed: int | None,
         call: ModelCall,
-    ) -> _Reply:
-        """One request with retries; tokens and request counts are added to ``call``."""
+    ) -> list[str | None]:
+        """The reply texts of one request with retries; tokens and request counts are added to ``call``."""
         openai = self._openai
         attempt = 0
         while True:
@@ -434,7 +423,7 @@ class ModelClient:
             call.prompt_tokens += pt
             call.completion_tokens += ct
             call.cached_tokens += cached
-            return _Reply(texts, pt, ct, cached, attempt)
+            return texts
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; a server's Retry-After wins when it is longer."""
