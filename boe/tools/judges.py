@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +26,8 @@ from boe.tools.protocol import ToolRequest, ToolResult, register_tool
 from boe.tools.segment import VIEW_KINDS, OpenCVSegmenter, Segmentation, Segmenter, View, make_view
 
 __all__ = ["GroundedFactorJudge", "VlmFactorJudge", "WholeResponseJudge"]
+
+T = TypeVar("T")
 
 
 class _Judge:
@@ -121,7 +124,7 @@ class GroundedFactorJudge(_Judge):
 
     kind = "grounded_factor"
     prompt_name = "grounded_factor_judge"
-    SHARED_VIEWS = 256  # views kept for reuse (a batch interleaves many questions)
+    SHARED_VIEWS = 256  # body boxes and views kept for reuse (a batch interleaves many questions)
 
     def __init__(
         self,
@@ -141,8 +144,8 @@ class GroundedFactorJudge(_Judge):
         self.min_frac = min_frac
         self.segmenter: Segmenter = segmenter if segmenter is not None else OpenCVSegmenter()
         self.view_kind = view
-        self._views: OrderedDict[tuple[Any, ...], asyncio.Future[tuple[View, dict[str, Any]]]] = OrderedDict()
-        self._views_loop: asyncio.AbstractEventLoop | None = None
+        self._memo: OrderedDict[tuple[Any, ...], asyncio.Future[Any]] = OrderedDict()
+        self._shared_loop: asyncio.AbstractEventLoop | None = None
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
@@ -150,13 +153,13 @@ class GroundedFactorJudge(_Judge):
         out["segmenter"] = self.segmenter.describe()
         return out
 
-    def view_box(self, request: ToolRequest) -> tuple[Box, list[str]]:
+    async def view_box(self, request: ToolRequest) -> tuple[Box, list[str]]:
         """The region box for a claim (the segmenter's prompt): its location words inside the imaged body."""
         claim = request.claim or {}
         words = [str(w) for w in claim.get("location") or []]
-        pixels = request.image.pixels
-        h, w = pixels.shape[:2]
-        body = content_box(pixels)
+        img = request.image
+        h, w = img.pixels.shape[:2]
+        body, _ = await self._shared(("body", img.ref.image_id, img.pixels.shape), content_box, img.pixels)
         return location_box(words, w, h, within=body, pad=self.pad, min_frac=self.min_frac), words
 
     def cut_view(self, image: LoadedImage, region: Box) -> tuple[View, dict[str, Any]]:
@@ -176,41 +179,40 @@ class GroundedFactorJudge(_Judge):
             part["fallback"] = view.fallback
         return view, part
 
-    async def shared_view(self, image: LoadedImage, region: Box) -> tuple[View, dict[str, Any], bool]:
-        """The view of one region of one figure, cut once for every claim that names the region.
+    async def _shared(self, key: tuple[Any, ...], fn: Callable[..., T], *args: Any) -> tuple[T, bool]:
+        """``fn(*args)`` in a worker thread, computed once per key for every claim that needs it.
 
-        Claims about the same place (the finding, its side, its size) give the
-        same box prompt; the first computes the segmentation and the view's PNG
-        in a worker thread, the others (also those asked at the same moment)
-        await that result. Returns the view, its record and whether it was reused.
+        The image's body box and the view of one region are the same for every
+        claim about that place (the finding, its side, its size): the first
+        computes it, the others (also those asked at the same moment) await that
+        result. Returns the result and whether it was reused.
         """
         loop = asyncio.get_running_loop()
-        if self._views_loop is not loop:  # tasks belong to one event loop
-            self._views, self._views_loop = OrderedDict(), loop
-        key = (image.ref.image_id, image.pixels.shape, tuple(region.as_list()))
-        task = self._views.get(key)
+        if self._shared_loop is not loop:  # tasks belong to one event loop
+            self._memo, self._shared_loop = OrderedDict(), loop
+        task = self._memo.get(key)
         reused = task is not None
         if task is None:
-            task = self._views[key] = asyncio.ensure_future(asyncio.to_thread(self.cut_view, image, region))
-            while len(self._views) > self.SHARED_VIEWS:
-                self._views.popitem(last=False)
+            task = self._memo[key] = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+            while len(self._memo) > self.SHARED_VIEWS:
+                self._memo.popitem(last=False)
         else:
-            self._views.move_to_end(key)
+            self._memo.move_to_end(key)
         try:
-            view, part = await asyncio.shield(task)
+            return await asyncio.shield(task), reused
         except BaseException:
-            if self._views.get(key) is task and task.done():
-                del self._views[key]
+            if self._memo.get(key) is task and task.done():
+                del self._memo[key]
             raise
-        return view, part, reused
 
     async def run(self, request: ToolRequest) -> ToolResult:
         slot, value = _claim_fields(request)
         img = request.image
         figure = img.ref.figure
         try:
-            region, words = self.view_box(request)
-            view, part, reused = await self.shared_view(img, region)
+            region, words = await self.view_box(request)
+            key = ("view", img.ref.image_id, img.pixels.shape, tuple(region.as_list()))
+            (view, part), reused = await self._shared(key, self.cut_view, img, region)
         except ValueError as exc:  # a degenerate image: no view can be made
             return ToolResult(
                 "unresolved", view={"kind": self.view_kind, "figure": figure}, error=f"view failed: {exc}"
