@@ -5,6 +5,7 @@ See ``docs/prompt-protocol.md`` for the markers the templates use.
 
 from boe.prompts._loader import (
     PROMPT_NAMES,
+    SYSTEM_TEXT,
     PromptTemplate,
     Rendered,
     Safe,
@@ -18,6 +19,7 @@ from boe.prompts._loader import (
 
 __all__ = [
     "PROMPT_NAMES",
+    "SYSTEM_TEXT",
     "PromptTemplate",
     "Rendered",
     "Safe",

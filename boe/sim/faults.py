@@ -76,7 +76,17 @@ class Stats:
     choices: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    image_tokens: int = 0  # prompt tokens of images
+    cached_image_tokens: int = 0  # ... of which from the prefix cache
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_prefix(self, cached: int, cached_images: int, images: int) -> None:
+        """Count one answered prompt's prefix-cache use."""
+        with self._lock:
+            self.cached_tokens += cached
+            self.cached_image_tokens += cached_images
+            self.image_tokens += images
 
     def next_index(self) -> int:
         """Count a chat request and return its arrival index (0-based)."""
@@ -106,4 +116,7 @@ class Stats:
                 "choices": self.choices,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
+                "cached_tokens": self.cached_tokens,
+                "image_tokens": self.image_tokens,
+                "cached_image_tokens": self.cached_image_tokens,
             }

@@ -121,8 +121,11 @@ class SimModel:
         first image.
         """
         markers = parse_markers(inp.user)
-        task = task_of(inp.response_format, inp.system)
+        task = task_of(inp.response_format, inp.system, inp.user)
         figures = markers.figures if len(markers.figures) == len(inp.images) > 1 else ()
+        shown = markers.view_image
+        if shown is not None and 1 <= shown <= len(inp.images) and len(inp.images) > 1:
+            figures = ()  # the figures come first for context; the <view> names the image judged
         views: dict[int, View] = {}
 
         def view_of(i: int) -> View:
@@ -131,6 +134,8 @@ class SimModel:
             return views[i]
 
         fixed = self._fixed_figure(task, markers, figures) if figures else 0
+        if shown is not None and 1 <= shown <= len(inp.images):
+            fixed = shown - 1
         out = []
         for k in range(n):
             rng = np.random.default_rng([inp.seed & (2**63 - 1), k])

@@ -46,18 +46,21 @@ class Markers:
     figure: str | None = None
     candidate: str | None = None
     figures: tuple[str, ...] = ()  # the ids of the attached images, in order (several-figure questions)
+    view_image: int | None = None  # which attached image (1-based) the <view> is, when the figures come first
 
 
-def task_of(response_format: dict[str, Any] | None, system_text: str) -> str | None:
-    """The protocol task: the JSON-schema name first, then a `TASK: <name>` first system line."""
+def task_of(response_format: dict[str, Any] | None, system_text: str, user_text: str = "") -> str | None:
+    """The protocol task: the JSON-schema name first, then a `TASK: <name>` first line of the system text,
+    then of the user text (the agent's templates keep one system text for every task)."""
     if response_format and response_format.get("type") == "json_schema":
         name = (response_format.get("json_schema") or {}).get("name")
         if name in TASKS:
             return str(name)
-    first = system_text.strip().splitlines()[0] if system_text.strip() else ""
-    m = re.match(r"\s*TASK:\s*(\w+)", first)
-    if m and m.group(1) in TASKS:
-        return m.group(1)
+    for text in (system_text, user_text):
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        m = re.match(r"\s*TASK:\s*(\w+)", first)
+        if m and m.group(1) in TASKS:
+            return m.group(1)
     return None
 
 
@@ -92,6 +95,7 @@ def parse_markers(text: str) -> Markers:
         figure=html.unescape(attrs["figure"]) if "figure" in attrs else None,
         candidate=candidate,
         figures=figures,
+        view_image=int(attrs["image"]) if attrs.get("image", "").isdigit() else None,
     )
 
 

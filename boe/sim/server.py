@@ -3,6 +3,16 @@
 Routes: GET /v1/models, GET /v1/models/boe-sim-vlm, POST /v1/chat/completions,
 GET /v1/sim/stats (request, response and fault counters), GET /health.
 Standard library HTTP (ThreadingHTTPServer); one thread per connection.
+
+Behind options (`SimOptions`) it emulates what a vLLM server does with a request:
+a model's ``generation_config.json`` filling the sampling fields a request leaves
+out (vLLM's default ``--generation-config auto``; ``top_k: 1`` makes every sample
+the greedy one), greedy ``n > 1`` refused, ``--max-model-len`` and
+``--limit-mm-per-prompt`` enforced with vLLM's wording. It always accounts a prefix
+cache as vLLM's does (block hashes chained over the prompt, images by content or
+``uuid``) and reports hits in ``usage.prompt_tokens_details.cached_tokens``.
+Images are sized from their headers and refused above a pixel limit before anything
+decodes them.
 """
 
 from __future__ import annotations
@@ -12,17 +22,104 @@ import json
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from boe.sim.faults import FaultPlan, Stats
 from boe.sim.model import MODEL_NAME, ModelInput, SimModel
-from boe.sim.wire import RequestError, image_size, image_tokens, parse_chat_request, text_tokens, truncate_tokens
+from boe.sim.wire import (
+    PIXEL_LIMIT,
+    ChatRequest,
+    RequestError,
+    Segment,
+    parse_chat_request,
+    text_tokens,
+    truncate_tokens,
+)
 
-__all__ = ["SimHandle", "SimServer", "make_server", "serve_in_thread"]
+__all__ = ["PrefixCache", "SimHandle", "SimOptions", "SimServer", "load_generation_config", "make_server",
+           "serve_in_thread"]
 
 MAX_BODY = 64 * 1024 * 1024
+#: vLLM's KV-cache block size: only whole blocks are cached and reused.
+BLOCK = 16
+_DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """vLLM behaviours the simulator emulates (all off by default, except the prefix-cache accounting)."""
+
+    generation_config: dict[str, Any] = field(default_factory=dict)  # applied to absent sampling fields
+    reject_greedy_n: bool = False  # n > 1 with temperature 0: 400 "n must be 1 when using greedy sampling"
+    max_model_len: int | None = None  # prompt + reply tokens allowed
+    limit_images: int | None = None  # images per prompt (--limit-mm-per-prompt image=N)
+    pixel_limit: int | None = PIXEL_LIMIT  # decoded pixels an image may declare
+    prefix_blocks: int = 200_000  # prefix-cache capacity in cached segment hashes (LRU)
+
+
+def load_generation_config(path: str | Path) -> dict[str, Any]:
+    """The sampling defaults of a model's ``generation_config.json`` (temperature, top_p, top_k, min_p,
+    max_new_tokens); raises ValueError naming the problem."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read generation config {str(path)!r}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"generation config {str(path)!r} is not a JSON object")
+    keys = ("temperature", "top_p", "top_k", "min_p", "max_new_tokens")
+    out = {k: data[k] for k in keys if k in data and data[k] is not None}
+    for k, v in out.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"generation config {str(path)!r}: {k} must be a number, got {v!r}")
+    return out
+
+
+class PrefixCache:
+    """Prefix-cache accounting as vLLM does it: a chain of hashes over the prompt's pieces; a request reuses the
+    longest prefix seen before, counted in whole 16-token blocks (images hash by content, or by their uuid)."""
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def lookup(self, segments: tuple[Segment, ...]) -> tuple[int, int, int]:
+        """(cached tokens, cached image tokens, image tokens) of a prompt; its prefixes are then remembered."""
+        chain = hashlib.sha256()
+        hashes: list[tuple[bytes, int, Segment]] = []
+        total = 0
+        for seg in segments:
+            chain.update(f"{seg.kind}:{seg.key}:{seg.tokens};".encode())
+            total += seg.tokens
+            hashes.append((chain.copy().digest(), total, seg))
+        with self._lock:
+            hit = 0
+            for h, upto, _ in hashes:
+                if h not in self._seen:
+                    break
+                self._seen.move_to_end(h)
+                hit = upto
+            for h, _, _ in hashes:
+                self._seen[h] = None
+            while len(self._seen) > self.capacity:
+                self._seen.popitem(last=False)
+        # whole blocks only, and never the prompt's last token (it is always computed)
+        cached = min(hit, total - 1) // BLOCK * BLOCK if total else 0
+        images = cached_images = 0
+        before = 0
+        for _, upto, seg in hashes:
+            if seg.kind == "image":
+                images += seg.tokens
+                if upto <= cached:
+                    cached_images += seg.tokens
+                elif before < cached:
+                    cached_images += cached - before
+            before = upto
+        return cached, cached_images, images
 
 
 class SimServer(ThreadingHTTPServer):
@@ -32,13 +129,25 @@ class SimServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], model: SimModel, faults: FaultPlan, verbose: bool = False) -> None:
+    def __init__(self, address: tuple[str, int], model: SimModel, faults: FaultPlan, verbose: bool = False,
+                 options: SimOptions | None = None) -> None:
         super().__init__(address, _Handler)
         self.model = model
         self.faults = faults
         self.stats = Stats()
         self.verbose = verbose
         self.started = int(time.time())
+        self.options = options or SimOptions()
+        self.prefix_cache = PrefixCache(self.options.prefix_blocks)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (reset, broken pipe) is no error worth a traceback."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, _DISCONNECTS):
+            return
+        super().handle_error(request, client_address)
 
 
 def _error(message: str, kind: str = "invalid_request_error", param: str | None = None,
@@ -117,6 +226,12 @@ class _Handler(BaseHTTPRequestHandler):
                      completion=usage["completion_tokens"])
         self._send(200, content)
 
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except _DISCONNECTS:
+            self.close_connection = True  # the client went away mid-request: nothing to answer
+
     def _read_body(self) -> bytes | None:
         length = self.headers.get("Content-Length")
         if length is None or not length.isdigit():
@@ -131,16 +246,20 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(size)
 
     def _complete(self, body: bytes, fault: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
-        req = parse_chat_request(body)
+        opts = self.server.options
+        req = parse_chat_request(body, opts.pixel_limit)
         seed = req.seed if req.seed is not None else secrets.randbits(63)
         model = self.server.model
-        sizes = [image_size(img) for img in req.images]
+        temperature, max_tokens = _effective(req, opts)
+        prompt = sum(seg.tokens for seg in req.segments)
+        _check_limits(req, opts, prompt, max_tokens)
         try:
-            inp = ModelInput(req.system, req.user, req.images, req.temperature, req.response_format, seed)
+            inp = ModelInput(req.system, req.user, req.images, temperature, req.response_format, seed)
             texts = model.complete(inp, req.n)
         except ValueError as exc:
             raise RequestError(str(exc), "messages") from exc
-        prompt = text_tokens(req.system + "\n" + req.user) + sum(image_tokens(w, h) for w, h in sizes)
+        cached, cached_images, images = self.server.prefix_cache.lookup(req.segments)
+        self.server.stats.add_prefix(cached, cached_images, images)
         choices, completion = [], 0
         for k, text in enumerate(texts):
             finish = "stop"
@@ -148,13 +267,14 @@ class _Handler(BaseHTTPRequestHandler):
                 text = _malform(text)
             elif fault == "truncated":
                 text, finish = text[: max(1, len(text) * 2 // 5)], "length"
-            if req.max_tokens is not None and text_tokens(text) > req.max_tokens:
-                text, finish = truncate_tokens(text, req.max_tokens), "length"
+            if max_tokens is not None and text_tokens(text) > max_tokens:
+                text, finish = truncate_tokens(text, max_tokens), "length"
             completion += text_tokens(text)
             choices.append({"index": k, "message": {"role": "assistant", "content": text, "refusal": None},
                             "logprobs": None, "finish_reason": finish})
         usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                                 "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": 0}}
+                                 "total_tokens": prompt + completion,
+                                 "prompt_tokens_details": {"cached_tokens": cached}}
         seeded = req.seed is not None
         digest = hashlib.sha256(body + str(seed).encode()).hexdigest()[:24] if seeded else secrets.token_hex(12)
         return {
@@ -168,15 +288,55 @@ class _Handler(BaseHTTPRequestHandler):
         }, usage
 
 
+def _effective(req: ChatRequest, opts: SimOptions) -> tuple[float, int | None]:
+    """The temperature the model samples at and the reply-token limit, after the generation config fills the
+    fields the request left out (request, then generation config, then OpenAI's defaults, as vLLM does).
+
+    A ``top_k`` of 1 (say, Qwen2.5-VL's generation_config.json) keeps only the most likely token: every sample is
+    the greedy one, whatever the temperature."""
+    gc = opts.generation_config
+    temperature = float(req.sampling.get("temperature", gc.get("temperature", 1.0)))
+    top_k = req.sampling.get("top_k", gc.get("top_k", 0))
+    greedy = temperature <= 1e-5 or top_k == 1
+    if opts.reject_greedy_n and temperature <= 1e-5 and req.n > 1:
+        raise RequestError(f"n must be 1 when using greedy sampling, got {req.n}.", "n")
+    max_tokens = req.max_tokens
+    if max_tokens is None and gc.get("max_new_tokens") is not None:
+        max_tokens = int(gc["max_new_tokens"])
+    return (0.0 if greedy else temperature), max_tokens
+
+
+def _check_limits(req: ChatRequest, opts: SimOptions, prompt: int, max_tokens: int | None) -> None:
+    """vLLM's refusals of a prompt with too many images or too long for the model, in vLLM's wording."""
+    if opts.limit_images is not None and len(req.images) > opts.limit_images:
+        raise RequestError(f"At most {opts.limit_images} image(s) may be provided in one prompt.", "messages")
+    limit = opts.max_model_len
+    if limit is None:
+        return
+    if prompt >= limit:
+        raise RequestError(
+            f"This model's maximum context length is {limit} tokens. However, your request has {prompt} input "
+            "tokens. Please reduce the length of the input messages.",
+            "input_tokens",
+        )
+    if max_tokens is not None and prompt + max_tokens > limit:
+        raise RequestError(
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum context "
+            f"length is {limit} tokens and your request has {prompt} input tokens ({max_tokens} > {limit} - "
+            f"{prompt}).",
+            "max_tokens",
+        )
+
+
 def _malform(text: str) -> str:
     """An injected malformed reply: not valid JSON."""
     return text.rstrip().rstrip("}") + ', "' if text.lstrip().startswith("{") else "{" + text
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8000, *, faults: FaultPlan | None = None,
-                model: SimModel | None = None, verbose: bool = False) -> SimServer:
+                model: SimModel | None = None, verbose: bool = False, options: SimOptions | None = None) -> SimServer:
     """Bind the server (port 0 picks a free port); call `serve_forever()` to run it."""
-    return SimServer((host, port), model or SimModel(), faults or FaultPlan(), verbose)
+    return SimServer((host, port), model or SimModel(), faults or FaultPlan(), verbose, options)
 
 
 @dataclass
@@ -215,9 +375,10 @@ class SimHandle:
 
 
 def serve_in_thread(host: str = "127.0.0.1", port: int = 0, *, faults: FaultPlan | None = None,
-                    model: SimModel | None = None, verbose: bool = False) -> SimHandle:
+                    model: SimModel | None = None, verbose: bool = False,
+                    options: SimOptions | None = None) -> SimHandle:
     """Start the simulator on a background thread (a free loopback port by default)."""
-    server = make_server(host, port, faults=faults, model=model, verbose=verbose)
+    server = make_server(host, port, faults=faults, model=model, verbose=verbose, options=options)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
                               name=f"boe-sim:{server.server_address[1]}", daemon=True)
     thread.start()

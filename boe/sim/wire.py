@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "PIXEL_LIMIT",
     "ChatRequest",
     "RequestError",
+    "Segment",
     "image_size",
     "image_tokens",
     "parse_chat_request",
@@ -25,6 +28,8 @@ __all__ = [
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _DATA_URL = re.compile(r"^data:image/[\w.+-]+;base64,(.*)$", re.S)
 MAX_N = 128
+#: Decoded width x height an image may declare (read from its header, before any decoding).
+PIXEL_LIMIT = 100_000_000
 
 
 class RequestError(ValueError):
@@ -33,6 +38,15 @@ class RequestError(ValueError):
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One piece of the prompt in order (a message's role, a text, an image) for prefix-cache accounting."""
+
+    kind: str  # role | text | image
+    key: str  # the content hash (an image part's uuid when it has one)
+    tokens: int
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,9 @@ class ChatRequest:
     seed: int | None
     max_tokens: int | None
     response_format: dict[str, Any] | None
+    sampling: dict[str, Any] = field(default_factory=dict)  # the sampling fields the request sets (absent: unset)
+    segments: tuple[Segment, ...] = ()
+    image_sizes: tuple[tuple[int, int], ...] = ()  # width, height of each image (from its header)
 
 
 def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
@@ -69,6 +86,7 @@ def _integer(body: dict[str, Any], key: str, lo: int, hi: int | None = None) -> 
 
 
 def _image(part: dict[str, Any], where: str) -> bytes:
+    """The bytes of an image part (a base64 data URL)."""
     ref = part.get("image_url")
     url = ref.get("url") if isinstance(ref, dict) else ref
     if not isinstance(url, str):
@@ -85,9 +103,16 @@ def _image(part: dict[str, Any], where: str) -> bytes:
         raise RequestError(f"{where}: invalid base64 image data", where) from exc
 
 
-def _content(msg: dict[str, Any], i: int) -> tuple[str, list[bytes]]:
+def _text_segment(text: str) -> Segment:
+    return Segment("text", hashlib.sha256(text.encode("utf-8", "replace")).hexdigest(), text_tokens(text))
+
+
+def _content(msg: dict[str, Any], i: int, segments: list[Segment], sizes: list[tuple[int, int]],
+             pixel_limit: int | None) -> tuple[str, list[bytes]]:
     content = msg.get("content")
+    segments.append(Segment("role", str(msg.get("role")), 1))
     if content is None or isinstance(content, str):
+        segments.append(_text_segment(content or ""))
         return content or "", []
     if not isinstance(content, list):
         raise RequestError(f"messages[{i}].content must be a string or a list of parts", f"messages[{i}].content")
@@ -101,11 +126,41 @@ def _content(msg: dict[str, Any], i: int) -> tuple[str, list[bytes]]:
             if not isinstance(part.get("text"), str):
                 raise RequestError(f"{where}.text must be a string", where)
             texts.append(part["text"])
+            segments.append(_text_segment(part["text"]))
         elif kind == "image_url":
-            images.append(_image(part, where))
+            data = _image(part, where)
+            w, h = _checked_size(data, where, pixel_limit)
+            images.append(data)
+            sizes.append((w, h))
+            key = part.get("uuid")
+            if key is not None and not isinstance(key, str):
+                raise RequestError(f"{where}.uuid must be a string", where)
+            segments.append(Segment("image", "uuid:" + key if key else hashlib.sha256(data).hexdigest(),
+                                    image_tokens(w, h)))
         else:
             raise RequestError(f"{where}: unsupported part type {kind!r} (text, image_url)", where)
     return "\n".join(texts), images
+
+
+def _checked_size(data: bytes, where: str, pixel_limit: int | None) -> tuple[int, int]:
+    """An image's size from its header, refused when it is unreadable or declares more than the pixel limit."""
+    from boe.tools.images import header_size
+
+    size = header_size(data)
+    if size is None:
+        raise RequestError(
+            f"{where}: not an image the simulator reads (PNG, JPEG, GIF, BMP, WebP, TIFF; {len(data)} bytes)", where
+        )
+    w, h = size
+    if w < 1 or h < 1:
+        raise RequestError(f"{where}: the image header declares {w}x{h} pixels", where)
+    if pixel_limit is not None and w * h > pixel_limit:
+        raise RequestError(
+            f"{where}: the image is {w}x{h} pixels ({w * h / 1e6:.1f} megapixels, {len(data)} bytes); "
+            f"the limit is {pixel_limit / 1e6:g} megapixels",
+            where,
+        )
+    return w, h
 
 
 def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -123,8 +178,9 @@ def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
     return fmt
 
 
-def parse_chat_request(body: bytes) -> ChatRequest:
-    """Validate a request body; raises RequestError naming the problem."""
+def parse_chat_request(body: bytes, pixel_limit: int | None = PIXEL_LIMIT) -> ChatRequest:
+    """Validate a request body; raises RequestError naming the problem (images are sized from their headers
+    and refused above ``pixel_limit`` before anything decodes them)."""
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -139,10 +195,12 @@ def parse_chat_request(body: bytes) -> ChatRequest:
     if not isinstance(messages, list) or not messages:
         raise RequestError("'messages' must be a non-empty list", "messages")
     system, user, images = [], [], []
+    segments: list[Segment] = []
+    sizes: list[tuple[int, int]] = []
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or msg.get("role") not in _ROLES:
             raise RequestError(f"messages[{i}].role must be one of {', '.join(_ROLES)}", f"messages[{i}].role")
-        text, imgs = _content(msg, i)
+        text, imgs = _content(msg, i, segments, sizes, pixel_limit)
         if msg["role"] in ("system", "developer"):
             system.append(text)
         elif msg["role"] == "user":
@@ -150,13 +208,20 @@ def parse_chat_request(body: bytes) -> ChatRequest:
             images.extend(imgs)
     n = _integer(data, "n", 1, MAX_N) or 1
     temperature = _number(data, "temperature", 1.0, 0.0, 2.0)
-    _number(data, "top_p", 1.0, 0.0, 1.0)
+    top_p = _number(data, "top_p", 1.0, 0.0, 1.0)
+    if top_p <= 0:
+        raise RequestError(f"top_p must be in (0, 1], got {top_p}.", "top_p")
+    top_k = _integer(data, "top_k", -(2**31))
+    if top_k is not None and top_k < -1:
+        raise RequestError(f"top_k must be 0 (disable), or at least 1, got {top_k}.", "top_k")
+    _number(data, "min_p", 0.0, 0.0, 1.0)
+    sampling = {k: data[k] for k in ("temperature", "top_p", "top_k", "min_p") if data.get(k) is not None}
     seed = _integer(data, "seed", -(2**63))
     max_tokens = _integer(data, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _integer(data, "max_tokens", 1)
     return ChatRequest("\n".join(system), "\n\n".join(user), tuple(images), n, temperature, seed, max_tokens,
-                       _response_format(data))
+                       _response_format(data), sampling, tuple(segments), tuple(sizes))
 
 
 def text_tokens(text: str) -> int:

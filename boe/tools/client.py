@@ -12,10 +12,26 @@ One `ModelClient` talks to one endpoint and model through ``openai.AsyncOpenAI``
 * bounds concurrency, and retries 408/409/429/5xx, timeouts and connection
   errors with exponential backoff and jitter (``Retry-After`` is honoured);
 * records every call (tokens, latency, attempts, error) as a `ModelCall`;
-* answers repeated requests from a request cache, so a re-run never pays twice.
+* answers repeated requests from a request cache, so a re-run never pays twice;
+* sends explicit sampling fields (``top_p``, ``top_k``, ``min_p``; defaults that
+  sample the model's whole distribution), so a server that fills absent fields
+  from the model's ``generation_config.json`` (vLLM's default; Qwen2.5-VL ships
+  ``top_k: 1``) cannot turn K samples into K copies of the greedy answer. The
+  server kind (vllm, sglang, openai, generic) is read from ``GET /models`` or
+  given; OpenAI's API gets no ``top_k``/``min_p``; a generic server that refuses
+  them has them dropped (recorded);
+* validates every reply at the boundary: a body of the wrong shape is one clear
+  per-call error, never an AttributeError;
+* reports a context-length or image-count refusal with the limit, the request's
+  size and the options that fix it (not retried).
+
+Per-endpoint facts learnt from the server (its kind, whether it takes ``n``,
+``max_completion_tokens``, ``top_k``) live in an `EndpointState` that the clients
+of one run share, and are recorded (`ModelClient.describe`).
 
 The API key comes from the argument, ``BOE_API_KEY`` or ``OPENAI_API_KEY``;
-it is never logged, recorded or stored.
+it is never logged, recorded or stored. ``OPENAI_BASE_URL`` is read by the CLI
+as the default endpoint.
 """
 
 from __future__ import annotations
@@ -25,6 +41,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -37,12 +54,15 @@ from boe.prompts import Rendered
 from boe.util import redact_url
 
 __all__ = [
+    "SERVER_KINDS",
     "Completion",
+    "EndpointState",
     "MemoryCache",
     "ModelCall",
     "ModelClient",
     "RequestCache",
     "api_key_from_env",
+    "base_url_from_env",
     "build_messages",
     "request_key",
 ]
@@ -51,6 +71,13 @@ __all__ = [
 MAX_REASKS = 2
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 30.0
+#: How the client talks to a server: ``auto`` reads ``owned_by`` from ``GET /models``.
+SERVER_KINDS = ("auto", "vllm", "sglang", "openai", "generic")
+#: ``owned_by`` values of ``GET /models`` and the server kind they mean.
+_OWNERS = {"vllm": "vllm", "sglang": "sglang", "boe-simulator": "vllm", "openai": "openai", "system": "openai",
+           "openai-internal": "openai"}
+#: Sampling fields OpenAI's hosted API refuses (it takes top_p).
+_NOT_OPENAI = ("top_k", "min_p")
 
 
 class RequestCache(Protocol):
@@ -100,11 +127,40 @@ def api_key_from_env() -> str | None:
     return os.environ.get("BOE_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
 
 
+def base_url_from_env() -> str | None:
+    """``OPENAI_BASE_URL`` (the openai SDK's variable), else None."""
+    return os.environ.get("OPENAI_BASE_URL") or None
+
+
 def build_messages(prompt: Rendered, image_urls: Sequence[str]) -> list[dict[str, Any]]:
-    """System message, then one user message: the images first, the text last."""
+    """System message (one text for every task), then one user message: the images first, the task text last."""
     parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": url}} for url in image_urls]
     parts.append({"type": "text", "text": prompt.user})
     return [{"role": "system", "content": prompt.system}, {"role": "user", "content": parts}]
+
+
+def image_uuid(url: str) -> str:
+    """A content hash of an image data URL (vLLM takes it as the image part's ``uuid``: its cache key)."""
+    return "sha256-" + hashlib.sha256(url.encode("ascii", "replace")).hexdigest()[:32]
+
+
+@dataclass
+class EndpointState:
+    """What one endpoint (base URL and model) was found to accept; shared by the clients of a run, recorded."""
+
+    kind: str = "auto"  # vllm | sglang | openai | generic once known
+    detected: str = ""  # how the kind was decided
+    n: bool | None = None  # whether the server takes n > 1 (None: not yet known)
+    n_reason: str = ""  # how that was decided (the error's param, or a probe)
+    tokens_field: str = "max_completion_tokens"  # falls back to max_tokens for servers that only know it
+    dropped: list[str] = field(default_factory=list)  # request fields the server refused and no longer gets
+    notes: list[str] = field(default_factory=list)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The state as recorded with a run."""
+        return {"kind": self.kind, "detected": self.detected, "n": self.n, "n_reason": self.n_reason,
+                "tokens_field": self.tokens_field, "dropped": list(self.dropped), "notes": list(self.notes)}
 
 
 @dataclass
@@ -132,11 +188,13 @@ class ModelCall:
     reasks: int = 0  # requests repeated because the reply was unusable
     error: str | None = None
     tags: dict[str, Any] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)  # the sampling fields actually sent, and the server kind
 
     def as_dict(self) -> dict[str, Any]:
         """The call as a JSON-ready dict (``dataclasses.asdict`` without its deep copies: fields are scalars)."""
         out = {f.name: getattr(self, f.name) for f in _CALL_FIELDS}
         out["tags"] = dict(self.tags)
+        out["sampling"] = dict(self.sampling)
         return out
 
     @property
@@ -156,7 +214,8 @@ class Completion:
 
 
 class _Refused(Exception):
-    """The server rejected a request parameter (n or response_format) with a 4xx."""
+    """The server rejected a request parameter with a 4xx: ``n`` (named by the error), or ``n?`` (a 4xx of an
+    n > 1 request that names no parameter: one probe with n = 1 decides)."""
 
     def __init__(self, param: str, exc: Exception) -> None:
         self.param = param
@@ -185,6 +244,13 @@ class ModelClient:
         max_tokens: int = 512,
         http_client: Any = None,
         jitter_seed: int | None = None,
+        server: str = "auto",
+        top_p: float | None = 1.0,
+        top_k: int | None = -1,
+        min_p: float | None = 0.0,
+        extra_body: dict[str, Any] | None = None,
+        image_uuids: bool = True,
+        endpoints: dict[tuple[str, str], EndpointState] | None = None,
     ) -> None:
         if not base_url:
             raise ConfigError("the model client needs a base URL")
@@ -192,6 +258,16 @@ class ModelClient:
             raise ConfigError("the model client needs a model name")
         if timeout <= 0 or max_retries < 0 or concurrency < 1 or backoff < 0:
             raise ConfigError("timeout > 0, max_retries >= 0, concurrency >= 1 and backoff >= 0 are required")
+        if server not in SERVER_KINDS:
+            raise ConfigError(f"server kind must be one of {', '.join(SERVER_KINDS)}, got {server!r}")
+        if top_p is not None and not 0.0 < top_p <= 1.0:
+            raise ConfigError(f"top_p must lie in (0, 1], got {top_p}")
+        if top_k is not None and (top_k < -1 or isinstance(top_k, bool)):
+            raise ConfigError(f"top_k must be -1 (no limit) or a positive count, got {top_k}")
+        if min_p is not None and not 0.0 <= min_p <= 1.0:
+            raise ConfigError(f"min_p must lie in [0, 1], got {min_p}")
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise ConfigError("extra_body must be a JSON object")
         try:
             import openai
         except ImportError as exc:
@@ -209,6 +285,19 @@ class ModelClient:
         self.use_n = use_n
         self.json_schema = json_schema
         self.max_tokens = int(max_tokens)
+        self.server = server
+        # top_k 0 means "no limit" to vLLM but is refused by SGLang; -1 means "no limit" to both
+        self.sampling_fields: dict[str, Any] = {
+            k: v for k, v in (("top_p", top_p), ("top_k", -1 if top_k == 0 else top_k), ("min_p", min_p))
+            if v is not None
+        }
+        self.extra_body = dict(extra_body or {})
+        self.image_uuids = image_uuids
+        shared = endpoints if endpoints is not None else {}
+        self.endpoint = shared.setdefault((base_url.rstrip("/"), model), EndpointState())
+        if server != "auto" and self.endpoint.kind == "auto":
+            self.endpoint.kind, self.endpoint.detected = server, "given"
+        self._uuids: dict[str, str] = {}
         self._sem = asyncio.Semaphore(concurrency)
         self._rng = random.Random(jitter_seed)
         key = api_key or api_key_from_env() or "EMPTY"  # local servers accept any key
@@ -227,6 +316,10 @@ class ModelClient:
             "use_n": self.use_n,
             "json_schema": self.json_schema,
             "max_tokens": self.max_tokens,
+            "server": self.server,
+            "sampling": dict(self.sampling_fields),
+            "extra_body": dict(self.extra_body),
+            "endpoint": self.endpoint.as_dict(),
         }
 
     async def aclose(self) -> None:
@@ -260,6 +353,10 @@ class ModelClient:
             "max_tokens": self.max_tokens,
             "schema": prompt.schema_name,
         }
+        if self.sampling_fields != {"top_p": 1.0, "top_k": -1, "min_p": 0.0}:
+            params["sampling"] = self.sampling_fields  # the defaults leave earlier cache keys as they were
+        if self.extra_body:
+            params["extra_body"] = self.extra_body
         keyer = self.cache.key if self.cache is not None else request_key
         key = keyer(self.base_url, self.model, messages, params, seed)
         call = ModelCall(
@@ -328,17 +425,34 @@ class ModelClient:
         seed: int | None,
         call: ModelCall,
     ) -> list[str | None]:
+        await self._detect()
         texts: list[str | None] = []
-        if n > 1 and self.use_n:
+        ep = self.endpoint
+        # vLLM refuses n > 1 with greedy sampling ("n must be 1 when using greedy sampling"): sample one at a time
+        if n > 1 and self.use_n and ep.n is not False and temperature > 0:
             try:
                 texts.extend((await self._request(prompt, messages, n, temperature, seed, call))[:n])
             except _Refused as r:
-                if r.param != "n":
-                    raise ModelError(f"{self.safe_url} refused the request: {_describe(r.exc)}") from r.exc
-                self.use_n = False  # this server does not take n; sample one at a time from now on
+                if r.param == "n?":  # a 4xx naming no parameter: one request with n = 1 tells whether n was it
+                    try:
+                        texts.extend((await self._request(prompt, messages, 1, temperature, seed, call))[:1])
+                    except _Refused:
+                        raise ModelError(f"{self.safe_url} refused the request: {_describe(r.exc)}") from r.exc
+                    except ModelError:
+                        raise ModelError(f"{self.safe_url} refused the request: {_describe(r.exc)}") from r.exc
+                    how = f"a probe with n=1 succeeded after: {_short(r.exc)}"
+                else:
+                    how = f"the server's error names parameter 'n': {_short(r.exc)}"
+                if ep.n is None:
+                    ep.n, ep.n_reason = False, how
+                self.use_n = False  # this endpoint does not take n; sample one at a time from now on
         missing = n - len(texts)
         if missing > 0:
             call.n_fallback = n > 1
+            if n > 1 and temperature <= 0:
+                call.tags.setdefault("n_fallback_reason", "greedy sampling (temperature 0) takes n = 1")
+            elif n > 1 and ep.n is False:
+                call.tags.setdefault("n_fallback_reason", ep.n_reason)
             start = len(texts)
 
             async def one(i: int) -> list[str | None]:
@@ -351,7 +465,81 @@ class ModelClient:
             parts = await asyncio.gather(*(one(start + i) for i in range(missing)))
             for p in parts:
                 texts.extend(p)
+        elif n > 1 and ep.n is None:
+            ep.n, ep.n_reason = True, "a request with n > 1 was answered"
         return texts
+
+    async def _detect(self) -> None:
+        """Decide the server kind once per endpoint (``auto``): the host, else ``owned_by`` from ``GET /models``."""
+        ep = self.endpoint
+        if ep.kind != "auto":
+            return
+        async with ep.lock:
+            if ep.kind != "auto":
+                return
+            if "api.openai.com" in self.base_url:
+                ep.kind, ep.detected = "openai", "the base URL is OpenAI's"
+                return
+            try:
+                listing = await self._client.get("/models", cast_to=object)
+                models = listing.get("data") if isinstance(listing, dict) else None
+                owners = {
+                    str(m.get("id")): str(m.get("owned_by", "")) for m in models or [] if isinstance(m, dict)
+                }
+            except Exception as exc:  # any failure: a server we cannot identify
+                ep.kind, ep.detected = "generic", f"GET /models failed ({type(exc).__name__})"
+                return
+            owner = owners.get(self.model) or next(iter(owners.values()), "")
+            kind = _OWNERS.get(owner.lower())
+            if kind is None and owner.lower().startswith(("openai", "user-", "org-")):
+                kind = "openai"
+            ep.kind = kind or "generic"
+            ep.detected = f"GET /models: owned_by {owner!r}" if owner else "GET /models named no owner"
+
+    def _body(
+        self, prompt: Rendered, messages: list[dict[str, Any]], n: int, temperature: float, seed: int | None
+    ) -> dict[str, Any]:
+        """The request body as this endpoint takes it (sampling fields, token field, image uuids, extra body)."""
+        ep = self.endpoint
+        if self.image_uuids and ep.kind == "vllm" and "uuid" not in ep.dropped:
+            messages = self._with_uuids(messages)
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
+        body[ep.tokens_field] = self.max_tokens
+        for k, v in self.sampling_fields.items():
+            if k in ep.dropped or (ep.kind == "openai" and k in _NOT_OPENAI):
+                continue
+            body[k] = v
+        if n > 1:
+            body["n"] = n
+        if seed is not None:
+            body["seed"] = seed
+        if self.json_schema:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": prompt.schema_name, "schema": prompt.schema, "strict": True},
+            }
+        body.update(self.extra_body)  # the user's fields win
+        return body
+
+    def _with_uuids(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for m in messages:
+            content = m.get("content")
+            if isinstance(content, list) and any(p.get("type") == "image_url" for p in content):
+                parts = []
+                for p in content:
+                    if p.get("type") == "image_url":
+                        url = p["image_url"]["url"]
+                        key = self._uuids.get(url)
+                        if key is None:
+                            if len(self._uuids) > 256:
+                                self._uuids.clear()
+                            key = self._uuids[url] = image_uuid(url)
+                        p = {**p, "uuid": key}
+                    parts.append(p)
+                m = {**m, "content": parts}
+            out.append(m)
+        return out
 
     async def _request(
         self,
@@ -364,24 +552,15 @@ class ModelClient:
     ) -> list[str | None]:
         """The reply texts of one request with retries; tokens and request counts are added to ``call``."""
         openai = self._openai
+        ep = self.endpoint
         attempt = 0
         while True:
             attempt += 1
-            kwargs: dict[str, Any] = {
-                "model": self.model,
-                "messages": messages,
-                "temperature": temperature,
-                "max_tokens": self.max_tokens,
+            kwargs = self._body(prompt, messages, n, temperature, seed)
+            call.sampling = {
+                "server": ep.kind,
+                **{k: kwargs[k] for k in ("temperature", "top_p", "top_k", "min_p") if k in kwargs},
             }
-            if n > 1:
-                kwargs["n"] = n
-            if seed is not None:
-                kwargs["seed"] = seed
-            if self.json_schema:
-                kwargs["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": prompt.schema_name, "schema": prompt.schema, "strict": True},
-                }
             call.requests += 1
             call.attempts = attempt
             try:
@@ -397,6 +576,15 @@ class ModelClient:
                 continue
             except openai.APIStatusError as exc:
                 status = exc.status_code
+                if status in (400, 413, 422):
+                    limit = _limit_error(exc, kwargs, self)
+                    if limit is not None:
+                        raise ModelError(limit) from exc
+                if status in (400, 422):
+                    dropped = self._drop_refused(exc, kwargs)
+                    if dropped:
+                        attempt -= 1
+                        continue
                 if (
                     status in (400, 422)
                     and self.json_schema
@@ -405,8 +593,12 @@ class ModelClient:
                     self.json_schema = False  # the server cannot constrain output; the parser copes
                     attempt -= 1
                     continue
-                if status in (400, 422) and n > 1 and _mentions(exc, ("'n'", " n ", "n must", "n=", '"n"')):
-                    raise _Refused("n", exc) from exc
+                if status in (400, 422) and n > 1:
+                    param = _error_field(exc, "param")
+                    if param == "n" or _mentions(exc, ("'n'", '"n"', "n must be", "parameter n ")):
+                        raise _Refused("n", exc) from exc
+                    if ep.n is None and not param:
+                        raise _Refused("n?", exc) from exc
                 if status not in RETRY_STATUS or attempt > self.max_retries:
                     raise ModelError(
                         f"{self.safe_url} ({self.model}) failed after {attempt} attempt(s): {_describe(exc)}"
@@ -425,6 +617,27 @@ class ModelClient:
             call.cached_tokens += cached
             return texts
 
+    def _drop_refused(self, exc: Exception, body: dict[str, Any]) -> bool:
+        """Stop sending a field the server refuses as unknown (top_k, min_p, an image uuid, max_completion_tokens);
+        True when something changed (the request is sent again)."""
+        ep = self.endpoint
+        text = _error_text(exc)
+        if not re.search(r"unrecogni[sz]ed|unknown|not (permitted|allowed|supported)|extra (fields|inputs)|"
+                         r"unexpected|invalid", text):
+            return False
+        if "max_completion_tokens" in text and ep.tokens_field == "max_completion_tokens":
+            ep.tokens_field = "max_tokens"
+            ep.notes.append(f"the server refused max_completion_tokens; max_tokens is sent ({_short(exc)})")
+            return True
+        for name in ("top_k", "min_p", "uuid"):
+            if name in text and name not in ep.dropped and name not in self.extra_body:
+                sent = (self.image_uuids and ep.kind == "vllm") if name == "uuid" else name in body
+                if sent:
+                    ep.dropped.append(name)
+                    ep.notes.append(f"the server refused {name}; it is no longer sent ({_short(exc)})")
+                    return True
+        return False
+
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; a server's Retry-After wins when it is longer."""
         base = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
@@ -438,21 +651,125 @@ class _BadBody(Exception):
     """A successful HTTP reply whose body is not a chat completion."""
 
 
+def _count(usage: dict[str, Any], key: str, where: str = "usage") -> int:
+    v = usage.get(key)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v > 1e12:
+        raise _BadBody(f"replied with a malformed chat completion ({where}.{key} is {str(v)[:40]!r}, not a count)")
+    return int(v)
+
+
 def _read_completion(resp: Any) -> tuple[int, int, int, list[str | None]]:
-    """Token counts (prompt, completion, cached) and the choices' texts in index order, from the reply's JSON."""
-    if not isinstance(resp, dict) or not isinstance(resp.get("choices"), list):
+    """Token counts (prompt, completion, cached) and the choices' texts in index order, from the reply's JSON.
+
+    Every part is checked: a body of the wrong shape raises `_BadBody` naming what is wrong."""
+    if not isinstance(resp, dict):
         raise _BadBody(f"replied with something that is not a chat completion: {str(resp)[:120]!r}")
-    usage = resp.get("usage") or {}
-    details = usage.get("prompt_tokens_details") or {}
-    try:
-        pt = int(usage.get("prompt_tokens") or 0)
-        ct = int(usage.get("completion_tokens") or 0)
-        cached = int(details.get("cached_tokens") or 0)
-        choices = sorted(resp["choices"], key=lambda c: int(c.get("index") or 0))
-        texts = [(c.get("message") or {}).get("content") for c in choices]
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise _BadBody(f"replied with a malformed chat completion ({exc})") from None
-    return pt, ct, cached, [t if isinstance(t, str) or t is None else str(t) for t in texts]
+    if "choices" not in resp and isinstance(resp.get("error"), (dict, str)):
+        err = resp["error"]
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise _BadBody(f"replied 200 with an error: {str(msg)[:200]!r}")
+    choices = resp.get("choices")
+    if not isinstance(choices, list):
+        raise _BadBody(f"replied with something that is not a chat completion: {str(resp)[:120]!r}")
+    if not choices:
+        raise _BadBody("replied with a chat completion without choices")
+    usage = resp.get("usage")
+    if usage is None:
+        usage = {}
+    if not isinstance(usage, dict):
+        raise _BadBody(f"replied with a malformed chat completion (usage is {str(usage)[:40]!r}, not an object)")
+    details = usage.get("prompt_tokens_details")
+    if details is None:
+        details = {}
+    if not isinstance(details, dict):
+        raise _BadBody("replied with a malformed chat completion (usage.prompt_tokens_details is not an object)")
+    pt, ct = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+    cached = _count(details, "cached_tokens", "usage.prompt_tokens_details")
+    indexed: list[tuple[int, str | None]] = []
+    for i, c in enumerate(choices):
+        if not isinstance(c, dict):
+            raise _BadBody(f"replied with a malformed chat completion (choices[{i}] is not an object)")
+        index = c.get("index", i)
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise _BadBody(f"replied with a malformed chat completion (choices[{i}].index is {str(index)[:20]!r})")
+        message = c.get("message")
+        if message is None:
+            message = {}
+        if not isinstance(message, dict):
+            raise _BadBody(f"replied with a malformed chat completion (choices[{i}].message is not an object)")
+        content = message.get("content")
+        if isinstance(content, list):  # content parts: their text
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
+        if content is not None and not isinstance(content, str):
+            raise _BadBody(f"replied with a malformed chat completion (choices[{i}].message.content is not text)")
+        indexed.append((index, content))
+    indexed.sort(key=lambda t: t[0])
+    return pt, ct, cached, [t for _, t in indexed]
+
+
+def _error_field(exc: Exception, name: str) -> str | None:
+    """A field of the server's structured error (``{"error": {"param": ...}}``), if it sent one."""
+    value = getattr(exc, name, None)
+    if value is None:
+        body = getattr(exc, "body", None)
+        if isinstance(body, dict):
+            inner = body.get("error") if isinstance(body.get("error"), dict) else body
+            value = inner.get(name)
+    return None if value is None else str(value)
+
+
+def _error_text(exc: Exception) -> str:
+    text = str(exc).lower()
+    body = getattr(exc, "body", None)
+    if body is not None:
+        text += " " + json.dumps(body, default=str).lower()
+    return text
+
+
+def _short(exc: Exception) -> str:
+    msg = _error_field(exc, "message") or str(exc)
+    return msg if len(msg) <= 160 else msg[:160] + "..."
+
+
+_CONTEXT = re.compile(r"maximum (?:context length|model length) (?:is|of) (\d+)")
+_INPUT = re.compile(r"(?:has|contains(?: at least)?|resulted in|prompt \(length) (\d+)(?: input)? tokens?|"
+                    r"prompt \(length (\d+)\)")
+_IMAGES = re.compile(r"at most (\d+) image")
+
+
+def _limit_error(exc: Exception, body: dict[str, Any], client: ModelClient) -> str | None:
+    """A message naming the limit, the request's size and the options that fix it, for a context-length or
+    image-count refusal; None for any other error."""
+    text = _error_text(exc)
+    messages = body.get("messages") or []
+    images = sum(
+        1 for m in messages if isinstance(m.get("content"), list) for p in m["content"] if p.get("type") == "image_url"
+    )
+    said = _short(exc)
+    where = f"{client.safe_url} ({client.model})"
+    m = _IMAGES.search(text)
+    if m:
+        limit = int(m.group(1))
+        return (
+            f"{where} takes at most {limit} image(s) in one prompt; this request has {images}. Start the server "
+            f"with more images per prompt (vLLM: --limit-mm-per-prompt '{{\"image\": {max(images, 6)}}}') or use a "
+            f"model that takes several images. Not retried. The server said: {said}"
+        )
+    m = _CONTEXT.search(text)
+    if m or "context length" in text or "context_length_exceeded" in text or "maximum model length" in text:
+        limit_s = m.group(1) if m else "?"
+        found = _INPUT.search(text)
+        used = next((g for g in found.groups() if g), "?") if found else "?"
+        reply = body.get("max_completion_tokens", body.get("max_tokens", "?"))
+        return (
+            f"{where} refused a request longer than its context: the limit is {limit_s} tokens, this request has "
+            f"{used} input tokens ({images} image(s)) and asks for up to {reply} reply tokens. Fix: lower "
+            "--max-pixels (smaller images), lower --max-tokens, or start the server with a larger --max-model-len. "
+            f"Not retried. The server said: {said}"
+        )
+    return None
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -4,6 +4,13 @@
 model as a data URL, DICOM metadata mapped to slot values) or raises
 `InputError` with a message a user can act on. Graph state only ever holds
 the `ImageRef` (path and content id); pixels stay in process memory.
+
+Two pixel limits apply. ``pixel_limit`` (default `PIXEL_LIMIT`) refuses a file
+whose header declares more pixels, before anything is decoded (a 400 KB PNG can
+declare 20000x20000). ``max_pixels`` (default `MAX_PIXELS`) bounds what is
+*sent*: a larger figure is downscaled once for the model, while ``pixels``
+keeps the full resolution that crops are cut from. Whatever the file holds
+(16-bit or float PNG/TIFF, DICOM), what is sent is 8-bit with the contrast kept.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import math
+import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +28,25 @@ import numpy as np
 
 from boe.errors import InputError, MissingExtraError
 
-__all__ = ["MAX_IMAGE_BYTES", "ImageRef", "LoadedImage", "check_path", "encode_png", "open_image"]
+__all__ = [
+    "MAX_IMAGE_BYTES",
+    "MAX_PIXELS",
+    "PIXEL_LIMIT",
+    "ImageRef",
+    "LoadedImage",
+    "check_path",
+    "check_pixels",
+    "encode_png",
+    "fit_pixels",
+    "header_size",
+    "open_image",
+]
 
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
+#: Decoded width x height refused before decoding (a 24-megapixel photo passes; a pixel bomb does not).
+PIXEL_LIMIT = 100_000_000
+#: Pixels of a figure as sent to a model (about 1,340 Qwen2.5-VL tokens); larger figures are downscaled.
+MAX_PIXELS = 1024 * 1024
 
 _DICOM_MODALITY = {
     "CT": "ct",
@@ -69,8 +94,10 @@ class LoadedImage:
     """An image in memory: 8-bit pixels (gray or BGR) and the data URL sent to models."""
 
     ref: ImageRef
-    pixels: np.ndarray
-    data_url: str
+    pixels: np.ndarray  # full resolution (crops are cut from these)
+    data_url: str  # what is sent: 8-bit, at most ``max_pixels``, encoded once
+    sent_size: tuple[int, int] = (0, 0)  # width, height of the sent image (0, 0: the pixels' own size)
+    max_pixels: int | None = MAX_PIXELS  # the limit views cut from these pixels are sent within
 
 
 def check_path(path: str | Path, root: str | Path | None = None) -> Path:
@@ -94,9 +121,19 @@ def check_path(path: str | Path, root: str | Path | None = None) -> Path:
 
 
 def open_image(
-    path: str | Path, root: str | Path | None = None, figure: str = "0", *, frame: int | None = None
+    path: str | Path,
+    root: str | Path | None = None,
+    figure: str = "0",
+    *,
+    frame: int | None = None,
+    max_pixels: int | None = MAX_PIXELS,
+    pixel_limit: int | None = PIXEL_LIMIT,
 ) -> LoadedImage:
     """Read, validate and decode one image file (PNG, JPEG, BMP, TIFF, WebP or DICOM).
+
+    A file whose header declares more than ``pixel_limit`` pixels is refused
+    before decoding; the image sent is downscaled to at most ``max_pixels``
+    (None: no limit) and is always 8-bit.
 
     A DICOM file's pixels go through its modality LUT (rescale slope and
     intercept) and its window (WindowCenter / WindowWidth, else the value
@@ -122,24 +159,149 @@ def open_image(
     metadata: dict[str, str] = {}
     header: dict[str, Any] | None = None
     if len(data) > 132 and data[128:132] == b"DICM":
-        pixels, metadata, header = _read_dicom(data, str(path), frame)
-        mime, payload = "image/png", encode_png(pixels)
+        pixels, metadata, header = _read_dicom(data, str(path), frame, pixel_limit)
+        passthrough = None
     else:
+        check_pixels(data, str(path), pixel_limit)
         cv2 = _cv2()
-        arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+        try:
+            arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+        except cv2.error as exc:  # OpenCV's own limits (e.g. more than 2^30 pixels in a format not checked above)
+            raise InputError(f"{str(path)!r} cannot be decoded: {str(exc).strip().splitlines()[-1]}") from exc
         if arr is None or arr.size == 0:
             raise InputError(f"{str(path)!r} is not an image this tool can read (PNG, JPEG, BMP, TIFF, WebP, DICOM)")
+        if pixel_limit is not None and arr.shape[0] * arr.shape[1] > pixel_limit:
+            raise InputError(_too_many(str(path), int(arr.shape[1]), int(arr.shape[0]), pixel_limit))
         pixels = _to_uint8(arr)
-        if data[:8] == b"\x89PNG\r\n\x1a\n":
-            mime, payload = "image/png", data
-        elif data[:3] == b"\xff\xd8\xff":
-            mime, payload = "image/jpeg", data
+        eight_bit = arr.dtype == np.uint8
+        if eight_bit and data[:8] == b"\x89PNG\r\n\x1a\n":
+            passthrough = "image/png"
+        elif eight_bit and data[:3] == b"\xff\xd8\xff":
+            passthrough = "image/jpeg"
         else:
-            mime, payload = "image/png", encode_png(pixels)
+            passthrough = None
     h, w = pixels.shape[:2]
+    sent = fit_pixels(pixels, max_pixels)
+    if sent is pixels and passthrough is not None:
+        mime, payload = passthrough, data  # an 8-bit PNG/JPEG within the limit goes as it is
+    else:
+        mime, payload = "image/png", encode_png(sent)
     ref = ImageRef(str(resolved), image_id, figure, mime, int(w), int(h), metadata, header)
     url = f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
-    return LoadedImage(ref, pixels, url)
+    return LoadedImage(ref, pixels, url, (int(sent.shape[1]), int(sent.shape[0])), max_pixels)
+
+
+def fit_pixels(pixels: np.ndarray, max_pixels: int | None) -> np.ndarray:
+    """The image downscaled (area interpolation, aspect kept) to at most ``max_pixels``; itself if it fits."""
+    h, w = pixels.shape[:2]
+    if max_pixels is None or h * w <= max_pixels:
+        return pixels
+    scale = math.sqrt(max_pixels / float(h * w))
+    nw, nh = max(1, int(w * scale)), max(1, int(h * scale))  # floors: nw * nh <= max_pixels
+    return np.ascontiguousarray(_cv2().resize(pixels, (nw, nh), interpolation=_cv2().INTER_AREA))
+
+
+def _too_many(name: str, w: int, h: int, limit: int) -> str:
+    return (
+        f"image {name!r} is {w}x{h} pixels ({w * h / 1e6:.1f} megapixels); the limit is {limit / 1e6:g} megapixels "
+        "(a larger pixel limit can be set where the image is opened)"
+    )
+
+
+def check_pixels(data: bytes, name: str, limit: int | None = PIXEL_LIMIT) -> tuple[int, int] | None:
+    """The (width, height) an image's header declares (None if it cannot be read); `InputError` above ``limit``."""
+    size = header_size(data)
+    if size is not None and limit is not None and size[0] * size[1] > limit:
+        raise InputError(_too_many(name, size[0], size[1], limit))
+    return size
+
+
+def header_size(data: bytes) -> tuple[int, int] | None:
+    """Width and height from an image header (PNG, JPEG, GIF, BMP, WebP, TIFF) without decoding; None if unknown."""
+    try:
+        if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+            w, h = struct.unpack(">II", data[16:24])
+            return int(w), int(h)
+        if data[:3] == b"\xff\xd8\xff":
+            return _jpeg_size(data)
+        if data[:6] in (b"GIF87a", b"GIF89a"):
+            w, h = struct.unpack("<HH", data[6:10])
+            return int(w), int(h)
+        if data[:2] == b"BM" and len(data) >= 26:
+            w, h = struct.unpack("<ii", data[18:26])
+            return abs(int(w)), abs(int(h))
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            return _webp_size(data)
+        if data[:4] in (b"II*\x00", b"MM\x00*"):
+            return _tiff_size(data)
+    except (struct.error, IndexError, ValueError):
+        return None
+    return None
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    i, n = 2, len(data)
+    while i + 9 < n:
+        if data[i] != 0xFF:
+            i += 1
+            continue
+        marker = data[i + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
+            i += 1 if marker == 0xFF else 2
+            continue
+        length = struct.unpack(">H", data[i + 2 : i + 4])[0]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            h, w = struct.unpack(">HH", data[i + 5 : i + 9])
+            return int(w), int(h)
+        if length < 2:
+            return None
+        i += 2 + length
+    return None
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    kind = data[12:16]
+    if kind == b"VP8X":
+        w = 1 + int.from_bytes(data[24:27], "little")
+        h = 1 + int.from_bytes(data[27:30], "little")
+        return w, h
+    if kind == b"VP8L":
+        bits = int.from_bytes(data[21:25], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    if kind == b"VP8 ":
+        w, h = struct.unpack("<HH", data[26:30])
+        return int(w & 0x3FFF), int(h & 0x3FFF)
+    return None
+
+
+def _tiff_size(data: bytes) -> tuple[int, int] | None:
+    """The largest width x height among a TIFF's image directories (pages)."""
+    end = "<" if data[:2] == b"II" else ">"
+    offset = struct.unpack(end + "I", data[4:8])[0]
+    best: tuple[int, int] | None = None
+    seen = 0
+    while offset and offset + 2 <= len(data) and seen < 64:
+        seen += 1
+        count = struct.unpack(end + "H", data[offset : offset + 2])[0]
+        w = h = 0
+        for k in range(count):
+            e = offset + 2 + 12 * k
+            if e + 12 > len(data):
+                break
+            tag, typ = struct.unpack(end + "HH", data[e : e + 4])
+            if tag in (256, 257):
+                value = struct.unpack(end + ("H" if typ == 3 else "I"), data[e + 8 : e + (10 if typ == 3 else 12)])[0]
+                if tag == 256:
+                    w = int(value)
+                else:
+                    h = int(value)
+        if w and h and (best is None or w * h > best[0] * best[1]):
+            best = (w, h)
+        nxt = offset + 2 + 12 * count
+        if nxt + 4 > len(data):
+            break
+        offset = struct.unpack(end + "I", data[nxt : nxt + 4])[0]
+    return best
 
 
 def encode_png(pixels: np.ndarray) -> bytes:
@@ -159,13 +321,37 @@ def _to_uint8(arr: np.ndarray) -> np.ndarray:
     if arr.ndim == 3 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
     if arr.dtype != np.uint8:
-        a = arr.astype(np.float64)
-        lo, hi = float(np.min(a)), float(np.max(a))
-        arr = np.zeros(a.shape, np.uint8) if hi <= lo else ((a - lo) * (255.0 / (hi - lo))).round().astype(np.uint8)
+        arr = _window_8bit(arr)
     return np.ascontiguousarray(arr)
 
 
-def _read_dicom(data: bytes, name: str, frame: int | None = None) -> tuple[np.ndarray, dict[str, str], dict[str, Any]]:
+#: Percentiles of the window a wide (16-bit, float) image is mapped to 8 bits through: a few extreme pixels
+#: (a marker, a saturated edge) would otherwise squeeze the rest into a handful of grey levels.
+WINDOW_PERCENTILES = (0.5, 99.5)
+
+
+def _window_8bit(arr: np.ndarray) -> np.ndarray:
+    """8-bit pixels of a wide image: its 0.5-99.5 percentile window (the full range when that is flat)."""
+    a = arr.astype(np.float32)
+    finite = np.isfinite(a)
+    if not finite.all():
+        a = np.where(finite, a, np.nan)
+    sample = a[:: max(1, a.shape[0] // 512), :: max(1, a.shape[1] // 512)]
+    sample = sample[np.isfinite(sample)]
+    if sample.size == 0:
+        return np.zeros(a.shape, np.uint8)
+    lo, hi = (float(v) for v in np.percentile(sample, WINDOW_PERCENTILES))
+    if hi <= lo:
+        lo, hi = float(np.min(sample)), float(np.max(sample))
+    if hi <= lo:
+        return np.zeros(a.shape, np.uint8)
+    out = np.clip((a - lo) * (255.0 / (hi - lo)), 0, 255)
+    return np.nan_to_num(out, nan=0.0).round().astype(np.uint8)
+
+
+def _read_dicom(
+    data: bytes, name: str, frame: int | None = None, pixel_limit: int | None = PIXEL_LIMIT
+) -> tuple[np.ndarray, dict[str, str], dict[str, Any]]:
     try:
         import pydicom
         from pydicom.pixels.processing import apply_modality_lut
@@ -173,6 +359,12 @@ def _read_dicom(data: bytes, name: str, frame: int | None = None) -> tuple[np.nd
         raise MissingExtraError("agent", "pydicom", "reading DICOM images") from exc
     try:
         ds = pydicom.dcmread(io.BytesIO(data))
+        rows, cols = int(ds.get("Rows", 0) or 0), int(ds.get("Columns", 0) or 0)
+    except Exception as exc:  # pydicom raises many types for broken files
+        raise InputError(f"{name!r} is a DICOM file without a readable header: {exc}") from exc
+    if pixel_limit is not None and rows * cols > pixel_limit:
+        raise InputError(_too_many(name, cols, rows, pixel_limit))
+    try:
         arr = np.asarray(ds.pixel_array)
     except Exception as exc:  # pydicom raises many types for broken files
         raise InputError(f"{name!r} is a DICOM file without readable pixel data: {exc}") from exc

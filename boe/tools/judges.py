@@ -95,20 +95,21 @@ class VlmFactorJudge(_Judge):
     async def run(self, request: ToolRequest) -> ToolResult:
         slot, value = _claim_fields(request)
         claim_figure = (request.claim or {}).get("figure")
-        figures = [request.image] if claim_figure is not None or len(request.all_figures) == 1 else request.all_figures
-        ids = [f.ref.figure for f in figures]
+        shown = request.all_figures  # every figure first, as in every request of the question (one shared prefix)
+        ids = [f.ref.figure for f in shown]
+        judged = [request.image] if claim_figure is not None or len(shown) == 1 else list(shown)
         rendered = self.prompt.render(
             view_kind="whole",
-            figure=ids[0],
+            figure=judged[0].ref.figure,
             question=request.question,
             slot=slot,
             value=value,
             figures_block=figures_block(ids),
         )
-        view: dict[str, Any] = {"kind": "whole", "figure": ids[0], "image_id": figures[0].ref.image_id}
-        if len(figures) > 1:
+        view: dict[str, Any] = {"kind": "whole", "figure": judged[0].ref.figure, "image_id": judged[0].ref.image_id}
+        if len(judged) > 1:
             view["figures"] = ids
-        return await self._ask(rendered, [f.data_url for f in figures], request, view)
+        return await self._ask(rendered, [f.data_url for f in shown], request, view)
 
 
 @register_tool("grounded_factor")
@@ -173,7 +174,9 @@ class GroundedFactorJudge(_Judge):
             seg = Segmentation(empty, region, getattr(self.segmenter, "name", "segmenter"))
         else:
             part["segmentation"] = seg.describe()
-        view = make_view(self.view_kind, image.pixels, seg, pad=self.pad, min_frac=self.min_frac)
+        view = make_view(
+            self.view_kind, image.pixels, seg, pad=self.pad, min_frac=self.min_frac, max_pixels=image.max_pixels
+        )
         part["box"] = view.box.as_list()
         if view.fallback:
             part["fallback"] = view.fallback
@@ -228,10 +231,18 @@ class GroundedFactorJudge(_Judge):
         if reused and "segmentation" in record:  # computed for another claim of this region: no time of its own
             record["segmentation"].update(seconds=0.0, embedded=False, reused=True)
         where = " ".join(words) + " part of the imaged body" if words else "the imaged body"
+        shown = request.all_figures  # the figures first (the question's shared prefix), then the view
         rendered = self.prompt.render(
-            view_kind=view.kind, figure=figure, location=where, question=request.question, slot=slot, value=value
+            view_kind=view.kind,
+            figure=figure,
+            view_image=str(len(shown) + 1),
+            location=where,
+            question=request.question,
+            slot=slot,
+            value=value,
+            figures_block=figures_block([f.ref.figure for f in shown]),
         )
-        return await self._ask(rendered, [view.data_url], request, record)
+        return await self._ask(rendered, [*(f.data_url for f in shown), view.data_url], request, record)
 
 
 @register_tool("whole_response")

@@ -27,7 +27,7 @@ import numpy as np
 
 from boe.errors import ConfigError
 from boe.tools.crop import Box, crop, location_box
-from boe.tools.images import LoadedImage, _cv2, encode_png
+from boe.tools.images import LoadedImage, _cv2, encode_png, fit_pixels
 
 __all__ = [
     "SEGMENTERS",
@@ -276,8 +276,17 @@ class View:
         return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
-def make_view(kind: str, pixels: np.ndarray, seg: Segmentation, *, pad: float = 0.08, min_frac: float = 0.3) -> View:
-    """The ``crop``, ``mask`` or ``overlay`` view of a segmentation (the region box when the mask is empty)."""
+def make_view(
+    kind: str,
+    pixels: np.ndarray,
+    seg: Segmentation,
+    *,
+    pad: float = 0.08,
+    min_frac: float = 0.3,
+    max_pixels: int | None = None,
+) -> View:
+    """The ``crop``, ``mask`` or ``overlay`` view of a segmentation (the region box when the mask is empty),
+    cut from the full-resolution pixels and downscaled to at most ``max_pixels`` for the model."""
     if kind not in VIEW_KINDS:
         raise ConfigError(f"grounded view must be one of {', '.join(VIEW_KINDS)}, got {kind!r}")
     h, w = pixels.shape[:2]
@@ -292,11 +301,11 @@ def make_view(kind: str, pixels: np.ndarray, seg: Segmentation, *, pad: float = 
         mask = seg.mask
     box = location_box([], w, h, within=mbox, pad=pad, min_frac=min_frac)
     if kind == "crop":
-        return View(kind, crop(pixels, box), box, fallback)
+        return View(kind, crop(pixels, box, max_pixels), box, fallback)
     if kind == "mask":
         masked = pixels.copy()
         masked[~mask] = 0
-        return View(kind, crop(masked, box), box, fallback)
+        return View(kind, crop(masked, box, max_pixels), box, fallback)
     cv2 = _cv2()
     bgr = cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR) if pixels.ndim == 2 else pixels.copy()
     tint = bgr.copy()
@@ -304,4 +313,4 @@ def make_view(kind: str, pixels: np.ndarray, seg: Segmentation, *, pad: float = 
     out = cv2.addWeighted(bgr, 0.65, tint, 0.35, 0)
     contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     cv2.drawContours(out, contours, -1, (0, 255, 255), max(1, round(min(h, w) / 200)))
-    return View(kind, encode_png(out), Box(0, 0, w, h), fallback)
+    return View(kind, encode_png(fit_pixels(out, max_pixels)), Box(0, 0, w, h), fallback)

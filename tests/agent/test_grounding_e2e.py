@@ -172,13 +172,14 @@ def test_a_three_figure_question_grounds_each_claim_on_its_figure(sim, three):
     for c in claims.values():
         if c["slot"] != "option":
             assert c["figure"] in ("A", "B", "C") and c["id"].endswith(f"@{c['figure']}")
-    # every grounded and whole-image factor check looked at its claim's figure, and only at it
+    # every grounded and whole-image factor check judged its claim's figure (named by the view marker); every
+    # request opens with the same figures (one cached prefix per question), a grounded view comes after them
     factor = [a for a in r.record["actions"] if a["kind"] in ("grounded_factor", "vlm_factor")]
     assert {claims[a["claim"]]["figure"] for a in factor if a["kind"] == "grounded_factor"} == set(named)
     judged = {}
     for body in rec.bodies:
         sent, text = _parts(body)
-        m = re.search(r'<view kind="(\w+)" figure="(\w+)"/>', text)
+        m = re.search(r'<view kind="(\w+)" figure="(\w+)"(?: image="(\d+)")?/>', text)
         claim = re.search(r'<claim slot="(\w+)">(.*?)</claim>', text)
         if m and claim:
             judged[(m.group(1), m.group(2), claim.group(1), claim.group(2))] = sent
@@ -188,12 +189,13 @@ def test_a_three_figure_question_grounds_each_claim_on_its_figure(sim, three):
         assert view["figure"] == fig and view["image_id"] == ids[fig], a
         slot, value = claims[a["claim"]]["slot"], claims[a["claim"]]["value"]
         sent = judged[(view["kind"], fig, slot, value)]
-        assert len(sent) == 1
+        assert sent[:3] == [urls["A"], urls["B"], urls["C"]]
         if a["kind"] == "vlm_factor":
-            assert sent == [urls[fig]]
-        else:  # the crop of this figure at the recorded box, pixel for pixel
+            assert len(sent) == 3
+        else:  # then the crop of this figure at the recorded box, pixel for pixel
+            assert len(sent) == 4
             x0, y0, x1, y1 = view["box"]
-            assert (_decode(sent[0]) == images[fig].pixels[y0:y1, x0:x1]).all()
+            assert (_decode(sent[3]) == images[fig].pixels[y0:y1, x0:x1]).all()
             assert view["segmentation"]["segmenter"].startswith("opencv:")
     # the whole-response judge saw all three figures
     whole = [a for a in r.record["actions"] if a["kind"] == "whole_response"]

@@ -7,7 +7,7 @@ import httpx2
 import pytest
 
 from boe.errors import ModelError
-from boe.prompts import load_prompt, options_block
+from boe.prompts import SYSTEM_TEXT, load_prompt, options_block
 from boe.tools.client import MemoryCache, ModelClient, build_messages
 
 IMG = "data:image/png;base64,AAAA"
@@ -78,9 +78,10 @@ def run(coro):
 
 def test_images_come_before_the_text():
     msgs = build_messages(_prompt(), [IMG, IMG])
-    assert msgs[0]["role"] == "system" and msgs[0]["content"].startswith("TASK: boe_generation")
+    assert msgs[0]["role"] == "system" and msgs[0]["content"] == SYSTEM_TEXT  # one system text for every task
     parts = msgs[1]["content"]
     assert [p["type"] for p in parts] == ["image_url", "image_url", "text"]
+    assert parts[-1]["text"].startswith("TASK: boe_generation")  # the task's instructions come after the images
 
 
 def test_k_samples_in_one_request_with_schema_and_usage():
@@ -114,17 +115,17 @@ def test_the_api_key_is_sent_but_never_recorded(monkeypatch):
 def test_a_server_that_refuses_n_gets_k_requests():
     srv = Server(refuse_n=True)
     cl = srv.client()
-    comp = run(cl.complete(_prompt(), [IMG], n=3, seed=10))
+    comp = run(cl.complete(_prompt(), [IMG], n=3, seed=10, temperature=1.0))
     assert len(comp.texts) == 3 and comp.call.n_fallback
     assert [b.get("n", 1) for b in srv.bodies] == [3, 1, 1, 1]
     assert sorted(b.get("seed") for b in srv.bodies[1:]) == [10, 11, 12]
-    run(cl.complete(_prompt(), [IMG], n=2))  # remembered: no second refusal
+    run(cl.complete(_prompt(), [IMG], n=2, temperature=1.0))  # remembered: no second refusal
     assert [b.get("n", 1) for b in srv.bodies[4:]] == [1, 1]
 
 
 def test_a_server_that_returns_fewer_choices_is_topped_up():
     srv = Server(short_n=True)
-    comp = run(srv.client().complete(_prompt(), [IMG], n=3))
+    comp = run(srv.client().complete(_prompt(), [IMG], n=3, temperature=1.0))
     assert len(comp.texts) == 3 and len(srv.bodies) == 3
 
 
@@ -193,9 +194,9 @@ def test_the_request_cache_answers_a_repeated_request():
     srv = Server()
     cache = MemoryCache()
     cl = srv.client(cache=cache)
-    first = run(cl.complete(_prompt(), [IMG], n=2, seed=1))
-    again = run(cl.complete(_prompt(), [IMG], n=2, seed=1))
-    other = run(cl.complete(_prompt(), [IMG], n=2, seed=2))
+    first = run(cl.complete(_prompt(), [IMG], n=2, seed=1, temperature=1.0))
+    again = run(cl.complete(_prompt(), [IMG], n=2, seed=1, temperature=1.0))
+    other = run(cl.complete(_prompt(), [IMG], n=2, seed=2, temperature=1.0))
     assert len(srv.bodies) == 2
     assert again.texts == first.texts and again.call.cache_hit and not first.call.cache_hit
     assert other.texts != first.texts

@@ -122,7 +122,9 @@ def test_the_grounded_judge_shows_the_segmented_view_and_records_it(disc, kind):
     view = res.view
     assert view["kind"] == kind and view["figure"] == "0" and view["image_id"] == img.ref.image_id
     assert view["location"] == ["left", "upper"] and view["segmentation"]["segmenter"].startswith("opencv")
-    (url,) = [p["image_url"]["url"] for p in rec.bodies[0]["messages"][1]["content"] if p["type"] == "image_url"]
+    # the figure first (the question's shared prefix), then the view
+    whole, url = [p["image_url"]["url"] for p in rec.bodies[0]["messages"][1]["content"] if p["type"] == "image_url"]
+    assert whole == img.data_url
     sent = cv2.imdecode(np.frombuffer(base64.b64decode(url.split(",", 1)[1]), np.uint8), cv2.IMREAD_UNCHANGED)
     x0, y0, x1, y1 = view["box"]
     if kind == "overlay":
@@ -131,7 +133,7 @@ def test_the_grounded_judge_shows_the_segmented_view_and_records_it(disc, kind):
         assert sent.shape[:2] == (y1 - y0, x1 - x0)
         if kind == "crop":
             assert (sent == img.pixels[y0:y1, x0:x1]).all()
-    assert f'<view kind="{kind}" figure="0"/>' in rec.bodies[0]["messages"][1]["content"][-1]["text"]
+    assert f'<view kind="{kind}" figure="0" image="2"/>' in rec.bodies[0]["messages"][1]["content"][-1]["text"]
 
 
 def test_claims_about_one_region_share_one_segmentation(disc):
