@@ -87,7 +87,11 @@ def open_figures(image: ImageInput, config: AgentConfig) -> list[LoadedImage]:
     processes, and hands the result to ``ask(opened=...)``)."""
     from boe.tools.images import open_image
 
-    return [open_image(p, config.root, figure=f, frame=config.dicom_frame) for f, p in figure_paths(image)]
+    return [
+        open_image(p, config.root, figure=f, frame=config.dicom_frame, max_pixels=config.max_pixels or None,
+                   pixel_limit=config.pixel_limit)
+        for f, p in figure_paths(image)
+    ]
 
 
 @dataclass
@@ -294,9 +298,18 @@ class Agent:
             "json_schema": cfg.json_schema,
             "max_tokens": cfg.max_tokens,
             "http_client": self._http_client,
+            "server": cfg.server,
+            "top_p": cfg.top_p,
+            "top_k": cfg.top_k,
+            "min_p": cfg.min_p,
+            "endpoints": {},  # what an endpoint accepts is learnt once for both clients
         }
-        self.generator = ModelClient(base_url=cfg.base_url, model=cfg.model, role="generator", **common)
-        self.judge = ModelClient(base_url=cfg.judge_url, model=cfg.judge, role="judge", **common)
+        self.generator = ModelClient(
+            base_url=cfg.base_url, model=cfg.model, role="generator", extra_body=cfg.extra_body, **common
+        )
+        self.judge = ModelClient(
+            base_url=cfg.judge_url, model=cfg.judge, role="judge", extra_body=cfg.judge_extra_body, **common
+        )
         self._stack.push_async_callback(self.generator.aclose)
         self._stack.push_async_callback(self.judge.aclose)
         self.tools = {}

@@ -86,6 +86,18 @@ class AgentConfig(BaseModel):
     sam_device: str = Field(default="cpu", pattern=r"^(cpu|auto|cuda(:\d+)?)$")
     grounded_view: Literal["crop", "mask", "overlay"] = "crop"
     dicom_frame: int | None = Field(default=None, ge=0)  # of a multi-frame DICOM file [the middle one]
+    # what a real server is sent (see boe.tools.client): its kind (auto: GET /models), explicit sampling fields
+    # that sample the whole distribution (a server's generation_config.json cannot narrow them), extra body fields
+    server: Literal["auto", "vllm", "sglang", "openai", "generic"] = "auto"
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int = Field(default=-1, ge=-1)  # -1: no limit
+    min_p: float = Field(default=0.0, ge=0.0, le=1.0)
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into generator requests
+    judge_extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into judge requests
+    # images: pixels sent at most (larger figures are downscaled; crops come from the full resolution), and the
+    # decoded size refused before decoding
+    max_pixels: int = Field(default=1024 * 1024, ge=0)  # 0: no limit
+    pixel_limit: int = Field(default=100_000_000, ge=4096)
 
     @field_validator("kinds")
     @classmethod

@@ -62,7 +62,9 @@ def image_of(ctx: AgentContext, state: AgentState, figure: str | None = None) ->
     img = ctx.images.get(ref["image_id"])
     if img is None:
         frame = (ref.get("dicom") or {}).get("frame")
-        img = open_image(ref["path"], ctx.config.root, figure=ref.get("figure", "0"), frame=frame)
+        cfg = ctx.config
+        img = open_image(ref["path"], cfg.root, figure=ref.get("figure", "0"), frame=frame,
+                         max_pixels=cfg.max_pixels or None, pixel_limit=cfg.pixel_limit)
         if img.ref.image_id != ref["image_id"]:
             from boe.errors import InputError
 
@@ -395,6 +397,7 @@ _CALL_KEYS = (
     "n_fallback",
     "error",
     "tags",
+    "sampling",
 )
 
 

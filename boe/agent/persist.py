@@ -101,6 +101,10 @@ _RUN_KEYS = (
     "sam_model",
     "grounded_view",
     "dicom_frame",
+    "top_p",
+    "top_k",
+    "min_p",
+    "max_pixels",
 )
 
 

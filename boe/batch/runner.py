@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from boe.agent.configuration import AgentConfig
+from boe.batch.diversity import PoolDiversity
 from boe.batch.plan import BatchItem, describe_dataset, select_items
 from boe.batch.progress import BatchStats, NullProgress, ProgressView
 from boe.errors import BoeError, ConfigError, InputError
@@ -78,6 +79,7 @@ class BatchConfig(BaseModel):
     wait: bool = True  # wait for questions other workers hold (their leases may run out)
     poll_seconds: float = Field(default=1.0, gt=0)
     flush_seconds: float = Field(default=0.05, gt=0)  # how often the writer looks for gathered cache writes
+    collapse_share: float = Field(default=0.5, ge=0.0, le=1.0)  # warn above this share of collapsed pools
 
 
 @dataclass
@@ -233,6 +235,7 @@ class BatchRunner:
         self._http_client = http_client
         self.stats = BatchStats()
         self.notes: list[str] = []
+        self.diversity = PoolDiversity(config.collapse_share)
         self.store: Store | None = None
         self.run_info: RunInfo | None = None
         self.identity: WorkerIdentity | None = None
@@ -403,6 +406,7 @@ class BatchRunner:
             self.stats.failed += 1
             self.progress.update(self.stats)
             return
+        self.diversity.add(res.record.get("candidates") or [])
         calls = [*res.calls, *grader_calls]
         self._segmentation += sum(
             float(((a.get("view") or {}).get("segmentation") or {}).get("seconds") or 0.0)
@@ -559,6 +563,9 @@ class BatchRunner:
             seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             pool_cpu = self._close_cpu_pool()
             remaining = await self._db(store.work_counts, run)
+            collapsed = self.diversity.warning(self.agent.generator.last_sampling)
+            if collapsed is not None:
+                self.notes.append(collapsed)
         finally:
             self.progress.stop()
             await self._close(http)

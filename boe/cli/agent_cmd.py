@@ -228,7 +228,7 @@ def ask_command(
     base_url: str = typer.Option(
         ...,
         "--base-url",
-        envvar="BOE_BASE_URL",
+        envvar=["BOE_BASE_URL", "OPENAI_BASE_URL"],
         help="OpenAI-compatible endpoint of the generator, e.g. http://127.0.0.1:8000/v1.",
     ),
     model: str = typer.Option(..., "--model", envvar="BOE_MODEL", help="Generator model name."),
@@ -283,11 +283,30 @@ def ask_command(
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds per request."),
     max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (429/5xx/timeouts)."),
     concurrency: int = typer.Option(8, "--concurrency", help="Requests in flight at most."),
+    server: Optional[str] = typer.Option(
+        None, "--server", help="auto (from GET /models), vllm, sglang, openai or generic: how requests are worded."
+    ),
+    top_p: Optional[float] = typer.Option(None, "--top-p", help="Sampling top_p sent explicitly [1]."),
+    top_k: Optional[int] = typer.Option(
+        None, "--top-k", help="Sampling top_k sent explicitly [-1: no limit; not sent to OpenAI's API]."
+    ),
+    min_p: Optional[float] = typer.Option(None, "--min-p", help="Sampling min_p sent explicitly [0]."),
+    extra_body: Optional[str] = typer.Option(
+        None, "--extra-body", help='JSON merged into generator requests, e.g. \'{"chat_template_kwargs": {...}}\'.'
+    ),
+    judge_extra_body: Optional[str] = typer.Option(None, "--judge-extra-body", help="JSON merged into judge requests."),
+    max_pixels: Optional[int] = typer.Option(
+        None, "--max-pixels", help="Pixels of a figure as sent [1048576]; larger ones are downscaled (0: no limit)."
+    ),
+    pixel_limit: Optional[int] = typer.Option(
+        None, "--pixel-limit", help="Refuse images declaring more pixels than this [100000000]."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
 ) -> None:
     """Answer one image question: sample K candidates, buy evidence, select, print the evidence log."""
     from boe.agent.api import ask
     from boe.agent.configuration import make_config
+    from boe.cli.serving import endpoint_settings
 
     cfg = make_config(
         base_url=base_url,
@@ -315,6 +334,10 @@ def ask_command(
         sam_device=sam_device,
         grounded_view=view,
         dicom_frame=frame,
+        **endpoint_settings(
+            server=server, top_p=top_p, top_k=top_k, min_p=min_p, extra_body=extra_body,
+            judge_extra_body=judge_extra_body, max_pixels=max_pixels, pixel_limit=pixel_limit,
+        ),
     )
     images = _images(image, more_images or [], figures)
     result = ask(

@@ -24,7 +24,9 @@ def batch_command(
     fmt: Optional[str] = typer.Option(
         None, "--format", help="vqa-rad, vqa-med, slake, pathvqa, pmc-vqa, medxpertqa, boe-sim (detected)."
     ),
-    base_url: str = typer.Option(..., "--base-url", envvar="BOE_BASE_URL", help="OpenAI-compatible endpoint."),
+    base_url: str = typer.Option(
+        ..., "--base-url", envvar=["BOE_BASE_URL", "OPENAI_BASE_URL"], help="OpenAI-compatible endpoint."
+    ),
     model: str = typer.Option(..., "--model", envvar="BOE_MODEL", help="Generator model name."),
     judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model (default: the generator)."),
     judge_base_url: Optional[str] = typer.Option(None, "--judge-base-url", help="Judge endpoint (--base-url)."),
@@ -66,12 +68,31 @@ def batch_command(
     max_failures: int = typer.Option(20, "--max-failures", min=0, help="Stop after N failed questions (0: never)."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for questions other workers still hold."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar (on a terminal)."),
+    server: Optional[str] = typer.Option(
+        None, "--server", help="auto (from GET /models), vllm, sglang, openai or generic: how requests are worded."
+    ),
+    top_p: Optional[float] = typer.Option(None, "--top-p", help="Sampling top_p sent explicitly [1]."),
+    top_k: Optional[int] = typer.Option(
+        None, "--top-k", help="Sampling top_k sent explicitly [-1: no limit; not sent to OpenAI's API]."
+    ),
+    min_p: Optional[float] = typer.Option(None, "--min-p", help="Sampling min_p sent explicitly [0]."),
+    extra_body: Optional[str] = typer.Option(
+        None, "--extra-body", help='JSON merged into generator requests, e.g. \'{"chat_template_kwargs": {...}}\'.'
+    ),
+    judge_extra_body: Optional[str] = typer.Option(None, "--judge-extra-body", help="JSON merged into judge requests."),
+    max_pixels: Optional[int] = typer.Option(
+        None, "--max-pixels", help="Pixels of a figure as sent [1048576]; larger ones are downscaled (0: no limit)."
+    ),
+    pixel_limit: Optional[int] = typer.Option(
+        None, "--pixel-limit", help="Refuse images declaring more pixels than this [100000000]."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or estimate) as JSON."),
 ) -> None:
     """Answer every question of a dataset with the agent and store the run (resumable; many workers may share it)."""
     from boe.agent.configuration import make_config
     from boe.batch import BatchConfig
     from boe.cli.agent_cmd import _parse_costs
+    from boe.cli.serving import endpoint_settings
 
     agent = make_config(
         base_url=base_url,
@@ -90,6 +111,10 @@ def batch_command(
         **_parse_costs(costs),
         timeout=timeout,
         max_retries=max_retries,
+        **endpoint_settings(
+            server=server, top_p=top_p, top_k=top_k, min_p=min_p, extra_body=extra_body,
+            judge_extra_body=judge_extra_body, max_pixels=max_pixels, pixel_limit=pixel_limit,
+        ),
     )
     config = BatchConfig(
         dataset=str(dataset),

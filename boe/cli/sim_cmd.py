@@ -124,11 +124,39 @@ def serve_command(
     timeout_sleep: float = typer.Option(30.0, "--timeout-sleep", min=0, help="Seconds a timeout fault waits."),
     fault_seed: int = typer.Option(0, "--fault-seed", help="Seed of the fault schedule."),
     verbose: bool = typer.Option(False, "--verbose", help="Log every request."),
+    generation_config: Optional[str] = typer.Option(
+        None, "--generation-config", help="A model's generation_config.json: fills absent sampling fields (as vLLM)."
+    ),
+    max_model_len: Optional[int] = typer.Option(
+        None, "--max-model-len", min=16, help="Refuse prompt + reply tokens above this (vLLM's wording)."
+    ),
+    limit_mm_per_prompt: Optional[str] = typer.Option(
+        None, "--limit-mm-per-prompt", help="Images per prompt at most: N, image=N or '{\"image\": N}'."
+    ),
+    reject_greedy_n: bool = typer.Option(
+        False, "--reject-greedy-n", help="Refuse n > 1 at temperature 0 (as vLLM does)."
+    ),
+    pixel_limit: int = typer.Option(
+        100_000_000, "--pixel-limit", min=1, help="Refuse images declaring more pixels (read from the header)."
+    ),
 ) -> None:
     """Serve the simulated VLM `boe-sim-vlm` (a simulator, not a model) over OpenAI-compatible HTTP."""
     from boe.cli.common import err_console
+    from boe.errors import ConfigError
     from boe.sim.faults import FaultPlan
-    from boe.sim.server import make_server
+    from boe.sim.server import SimOptions, load_generation_config, make_server
+
+    try:
+        gen = load_generation_config(generation_config) if generation_config else {}
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    options = SimOptions(
+        generation_config=gen,
+        reject_greedy_n=reject_greedy_n,
+        max_model_len=max_model_len,
+        limit_images=_image_limit(limit_mm_per_prompt),
+        pixel_limit=pixel_limit,
+    )
 
     plan = FaultPlan(
         fault_429,
@@ -142,7 +170,7 @@ def serve_command(
         fault_seed,
     )
     try:
-        server = make_server(host, port, faults=plan, verbose=verbose)
+        server = make_server(host, port, faults=plan, verbose=verbose, options=options)
     except OSError as exc:
         from boe.errors import ConfigError
 
@@ -157,6 +185,32 @@ def serve_command(
         pass
     finally:
         server.server_close()
+
+
+def _image_limit(text: str | None) -> int | None:
+    """Images per prompt from ``N``, ``image=N`` or ``{"image": N}`` (vLLM's --limit-mm-per-prompt forms)."""
+    import json
+
+    from boe.errors import ConfigError
+
+    if text is None:
+        return None
+    value: object = text.strip()
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            value = json.loads(value).get("image")
+        except (json.JSONDecodeError, AttributeError):
+            value = None
+    elif isinstance(value, str) and "=" in value:
+        key, _, value = value.partition("=")
+        value = value if key.strip() == "image" else None
+    try:
+        n = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        n = -1
+    if n < 0:
+        raise ConfigError(f"--limit-mm-per-prompt must be N, image=N or '{{\"image\": N}}', got {text!r}")
+    return n
 
 
 def register(app: typer.Typer) -> None:

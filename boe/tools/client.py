@@ -298,6 +298,7 @@ class ModelClient:
         if server != "auto" and self.endpoint.kind == "auto":
             self.endpoint.kind, self.endpoint.detected = server, "given"
         self._uuids: dict[str, str] = {}
+        self.last_sampling: dict[str, Any] = {}  # the sampling fields of the last request sent
         self._sem = asyncio.Semaphore(concurrency)
         self._rng = random.Random(jitter_seed)
         key = api_key or api_key_from_env() or "EMPTY"  # local servers accept any key
@@ -508,7 +509,7 @@ class ModelClient:
         for k, v in self.sampling_fields.items():
             if k in ep.dropped or (ep.kind == "openai" and k in _NOT_OPENAI):
                 continue
-            body[k] = v
+            body[k] = 0 if (k == "top_k" and v == -1 and ep.kind == "vllm") else v  # vLLM's "no limit" is 0
         if n > 1:
             body["n"] = n
         if seed is not None:
@@ -561,6 +562,7 @@ class ModelClient:
                 "server": ep.kind,
                 **{k: kwargs[k] for k in ("temperature", "top_p", "top_k", "min_p") if k in kwargs},
             }
+            self.last_sampling = call.sampling
             call.requests += 1
             call.attempts = attempt
             try:
