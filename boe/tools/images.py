@@ -171,7 +171,7 @@ def open_image(
         if arr is None or arr.size == 0:
             raise InputError(f"{str(path)!r} is not an image this tool can read (PNG, JPEG, BMP, TIFF, WebP, DICOM)")
         if pixel_limit is not None and arr.shape[0] * arr.shape[1] > pixel_limit:
-            raise InputError(_too_many(str(path), int(arr.shape[1]), int(arr.shape[0]), pixel_limit))
+            raise InputError(_too_many(str(path), int(arr.shape[1]), int(arr.shape[0]), pixel_limit, len(data)))
         pixels = _to_uint8(arr)
         eight_bit = arr.dtype == np.uint8
         if eight_bit and data[:8] == b"\x89PNG\r\n\x1a\n":
@@ -201,10 +201,11 @@ def fit_pixels(pixels: np.ndarray, max_pixels: int | None) -> np.ndarray:
     return np.ascontiguousarray(_cv2().resize(pixels, (nw, nh), interpolation=_cv2().INTER_AREA))
 
 
-def _too_many(name: str, w: int, h: int, limit: int) -> str:
+def _too_many(name: str, w: int, h: int, limit: int, nbytes: int | None = None) -> str:
+    size = f", {nbytes} bytes" if nbytes is not None else ""
     return (
-        f"image {name!r} is {w}x{h} pixels ({w * h / 1e6:.1f} megapixels); the limit is {limit / 1e6:g} megapixels "
-        "(a larger pixel limit can be set where the image is opened)"
+        f"image {name!r} is {w}x{h} pixels ({w * h / 1e6:.1f} megapixels{size}); the limit is {limit / 1e6:g} "
+        "megapixels (--pixel-limit)"
     )
 
 
@@ -212,7 +213,7 @@ def check_pixels(data: bytes, name: str, limit: int | None = PIXEL_LIMIT) -> tup
     """The (width, height) an image's header declares (None if it cannot be read); `InputError` above ``limit``."""
     size = header_size(data)
     if size is not None and limit is not None and size[0] * size[1] > limit:
-        raise InputError(_too_many(name, size[0], size[1], limit))
+        raise InputError(_too_many(name, size[0], size[1], limit, len(data)))
     return size
 
 
@@ -363,7 +364,7 @@ def _read_dicom(
     except Exception as exc:  # pydicom raises many types for broken files
         raise InputError(f"{name!r} is a DICOM file without a readable header: {exc}") from exc
     if pixel_limit is not None and rows * cols > pixel_limit:
-        raise InputError(_too_many(name, cols, rows, pixel_limit))
+        raise InputError(_too_many(name, cols, rows, pixel_limit, len(data)))
     try:
         arr = np.asarray(ds.pixel_array)
     except Exception as exc:  # pydicom raises many types for broken files
