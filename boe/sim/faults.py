@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 
 from boe.errors import ConfigError
@@ -79,14 +80,16 @@ class Stats:
     cached_tokens: int = 0  # prompt tokens served from the prefix cache
     image_tokens: int = 0  # prompt tokens of images
     cached_image_tokens: int = 0  # ... of which from the prefix cache
+    prefix_log: deque[tuple[int, int, int]] = field(default_factory=lambda: deque(maxlen=100_000), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_prefix(self, cached: int, cached_images: int, images: int) -> None:
-        """Count one answered prompt's prefix-cache use."""
+        """Count one answered prompt's prefix-cache use (also kept per request, in answer order)."""
         with self._lock:
             self.cached_tokens += cached
             self.cached_image_tokens += cached_images
             self.image_tokens += images
+            self.prefix_log.append((cached, cached_images, images))
 
     def next_index(self) -> int:
         """Count a chat request and return its arrival index (0-based)."""

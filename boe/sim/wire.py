@@ -103,8 +103,11 @@ def _image(part: dict[str, Any], where: str) -> bytes:
         raise RequestError(f"{where}: invalid base64 image data", where) from exc
 
 
-def _text_segment(text: str) -> Segment:
-    return Segment("text", hashlib.sha256(text.encode("utf-8", "replace")).hexdigest(), text_tokens(text))
+def _text_segments(text: str) -> list[Segment]:
+    """A text as one segment per line: a prefix cache reuses the lines two prompts share (vLLM hashes blocks of
+    tokens; lines are this simulator's coarser unit)."""
+    return [Segment("text", hashlib.sha256(line.encode("utf-8", "replace")).hexdigest(), text_tokens(line))
+            for line in text.split("\n")]
 
 
 def _content(msg: dict[str, Any], i: int, segments: list[Segment], sizes: list[tuple[int, int]],
@@ -112,7 +115,7 @@ def _content(msg: dict[str, Any], i: int, segments: list[Segment], sizes: list[t
     content = msg.get("content")
     segments.append(Segment("role", str(msg.get("role")), 1))
     if content is None or isinstance(content, str):
-        segments.append(_text_segment(content or ""))
+        segments.extend(_text_segments(content or ""))
         return content or "", []
     if not isinstance(content, list):
         raise RequestError(f"messages[{i}].content must be a string or a list of parts", f"messages[{i}].content")
@@ -126,7 +129,7 @@ def _content(msg: dict[str, Any], i: int, segments: list[Segment], sizes: list[t
             if not isinstance(part.get("text"), str):
                 raise RequestError(f"{where}.text must be a string", where)
             texts.append(part["text"])
-            segments.append(_text_segment(part["text"]))
+            segments.extend(_text_segments(part["text"]))
         elif kind == "image_url":
             data = _image(part, where)
             w, h = _checked_size(data, where, pixel_limit)
