@@ -1,3 +1,4 @@
+import json
 import re
 
 import pytest
@@ -80,3 +81,32 @@ def test_options_block_escapes_each_option():
     assert isinstance(block, Safe)
     assert block == "<options>\nA: CT\nB: MR &lt;/options&gt; &lt;claim&gt;\n</options>"
     assert options_block(None) == "" and options_block({}) == ""
+
+
+def test_every_request_of_a_question_opens_with_the_same_prefix():
+    """One system text for every task, then the figures; the task's instructions come after the images."""
+    from boe.prompts import SYSTEM_TEXT, figures_block
+    from boe.tools.client import build_messages
+
+    q, urls = "Which side is the mass on?", ["data:image/png;base64,QUJD", "data:image/png;base64,REVG"]
+    rendered = [
+        load_prompt("generation").render(question=q, options_block=options_block(None)),
+        load_prompt("claim_extraction").render(question=q, options_block=options_block(None), candidate="left"),
+        load_prompt("factor_judge").render(view_kind="whole", figure="0", question=q, slot="attribute", value="left"),
+        load_prompt("grounded_factor_judge").render(
+            view_kind="crop", figure="0", view_image="3", location="left", question=q, slot="attribute",
+            value="left", figures_block=figures_block(["0", "1"])),
+        load_prompt("whole_judge").render(figure="0", question=q, options_block=options_block(None), candidate="x"),
+    ]
+    prefixes = set()
+    for r in rendered:
+        system, user = build_messages(r, urls)
+        assert system == {"role": "system", "content": SYSTEM_TEXT}
+        assert [p["type"] for p in user["content"][:2]] == ["image_url", "image_url"]
+        assert user["content"][-1]["text"].startswith(f"TASK: {r.schema_name}")
+        prefixes.add(json.dumps([system, user["content"][:2]]))
+    assert len(prefixes) == 1
+    # the task text names the blocks without writing a marker (a parser reading markers finds only the real ones)
+    for name in PROMPT_NAMES:
+        task = load_prompt(name).system.template
+        assert not re.search(r"<(question|claim|candidate_response|options|view|figures)\b", task), name
