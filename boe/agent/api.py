@@ -355,7 +355,25 @@ class Agent:
             "calibration": self.calibration.source,
             "tools": {k: t.describe() for k, t in self.tools.items()},
             "segmenter": None if self.segmenter is None else self.segmenter.describe(),
+            "endpoints": {c.role: c.describe()["endpoint"] for c in self._clients()},
         }
+
+    def _clients(self) -> list[Any]:
+        return [c for c in (getattr(self, "generator", None), getattr(self, "judge", None)) if c is not None]
+
+    def endpoint_notes(self) -> list[str]:
+        """What the endpoints were found to accept, when it differs from what was asked (one line each)."""
+        out: list[str] = []
+        seen: set[int] = set()
+        for c in self._clients():
+            ep = c.endpoint
+            if id(ep) in seen:
+                continue
+            seen.add(id(ep))
+            if ep.n is False:
+                out.append(f"{c.safe_url} ({c.model}) does not take n > 1: K samples are K requests ({ep.n_reason})")
+            out.extend(f"{c.safe_url} ({c.model}): {note}" for note in ep.notes)
+        return out
 
     def question_costs(self) -> QuestionCosts:
         """The costs the next question is planned with: the design costs, or costs measured so far (see

@@ -566,6 +566,7 @@ class BatchRunner:
             collapsed = self.diversity.warning(self.agent.generator.last_sampling)
             if collapsed is not None:
                 self.notes.append(collapsed)
+            self.notes.extend(self.agent.endpoint_notes())
         finally:
             self.progress.stop()
             await self._close(http)
