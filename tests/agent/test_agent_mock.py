@@ -306,3 +306,24 @@ def test_question_data_is_what_the_store_takes(scan, tmp_path):
         store.create_run("r")
         assert store.save_questions("r", [item]) == 1
         assert [r.question_id for r in store.iter_records("r")] == [res.question_id]
+
+
+def test_what_an_endpoint_refuses_is_learnt_once_for_both_clients_and_described(scan):
+    def refuse_n(body, _count):
+        if body.get("n", 1) > 1:
+            return httpx2.Response(400, json={"error": {"message": "unsupported", "param": "n"}})
+        return None
+
+    vlm = FakeVLM(POOL, TRUTH, fail=refuse_n)
+    config = make_config(base_url="http://vlm.test/v1", model="fake", backoff=0.001, budget=8)
+
+    async def go():
+        async with Agent(config, calibration=calibration(), http_client=vlm.client()) as agent:
+            await agent.ask(scan, "What imaging modality is this?")
+            return agent.describe(), agent.endpoint_notes(), agent.generator.endpoint is agent.judge.endpoint
+
+    described, notes, shared = asyncio.run(go())
+    assert shared and described["endpoints"]["generator"]["n"] is False
+    assert described["endpoints"]["judge"]["kind"] == "generic"  # the mock has no GET /models
+    assert len(notes) == 1 and "does not take n > 1" in notes[0] and "names parameter 'n'" in notes[0]
+    assert sum(1 for b in vlm.bodies if b.get("n", 1) > 1) == 1  # refused once, then one at a time
