@@ -184,6 +184,11 @@ def open_image(
     sent = fit_pixels(pixels, max_pixels)
     if sent is pixels and passthrough is not None:
         mime, payload = passthrough, data  # an 8-bit PNG/JPEG within the limit goes as it is
+    elif passthrough == "image/jpeg":  # a downscaled photo stays a JPEG (a PNG of it is several times larger)
+        ok, buf = _cv2().imencode(".jpg", sent, [_cv2().IMWRITE_JPEG_QUALITY, 92])
+        if not ok:
+            raise InputError(f"could not encode {str(path)!r} for the model")
+        mime, payload = "image/jpeg", bytes(buf.tobytes())
     else:
         mime, payload = "image/png", encode_png(sent)
     ref = ImageRef(str(resolved), image_id, figure, mime, int(w), int(h), metadata, header)
