@@ -17,6 +17,7 @@ from pathlib import Path
 import cv2
 import httpx2
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -138,6 +139,7 @@ def hostile_images(draw):
     return bytes(data)
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pydicom warns about each broken element of a mangled file
 @settings(FUZZ, max_examples=250)
 @given(hostile_images())
 def test_any_image_bytes_open_or_are_one_input_error(data):
