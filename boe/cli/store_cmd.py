@@ -55,9 +55,8 @@ def import_command(
         soft_wrap=True,
     )
     if report.bad and not report.stored and not report.skipped:
-        from boe.errors import LedgerError
-
-        raise LedgerError(f"no question could be stored: all {report.bad} record(s) were bad")
+        console.print(f"[bold red]error:[/] no question could be stored: all {report.bad} record(s) were bad")
+        raise typer.Exit(1)
 
 
 def export_command(
