@@ -8,13 +8,13 @@ open while the source is in use.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from boe.core.lines import decode_line
 from boe.errors import ConfigError, RecordError
 
 if TYPE_CHECKING:
@@ -56,8 +56,8 @@ class Source:
             if not raw.strip():
                 continue
             try:
-                rec = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                rec = decode_line(raw)
+            except RecordError:
                 continue  # a bad record: it is in `bad` already
             if not isinstance(rec, dict):
                 continue
@@ -140,14 +140,17 @@ def open_source(
         return
     if not ledgers:
         raise ConfigError("give --ledger FILE (repeatable) or --db URL --run NAME")
+    from boe.core.lines import STDIN, open_ledger
     from boe.core.loading import load_ledgers
 
+    if any(str(p) == STDIN for p in ledgers):
+        raise ConfigError("--ledger -: a report reads its ledgers twice, so it needs files, not standard input")
     paths = [Path(p) for p in ledgers]
     questions, groups = load_ledgers(paths, on_error=note)
 
     def lines() -> Iterator[bytes]:
         for p in paths:
-            with p.open("rb") as fh:
+            with open_ledger(p) as fh:
                 yield from fh
 
     yield Source(
