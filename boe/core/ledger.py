@@ -107,6 +107,8 @@ class Action(_Open):
     cost: float
     group: str = Field(min_length=1)
     outcome: Outcome
+    observed: bool = True  # false: an online run never ran it; its outcome is a placeholder
+    failed: bool = False  # the check could not be run: not part of the menu (spec section 1)
 
     @field_validator("cost")
     @classmethod
@@ -272,6 +274,7 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
         group: _NonEmpty
         outcome: Outcome
         observed: NotRequired[bool]  # false: an online run never ran it; its outcome is a placeholder
+        failed: NotRequired[bool]  # true: the check could not be run; not part of the menu (spec section 1)
 
     @with_config(cfg)
     class TaskD(TypedDict, total=False):

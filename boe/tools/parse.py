@@ -77,7 +77,7 @@ def extract_json(text: str | None, *, last: bool = False) -> dict[str, Any]:
 
     obj = _loads(stripped)  # a schema-constrained reply is the object itself
     if isinstance(obj, dict):
-        return obj  # type: ignore[no-any-return]
+        return obj
     tries = 0
     for strings in (True, False):  # a stray quote in prose can hide objects from the string-aware scan
         spans = object_spans(stripped, strings=strings)
@@ -90,7 +90,7 @@ def extract_json(text: str | None, *, last: bool = False) -> dict[str, Any]:
                                      f"{_clip(stripped)!r}")
                 obj = _loads(stripped[s:e])
                 if isinstance(obj, dict):
-                    return obj  # type: ignore[no-any-return]
+                    return obj
     raise ReplyError(f"no JSON object in reply: {_clip(stripped)!r}")
 
 
