@@ -79,6 +79,14 @@ def make_report(
     plots = make_plots(exp.rows, exp.comparisons, report.costs, settings.policies, settings.focus, settings.main_budget)
     text = report_html(report, plots)
     out_path.write_text(text, encoding="utf-8")
+    size = out_path.stat().st_size
+    if size_budget is not None and size > size_budget:
+        report.warnings.insert(
+            0,
+            f"the report is {size / 2**20:.1f} MB, over --max-size {size_budget / 2**20:.1f} MB: its summary, "
+            "figures and tables alone need more (the question pages and images were already cut to the minimum); "
+            "give a larger --max-size or fewer questions.",
+        )
     pngs = []
     if png_dir is not None:
         folder = Path(png_dir)
