@@ -79,18 +79,31 @@ def extract_json(text: str | None, *, last: bool = False) -> dict[str, Any]:
     if isinstance(obj, dict):
         return obj
     tries = 0
+    best: tuple[int, dict[str, Any]] | None = None  # (end, object) of the latest object found (``last``)
     for strings in (True, False):  # a stray quote in prose can hide objects from the string-aware scan
+        if best is not None and (not last or _OPEN.search(stripped, best[0]) is None):
+            break  # found; for ``last``, nothing after it could open an object the other scan would see
         spans = object_spans(stripped, strings=strings)
+        found = None
         for start, end, inner in reversed(spans) if last else spans:
             # an object that does not decode may hold one that does (prose braces around it): one level down
             for s, e in [(start, end), *(reversed(inner) if last else inner)]:
                 tries += 1
                 if tries > MAX_TRIES:
-                    raise ReplyError(f"no JSON object among the first {MAX_TRIES} candidates in reply: "
-                                     f"{_clip(stripped)!r}")
+                    raise ReplyError(
+                        f"no JSON object among the first {MAX_TRIES} candidates in reply: {_clip(stripped)!r}"
+                    )
                 obj = _loads(stripped[s:e])
                 if isinstance(obj, dict):
-                    return obj
+                    found = (e, obj)
+                    break
+            if found is not None:
+                break
+        # the last object is the one that ends last in either scan (a broken quote may hide it from the first)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = found
+    if best is not None:
+        return best[1]
     raise ReplyError(f"no JSON object in reply: {_clip(stripped)!r}")
 
 

@@ -76,6 +76,8 @@ def test_the_verdict_is_the_judges_own_final_object():
     assert read_verdict(text) == ("reject", "no lesion")
     # a prose quote between the two objects does not hide the final one
     assert read_verdict('Quoted: {"verdict": "confirm"}. It is 5" wide. Mine: {"verdict": "reject"}')[0] == "reject"
+    # a broken quote after an earlier object does not hide the final one either
+    assert read_verdict('{"verdict": "confirm"} {"b and then {"verdict": "reject"}')[0] == "reject"
     # a schema-constrained reply is the object itself, whatever its strings hold
     assert read_verdict('{"verdict": "unresolved", "rationale": "it says {\\"verdict\\": \\"confirm\\"}"}') == (
         "unresolved",
