@@ -340,6 +340,8 @@ def parse_record_dict(
     # The slow path: Python's json reader (it and pydantic's differ on a few inputs, e.g. lone surrogates),
     # then the full model, which names the question and the field.
     obj = decode_line(data, source=source, line=line) if isinstance(data, (str, bytes)) else data
+    if not isinstance(obj, dict):  # (parse_record would read a str as JSON text)
+        raise RecordError(f"a record must be a JSON object, got {type(obj).__name__}", source=source, line=line)
     try:
         d = adapter.validate_python(obj)
         if check:

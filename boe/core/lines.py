@@ -9,6 +9,7 @@ line endings and words every failure the same way (file, line, what is wrong).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -44,18 +45,38 @@ def decode_line(raw: str | bytes, *, source: str | None = None, line: int | None
     text: str
     if isinstance(raw, bytes):
         try:
-            text = raw.decode("utf-8")
+            text = clean_line(raw).decode("utf-8")  # type: ignore[union-attr]
         except UnicodeDecodeError as exc:
             raise RecordError(f"not UTF-8 ({exc.reason} at byte {exc.start})", source=source, line=line) from None
     else:
-        text = raw
-    text = clean_line(text)  # type: ignore[assignment]
+        text = clean_line(raw)  # type: ignore[assignment]
+    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:
+        # refused by depth, not by whatever stack the reader happens to run on: every reader says the same
+        raise RecordError(f"nested more than {MAX_DEPTH} levels deep", source=source, line=line)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordError(f"not valid JSON ({json_error_text(exc)})", source=source, line=line) from None
     except RecursionError:
-        raise RecordError("not valid JSON (nested too deeply)", source=source, line=line) from None
+        raise RecordError(f"nested more than {MAX_DEPTH} levels deep", source=source, line=line) from None
+
+
+#: Deeper JSON is refused (Python's recursion limit would otherwise decide, differently per caller).
+MAX_DEPTH = 400
+_NESTING = re.compile(r'[\[\]{}]|"(?:[^"\\]|\\.)*+"', re.DOTALL)
+
+
+def _depth(text: str) -> int:
+    """The deepest bracket nesting outside strings (linear: the regex skips strings whole)."""
+    depth = deepest = 0
+    for m in _NESTING.finditer(text):
+        c = m.group()[0]
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
 
 
 def ledger_name(src: str | Path) -> str:
