@@ -265,15 +265,20 @@ def build_report(
     max_side: int = MAX_SIDE,
     size_budget: int | None = REPORT_BUDGET,
     progress: Callable[[str, int, int | None], None] | None = None,
+    experiment: Experiment | None = None,
+    max_pages: int | None = None,
 ) -> Report:
     """Replay, costs, calibration tables, every question's view and the images of one report.
 
-    Images are shrunk until the report's estimated size fits ``size_budget`` (None: no limit).
+    Question pages are made while the report's estimated size fits ``size_budget`` (None: no limit), at
+    most ``max_pages`` of them; images are shrunk to fit. ``experiment`` reuses a replay already made.
     """
     n = len(source.questions)
-    if progress is not None:
+    if progress is not None and experiment is None:
         progress("replaying", 0, n)
-    exp = _experiment(source, settings, (lambda k: progress("replaying", k, None)) if progress else None)
+    exp = experiment or _experiment(
+        source, settings, (lambda k: progress("replaying", k, None)) if progress else None
+    )
     ctx = _context(source, settings, exp)
     views: list[dict[str, Any] | None] = [None] * n
     costs: list[CallCosts | None] = [None] * n
@@ -281,7 +286,7 @@ def build_report(
         progress("questions", 0, n)
     # Question pages are made in order while they fit the size budget (1 MB left for images once there are
     # any); the rest are left out, with a note: the figures and tables still cover every question.
-    used, trimmed = 0, 0
+    used, trimmed, kept = 0, 0, 0
 
     def room() -> int:
         return (size_budget or 0) - FIXED_BYTES - (2**20 if ctx.images else 0)
@@ -289,7 +294,7 @@ def build_report(
     for r, rec in source.records():
         q = source.questions[r]
         costs[r] = call_costs(rec, q)
-        if size_budget is not None and trimmed:
+        if (size_budget is not None and trimmed) or (max_pages is not None and kept >= max_pages):
             trimmed += 1
         else:
             before = ctx.strings.bytes
@@ -298,6 +303,8 @@ def build_report(
             if size_budget is not None and used > room():  # this page does not fit: take it back
                 views[r] = None
                 trimmed += 1
+            else:
+                kept += 1
         if progress is not None:
             progress("questions", 1, None)
     missing = [source.questions[r].question_id for r, c in enumerate(costs) if c is None]
@@ -334,7 +341,7 @@ def build_report(
         report.warnings.insert(
             0,
             f"{trimmed:,} of {n:,} question pages were left out to keep the report under --max-size "
-            f"({size_budget / 2**20:.1f} MB; the figures and tables cover every question): "  # type: ignore[operator]
+            f"({(size_budget or 0) / 2**20:.1f} MB; the figures and tables cover every question): "
             "`boe show DATASET/ID` shows any question, a larger --max-size keeps more pages.",
         )
     return report
