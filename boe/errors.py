@@ -1,7 +1,9 @@
 """The one error module of `boe`.
 
 Every error a user can cause is a `BoeError`; the CLI prints these without a
-traceback. Third-party errors are converted at the boundary with
+traceback and exits with the class's ``exit_code`` (2: usage or
+configuration, fixable before any work starts; 1: the work ran and failed).
+Third-party errors are converted at the boundary with
 ``raise ... from exc``. A programming error is never wrapped.
 
     BoeError
@@ -37,17 +39,26 @@ __all__ = [
 class BoeError(Exception):
     """Base class of every error a user can cause."""
 
+    #: The CLI's exit code: 2 for a usage or configuration error, 1 when the work ran and failed.
+    exit_code = 1
+
 
 class ConfigError(BoeError):
     """Invalid configuration or command-line option."""
+
+    exit_code = 2
 
 
 class LedgerError(BoeError):
     """A ledger (file or stream) cannot be read."""
 
+    exit_code = 2
+
 
 class RecordError(LedgerError):
     """One ledger record breaks the ledger-v1 rules."""
+
+    exit_code = 1  # the input was read; some of its records are bad
 
     def __init__(
         self,
@@ -83,6 +94,8 @@ class RecordError(LedgerError):
 class CalibrationError(BoeError):
     """A calibration file is unreadable or invalid."""
 
+    exit_code = 2
+
 
 class StoreError(BoeError):
     """The store cannot be opened or written."""
@@ -91,9 +104,13 @@ class StoreError(BoeError):
 class SchemaVersionError(StoreError):
     """The database schema is older or newer than this version of boe understands."""
 
+    exit_code = 2
+
 
 class InputError(BoeError):
     """An input (image, dataset file, path) is missing, unreadable or not allowed."""
+
+    exit_code = 2
 
 
 class ModelError(BoeError):
@@ -106,6 +123,8 @@ class ToolError(BoeError):
 
 class MissingExtraError(BoeError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
+
+    exit_code = 2
 
     def __init__(self, extra: str, package: str, purpose: str) -> None:
         self.extra = extra

@@ -232,6 +232,11 @@ async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Full-ledger mode: run every action of the menu once (bounded concurrency), store all outcomes."""
     ctx = runtime.context
     results = await asyncio.gather(*(_run_tool(state, ctx, a) for a in state["actions"]))
+    failed = [r for r in results if r.failed]
+    if failed:  # an outage is no evidence: the question is not stored, and a re-run asks again (paid replies cached)
+        raise ModelError(
+            f"{len(failed)} of {len(results)} evidence check(s) could not be run: {failed[0].error}"
+        )
     outcomes = {a["id"]: _result_dict(r) for a, r in zip(state["actions"], results, strict=True)}
     calls = [c.as_dict() for r in results for c in r.calls]
     return {"outcomes": outcomes, "calls": calls}
@@ -308,6 +313,8 @@ async def act(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     if ctx.config.ledger == "full":
         return {"pending": {"action": idx, **state["outcomes"][action["id"]]}}
     res = await _run_tool(state, ctx, action)
+    if res.failed:  # no outcome to reveal: the question stops here and is not stored
+        raise ModelError(f"evidence check {action['id']!r} could not be run: {res.error}")
     return {"pending": {"action": idx, **_result_dict(res)}, "calls": [c.as_dict() for c in res.calls]}
 
 

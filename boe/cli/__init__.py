@@ -11,7 +11,7 @@ import typer
 from boe import __version__
 from boe.errors import BoeError
 
-__all__ = ["app", "main"]
+__all__ = ["EXIT_CODES", "app", "error_exit_code", "main", "run"]
 
 app = typer.Typer(
     name="boe",
@@ -19,6 +19,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    epilog="Exit codes: 0 done; 1 the work ran but some of it failed (or an internal error); "
+    "2 usage or configuration error; 130 interrupted.",
 )
 
 # Each module defines `register(app)`.
@@ -49,30 +51,100 @@ def _root(
     """Best-of-Evidence."""
 
 
+EXIT_CODES = (
+    (0, "done"),
+    (1, "the work ran but some of it failed, or an internal error (its traceback is in a log file)"),
+    (2, "usage or configuration error (unknown option, missing argument, bad value, unreadable input)"),
+    (130, "interrupted (Ctrl-C)"),
+)
+
+
 def main() -> None:
-    """Console entry point: user errors are printed without a traceback."""
+    """Console entry point: no traceback for a user's mistake; exit codes as in `EXIT_CODES`."""
+    sys.exit(run(sys.argv[1:]))
+
+
+def run(argv: list[str]) -> int:
+    """Run the CLI on ``argv`` and return the exit code (0 done, 1 failed, 2 usage, 130 interrupted)."""
     try:
-        rv = app(standalone_mode=False)  # click returns the exit code of typer.Exit here
-        if isinstance(rv, int) and rv:
-            sys.exit(rv)
+        rv = app(args=argv, prog_name="boe", standalone_mode=False)  # click returns typer.Exit's code here
+        code = rv if isinstance(rv, int) else 0
+        if code == 130:  # typer turns KeyboardInterrupt into Exit(130)
+            _error("interrupted")
+        return code
     except BoeError as exc:
-        from rich.markup import escape
-
-        from boe.cli.common import err_console
-
-        # escaped: messages hold brackets ("pip install 'best-of-evidence[sam]'") that rich would eat as markup
-        err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        sys.exit(1)
+        _error(str(exc))
+        return error_exit_code(exc)
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
+        return int(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        _error("interrupted")
+        return 130
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception as exc:
+        # typer bundles its own click (typer._click): usage errors are recognised by their shape, never by import
+        show = getattr(exc, "show", None)
+        code = getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            if getattr(exc, "ctx", False) is None:  # raised before a command context existed: no usage line shown
+                sys.stderr.write(f"Try '{_command_line(argv)} --help' for help.\n")
+            return code
+        log = _crash_log(exc)
+        where = f"; the traceback is in {log}" if log else ""
+        _error(f"internal error ({type(exc).__name__}: {_one_line(str(exc))}){where}")
+        return 1
 
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+
+def error_exit_code(exc: BoeError) -> int:
+    """2 for a usage or configuration error the user can fix before any work starts, else 1."""
+    return int(getattr(exc, "exit_code", 1))
+
+
+def _error(message: str) -> None:
+    from rich.markup import escape
+
+    from boe.cli.common import err_console
+
+    # escaped: messages hold brackets ("pip install 'best-of-evidence[sam]'") that rich would eat as markup
+    err_console().print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _command_line(argv: list[str]) -> str:
+    words = ["boe"]
+    for word in argv:
+        if word.startswith("-"):
+            break
+        words.append(word)
+        if len(words) == 3:
+            break
+    return " ".join(words[:2]) if len(words) > 1 and words[1] != "sim" else " ".join(words)
+
+
+def _one_line(text: str, n: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _crash_log(exc: BaseException) -> str | None:
+    """Write the traceback to a log file (user cache dir, else the temp dir); its path, or None."""
+    import os
+    import tempfile
+    import time
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
+    header = f"boe {__version__} {time.strftime('%Y-%m-%dT%H:%M:%S')} argv={sys.argv!r}\n"
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    for folder in (os.path.join(cache, "boe", "logs"), os.path.join(tempfile.gettempdir(), "boe-logs")):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, name)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(header + text)
+            return path
+        except OSError:
+            continue
+    return None

@@ -539,6 +539,9 @@ def costs_command(
 
     if basis not in ("tokens", "seconds"):
         raise ConfigError(f"--basis must be tokens or seconds, got {basis!r}")
+    from boe.cli.common import check_outputs
+
+    check_outputs(("--out", out))
     with Store(db) as store:
         meter = measure_run(store, run)
     if not meter.sums:

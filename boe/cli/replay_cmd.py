@@ -64,6 +64,7 @@ def replay_command(
     run: Optional[str] = typer.Option(None, "--run", help="Run name in --db."),
 ) -> None:
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
+    from boe.cli.common import check_outputs
     from boe.core.calibration import Calibration, fit_groups, load_calibration
     from boe.core.calibration import save_calibration as save_cal
     from boe.core.experiment import run_experiment
@@ -71,6 +72,7 @@ def replay_command(
     from boe.core.replay import stats_matrix, transcripts
     from boe.errors import ConfigError
 
+    check_outputs(("--transcripts", transcripts_out), ("--save-calibration", save_calibration))
     _load_plugins()
     policies = parse_list(policy)
     for p in policies:

@@ -81,6 +81,9 @@ def report_command(
 
     if max_size <= 0:
         raise ConfigError("--max-size must be positive")
+    from boe.cli.common import check_outputs
+
+    check_outputs(("--out", out), ("--png", png), folders=("--png",))
     console = err_console()
 
     def on_error(err: RecordError) -> None:
@@ -156,8 +159,10 @@ def show_command(
     """Show one question: its image with the crops and masks used, candidates, signed graph, evidence log."""
     from rich.markup import escape
 
+    from boe.cli.common import check_outputs
     from boe.report import make_question_page
 
+    check_outputs(("--html", html))
     page = make_question_page(
         question_id,
         db=db,

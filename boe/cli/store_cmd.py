@@ -55,9 +55,8 @@ def import_command(
         soft_wrap=True,
     )
     if report.bad and not report.stored and not report.skipped:
-        from boe.errors import LedgerError
-
-        raise LedgerError(f"no question could be stored: all {report.bad} record(s) were bad")
+        console.print(f"[bold red]error:[/] no question could be stored: all {report.bad} record(s) were bad")
+        raise typer.Exit(1)
 
 
 def export_command(
@@ -68,8 +67,10 @@ def export_command(
     """Write a stored run as a ledger-v1 JSONL file, one question per line in the order they were stored."""
     import sys
 
+    from boe.cli.common import check_outputs
     from boe.db import Store, export_ledger
 
+    check_outputs(("--out", out))
     with Store(db, create=False) as store:
         store.get_run(run)  # a clear error before any file is written
         n = export_ledger(store, run, sys.stdout if out == "-" else Path(out))

@@ -65,6 +65,7 @@ def factor_code_command(
     as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
 ) -> None:
     """Factor-code separation: log2 K factor checks identify the answer; q candidate checks give (q + 1) / K."""
+    from boe.cli.common import check_outputs
     from boe.core.theory import (
         candidate_queries_needed,
         candidate_success,
@@ -74,6 +75,7 @@ def factor_code_command(
     )
     from boe.sim.ledgers import factor_code_ledger
 
+    check_outputs(("--png", png))
     policies = parse_list(policy)
     _check_policies(policies)
     budgets = parse_budgets(budget)
@@ -190,6 +192,7 @@ def noisy_command(
     as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
 ) -> None:
     """Noisy factor model: gain rho^M - 1/K of M binary-symmetric checks against the ceiling sqrt(Lambda / 2)."""
+    from boe.cli.common import check_outputs
     from boe.core.theory import (
         bsc_information_bits,
         bsc_information_nats,
@@ -202,6 +205,7 @@ def noisy_command(
     from boe.errors import ConfigError
     from boe.sim.ledgers import factor_code_ledger
 
+    check_outputs(("--png", png))
     policies = parse_list(policy)
     _check_policies(policies)
     try:

@@ -99,16 +99,17 @@ class Question:
     @classmethod
     def from_record(cls, rec: LedgerRecord, groups: GroupIndex) -> Question:
         """Build the arrays of a validated `LedgerRecord`; group keys are registered in ``groups``."""
+        acts = [a for a in rec.actions if not a.failed]  # a failed check is not on the menu (spec section 1)
         q = cls._build(
             rec.question_id,
             rec.dataset,
             [(c.answer, c.valid, c.utility) for c in rec.candidates],
             [c.id for c in rec.claims],
             [(e.candidate, e.claim, e.sign) for e in rec.edges],
-            [(a.id, a.kind, a.claim, a.candidate, a.cost, a.group, a.outcome) for a in rec.actions],
+            [(a.id, a.kind, a.claim, a.candidate, a.cost, a.group, a.outcome) for a in acts],
             groups,
         )
-        unobserved = [(a.model_extra or {}).get("observed") is False for a in rec.actions]
+        unobserved = [a.observed is False for a in acts]
         if any(unobserved):
             q.unobserved = np.array(unobserved, dtype=bool)
         return q
@@ -130,6 +131,9 @@ class Question:
         if check:
             check_graph([c["index"] for c in cands], claim_ids, edges, actions)
         acts = rec.get("actions", ())
+        if any(a.get("failed") for a in acts):  # a failed check is not on the menu (spec section 1)
+            actions = [t for t, a in zip(actions, acts, strict=True) if not a.get("failed")]
+            acts = [a for a in acts if not a.get("failed")]
         unobserved = [a.get("observed") is False for a in acts]
         q = cls._build(
             rec["question_id"],

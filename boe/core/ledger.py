@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal, NotRequired
@@ -26,7 +27,8 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from boe.errors import LedgerError, RecordError
+from boe.core.lines import clean_line, decode_line, ledger_name, open_ledger
+from boe.errors import RecordError
 
 __all__ = [
     "FACTOR_KINDS",
@@ -105,6 +107,8 @@ class Action(_Open):
     cost: float
     group: str = Field(min_length=1)
     outcome: Outcome
+    observed: bool = True  # false: an online run never ran it; its outcome is a placeholder
+    failed: bool = False  # the check could not be run: not part of the menu (spec section 1)
 
     @field_validator("cost")
     @classmethod
@@ -270,6 +274,7 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
         group: _NonEmpty
         outcome: Outcome
         observed: NotRequired[bool]  # false: an online run never ran it; its outcome is a placeholder
+        failed: NotRequired[bool]  # true: the check could not be run; not part of the menu (spec section 1)
 
     @with_config(cfg)
     class TaskD(TypedDict, total=False):
@@ -320,6 +325,8 @@ def parse_record_dict(
     applies them while it builds the arrays).
     """
     adapter = _RECORD_DICT if keep_unknown else _RECORD_LEAN
+    if isinstance(data, (str, bytes)):
+        data = clean_line(data)
     try:
         if isinstance(data, (str, bytes)):
             d = adapter.validate_json(data)
@@ -329,7 +336,19 @@ def parse_record_dict(
             _check_dict(d)
         return d  # type: ignore[no-any-return]
     except (ValidationError, _FieldError):
-        parse_record(data, source=source, line=line)  # raises RecordError with the details
+        pass
+    # The slow path: Python's json reader (it and pydantic's differ on a few inputs, e.g. lone surrogates),
+    # then the full model, which names the question and the field.
+    obj = decode_line(data, source=source, line=line) if isinstance(data, (str, bytes)) else data
+    if not isinstance(obj, dict):  # (parse_record would read a str as JSON text)
+        raise RecordError(f"a record must be a JSON object, got {type(obj).__name__}", source=source, line=line)
+    try:
+        d = adapter.validate_python(obj)
+        if check:
+            _check_dict(d)
+        return d  # type: ignore[no-any-return]
+    except (ValidationError, _FieldError):
+        parse_record(obj, source=source, line=line)  # raises RecordError with the details
         raise AssertionError("a record failed the fast check but passed the full one") from None
 
 
@@ -349,16 +368,12 @@ def parse_record(
     """Validate one ledger record; raise `RecordError` naming file, line, question and field."""
     obj: Any = data
     if isinstance(data, (str, bytes)):
+        data = clean_line(data)
         try:  # fast path: pydantic-core parses and validates in one pass
             return LedgerRecord.model_validate_json(data)
         except ValidationError:
             pass  # re-parse below to name the question and the field
-        try:
-            obj = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"not valid JSON ({exc.msg} at column {exc.colno})", source=source, line=line) from exc
-        except UnicodeDecodeError as exc:
-            raise RecordError(f"not UTF-8 ({exc.reason} at byte {exc.start})", source=source, line=line) from exc
+        obj = decode_line(data, source=source, line=line)
     if not isinstance(obj, dict):
         raise RecordError(f"a record must be a JSON object, got {type(obj).__name__}", source=source, line=line)
     qid = obj.get("question_id")
@@ -434,13 +449,12 @@ def _stream(
         if hasattr(src, "readline"):
             yield from _read_lines(src, str(getattr(src, "name", "<stream>")), parse, strict, on_error, seen, dedupe)
             continue
-        path = Path(src)
+        fh = open_ledger(src)
         try:
-            fh = path.open("rb")
-        except OSError as exc:
-            raise LedgerError(f"cannot open ledger {path}: {exc.strerror}") from exc
-        with fh:
-            yield from _read_lines(fh, str(path), parse, strict, on_error, seen, dedupe)
+            yield from _read_lines(fh, ledger_name(src), parse, strict, on_error, seen, dedupe)
+        finally:
+            if fh is not sys.stdin.buffer:
+                fh.close()
 
 
 def _read_lines(

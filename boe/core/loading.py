@@ -16,6 +16,7 @@ import numpy as np
 
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import FieldRuleError, parse_record, parse_record_dict
+from boe.core.lines import STDIN, ledger_name, open_ledger
 from boe.errors import LedgerError, RecordError
 
 __all__ = ["load_ledgers", "load_lines", "worker_count"]
@@ -41,15 +42,19 @@ def load_ledgers(
     seen: set[tuple[str, str]] = set()
     for src in sources:
         path = Path(src)
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            raise LedgerError(f"cannot open ledger {path}: {exc.strerror}") from exc
+        if str(src) == STDIN:
+            size = 0
+        else:
+            open_ledger(path).close()  # names a missing file or a folder before any work
+            try:
+                size = path.stat().st_size
+            except OSError as exc:
+                raise LedgerError(f"cannot open ledger {path}: {exc.strerror}") from exc
         n_workers = worker_count(workers)
         if n_workers > 1 and size > PARALLEL_BYTES:
             items = _parallel_items(path, size, n_workers, groups)
         else:
-            items = _sequential_items(path, groups)
+            items = _sequential_items(str(src), groups)
         for line, item in items:
             if isinstance(item, Question):
                 key = (item.dataset, item.question_id)
@@ -58,7 +63,7 @@ def load_ledgers(
                     questions.append(item)
                     continue
                 item = RecordError(
-                    "question id already seen for this dataset", source=str(path), line=line,
+                    "question id already seen for this dataset", source=ledger_name(src), line=line,
                     question_id=item.question_id, field="question_id",
                 )
             if strict:
@@ -115,15 +120,19 @@ def worker_count(workers: int | None = None) -> int:
     return min(2, os.cpu_count() or 1)
 
 
-def _sequential_items(path: Path, groups: GroupIndex) -> Iterable[_Item]:
-    with path.open("rb") as fh:
+def _sequential_items(src: str, groups: GroupIndex) -> Iterable[_Item]:
+    fh, name = open_ledger(src), ledger_name(src)
+    try:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
             try:
-                yield (lineno, _question(raw, str(path), lineno, groups))
+                yield (lineno, _question(raw, name, lineno, groups))
             except RecordError as err:
                 yield (lineno, err)
+    finally:
+        if src != STDIN:
+            fh.close()
 
 
 def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex) -> Iterable[_Item]:

@@ -46,24 +46,22 @@ Item = (
 def parse_files(paths: Sequence[str | Path], skip: set[Key] | frozenset[Key] = frozenset()) -> Iterator[Item]:
     """Validate ledger lines in order: yield ("ok", prepared), ("skip", key) for keys in ``skip``, ("bad", fields)."""
     from boe.core.ledger import parse_record_dict
+    from boe.core.lines import STDIN, clean_line, ledger_name, open_ledger
 
     seen: set[Key] = set()
     for path in paths:
-        source = str(path)
-        with open(path, "rb") as fh:
+        source = ledger_name(path)
+        fh = open_ledger(path)
+        try:
             for lineno, raw in enumerate(fh, 1):
-                try:
-                    text = raw.decode("utf-8").strip()
-                except UnicodeDecodeError as exc:
-                    yield "bad", (f"not UTF-8 ({exc.reason})", source, lineno, None, None)
-                    continue
-                if not text:
+                if not raw.strip():
                     continue
                 try:
-                    rec = parse_record_dict(text, source=source, line=lineno)
+                    rec = parse_record_dict(raw, source=source, line=lineno)
                 except RecordError as err:
                     yield "bad", (err.message, err.source, err.line, err.question_id, err.field)
                     continue
+                text = clean_line(raw).decode("utf-8")  # type: ignore[union-attr]  # valid: it parsed
                 key = (rec["dataset"], rec["question_id"])
                 if key in seen:
                     yield "bad", ("question id already seen for this dataset", source, lineno, key[1], "question_id")
@@ -73,6 +71,9 @@ def parse_files(paths: Sequence[str | Path], skip: set[Key] | frozenset[Key] = f
                     yield "skip", key
                 else:
                     yield "ok", PreparedQuestion(question_rows(rec), pack_record(text))
+        finally:
+            if str(path) != STDIN:
+                fh.close()
 
 
 def _parse_in_helper(paths: list[str], skip: set[Key]) -> Iterator[Item]:
@@ -128,8 +129,14 @@ def import_ledger(
     paths = [sources] if isinstance(sources, (str, Path)) else list(sources)
     if not paths:
         raise LedgerError("give at least one ledger file")
+    from boe.core.lines import STDIN, open_ledger
+
     size = 0
     for p in paths:
+        if str(p) == STDIN:
+            parallel = False  # the helper process cannot read this process's standard input
+            continue
+        open_ledger(p).close()  # names a missing file or a folder before the run is created
         try:
             size += os.stat(p).st_size
         except OSError as exc:

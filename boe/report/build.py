@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from boe.errors import ConfigError, RecordError
@@ -75,10 +75,32 @@ def make_report(
         report = build_report(
             source, settings, title=title, max_side=max_side, size_budget=size_budget, progress=progress
         )
-    exp = report.experiment
-    plots = make_plots(exp.rows, exp.comparisons, report.costs, settings.policies, settings.focus, settings.main_budget)
-    text = report_html(report, plots)
+        exp = report.experiment
+        plots = make_plots(
+            exp.rows, exp.comparisons, report.costs, settings.policies, settings.focus, settings.main_budget
+        )
+        text = report_html(report, plots)
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size_budget is not None and size > size_budget and report.questions:
+            # the page estimate was short: measure the part without pages, keep the share of pages that fits
+            bare = replace(report, questions=[], table=[], strings=[], images={})
+            fixed = len(report_html(bare, plots).encode("utf-8", "surrogatepass"))
+            share = max(0, size_budget - fixed) / max(1, size - fixed)
+            keep = int(len(report.questions) * share * 0.97)
+            report = build_report(
+                source, settings, title=title, max_side=max_side, size_budget=size_budget,
+                experiment=exp, max_pages=keep,
+            )
+            text = report_html(report, plots)
     out_path.write_text(text, encoding="utf-8")
+    size = out_path.stat().st_size
+    if size_budget is not None and size > size_budget:
+        report.warnings.insert(
+            0,
+            f"the report is {size / 2**20:.1f} MB, over --max-size {size_budget / 2**20:.1f} MB: its summary, "
+            f"figures and tables alone need about that much ({len(report.questions):,} question pages left); "
+            "give a larger --max-size or fewer questions.",
+        )
     pngs = []
     if png_dir is not None:
         folder = Path(png_dir)

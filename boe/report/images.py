@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from boe.errors import BoeError
-from boe.report.source import ImageSource
+from boe.errors import BoeError, InputError
+from boe.report.source import ImageSource, confine
 
 __all__ = ["EncodedImage", "encode_images", "view_shapes"]
 
@@ -72,6 +72,8 @@ class EncodedImage:
 def _pixels(src: ImageSource) -> np.ndarray:
     from boe.tools.images import open_image
 
+    if src.refused is not None:
+        raise InputError(src.refused)
     if src.data is not None:
         with tempfile.NamedTemporaryFile(suffix=".img") as tmp:
             tmp.write(src.data)
@@ -241,10 +243,8 @@ def _mask_polygons(mask: Any, base_dir: Path | None) -> list[list[float]]:
     else:
         path = mask.get("path") if isinstance(mask, Mapping) else mask
         if isinstance(path, str):
-            p = Path(path)
-            if not p.is_absolute() and base_dir is not None:
-                p = base_dir / p
-            arr = cv2.imread(str(p), cv2.IMREAD_GRAYSCALE)
+            inside, _ = confine(path, base_dir)  # a mask file outside the image root is not read
+            arr = cv2.imread(inside, cv2.IMREAD_GRAYSCALE) if inside is not None else None
     if arr is None or arr.size == 0:
         return []
     binary = (arr > 0).astype(np.uint8)

@@ -265,27 +265,49 @@ def build_report(
     max_side: int = MAX_SIDE,
     size_budget: int | None = REPORT_BUDGET,
     progress: Callable[[str, int, int | None], None] | None = None,
+    experiment: Experiment | None = None,
+    max_pages: int | None = None,
 ) -> Report:
     """Replay, costs, calibration tables, every question's view and the images of one report.
 
-    Images are shrunk until the report's estimated size fits ``size_budget`` (None: no limit).
+    Question pages are made while the report's estimated size fits ``size_budget`` (None: no limit), at
+    most ``max_pages`` of them; images are shrunk to fit. ``experiment`` reuses a replay already made.
     """
     n = len(source.questions)
-    if progress is not None:
+    if progress is not None and experiment is None:
         progress("replaying", 0, n)
-    exp = _experiment(source, settings, (lambda k: progress("replaying", k, None)) if progress else None)
+    exp = experiment or _experiment(
+        source, settings, (lambda k: progress("replaying", k, None)) if progress else None
+    )
     ctx = _context(source, settings, exp)
     views: list[dict[str, Any] | None] = [None] * n
     costs: list[CallCosts | None] = [None] * n
     if progress is not None:
         progress("questions", 0, n)
+    # Question pages are made in order while they fit the size budget (1 MB left for images once there are
+    # any); the rest are left out, with a note: the figures and tables still cover every question.
+    used, trimmed, kept = 0, 0, 0
+
+    def room() -> int:
+        return (size_budget or 0) - FIXED_BYTES - (2**20 if ctx.images else 0)
+
     for r, rec in source.records():
         q = source.questions[r]
         costs[r] = call_costs(rec, q)
-        views[r] = question_view(rec, q, r, ctx)
+        if (size_budget is not None and trimmed) or (max_pages is not None and kept >= max_pages):
+            trimmed += 1
+        else:
+            before = ctx.strings.bytes
+            views[r] = view = question_view(rec, q, r, ctx)
+            used += ctx.strings.bytes - before + PER_QUESTION_BYTES + _json_size(view)
+            if size_budget is not None and used > room():  # this page does not fit: take it back
+                views[r] = None
+                trimmed += 1
+            else:
+                kept += 1
         if progress is not None:
             progress("questions", 1, None)
-    missing = [source.questions[r].question_id for r, v in enumerate(views) if v is None]
+    missing = [source.questions[r].question_id for r, c in enumerate(costs) if c is None]
     if missing:
         raise ConfigError(f"{len(missing)} record(s) could not be read again (first: {missing[0]!r})")
     done_views = [v for v in views if v is not None]
@@ -315,7 +337,20 @@ def build_report(
         db=source.db,
     )
     report.warnings = _warnings(source, report)
+    if trimmed:
+        report.warnings.insert(
+            0,
+            f"{trimmed:,} of {n:,} question pages were left out to keep the report under --max-size "
+            f"({(size_budget or 0) / 2**20:.1f} MB; the figures and tables cover every question): "
+            "`boe show DATASET/ID` shows any question, a larger --max-size keeps more pages.",
+        )
     return report
+
+
+def _json_size(view: dict[str, Any]) -> int:
+    import json
+
+    return len(json.dumps(view, ensure_ascii=False, separators=(",", ":")))
 
 
 def _image_budget(total: int, views: list[dict[str, Any]], strings: list[str]) -> int:
@@ -470,6 +505,13 @@ def _warnings(source: Source, report: Report) -> list[str]:
     if unlabelled:
         out.append(f"{unlabelled} question(s) have no utilities (no reference): they are shown but not scored.")
     failed = [e for e in report.images.values() if e.src is None]
+    refused = [e for e in failed if e.error and " not read: " in e.error]
+    if refused:
+        out.append(
+            f"{len(refused)} image path(s) were not read because they lie outside the image root "
+            f"(first: {refused[0].error}); --image-root names the folder images are read from."
+        )
+        failed = [e for e in failed if e not in refused]
     if failed:
         out.append(
             f"{len(failed)} image(s) could not be read and are drawn as empty frames (first: {failed[0].error})."

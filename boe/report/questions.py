@@ -40,12 +40,16 @@ from boe.core.calibration import Calibration
 from boe.core.graph import Question
 from boe.core.replay import ReplayRun
 from boe.report.images import view_shapes
-from boe.report.source import ImageSource
+from boe.report.source import ImageSource, confine
 
 __all__ = ["SLOT_ORDER", "Strings", "ViewContext", "anchor", "question_view"]
 
 SLOT_ORDER = ("modality", "region", "plane", "finding", "attribute")
 _OUTCOME = {"confirm": "c", "reject": "r", "unresolved": "u", 1: "c", -1: "r", 0: "u"}
+
+
+#: Longer strings (a reply, a question text) are clipped in a report: one huge record cannot blow its size.
+MAX_STRING = 20_000
 
 
 class Strings:
@@ -54,15 +58,19 @@ class Strings:
     def __init__(self) -> None:
         self.items: list[str] = []
         self._ids: dict[str, int] = {}
+        self.bytes = 0  # UTF-8 size of the table (an estimate of its share of the report)
 
     def add(self, s: Any) -> int:
         if s is None:
             return -1
         s = str(s)
+        if len(s) > MAX_STRING:
+            s = s[:MAX_STRING] + f" ... [clipped: {len(s):,} characters in the record]"
         i = self._ids.get(s)
         if i is None:
             i = self._ids[s] = len(self.items)
             self.items.append(s)
+            self.bytes += len(s.encode("utf-8", "surrogatepass")) + 3
         return i
 
 
@@ -144,8 +152,9 @@ def _figures(rec: Mapping[str, Any], q: Question, ctx: ViewContext) -> _Figures:
     if stored:
         keys = []
         for j, src in enumerate(stored):
-            if src.path is not None and ctx.base_dir is not None and not Path(src.path).is_absolute():
-                src = ImageSource(src.key, str(ctx.base_dir / src.path), src.data, src.width, src.height)
+            if src.path is not None and src.data is None and ctx.base_dir is not None:
+                path, refused = confine(src.path, ctx.base_dir)
+                src = ImageSource(src.key, path, None, src.width, src.height, refused)
             by_image_id.setdefault(src.key, j)
             keys.append(ctx.image(src))
         return _Figures(keys, by_figure, by_image_id)
@@ -157,10 +166,8 @@ def _figures(rec: Mapping[str, Any], q: Question, ctx: ViewContext) -> _Figures:
         paths = [(p, None, None) for p in names]
     keys = []
     for p, w, h in paths:
-        path = Path(p)
-        if not path.is_absolute() and ctx.base_dir is not None:
-            path = ctx.base_dir / path
-        keys.append(ctx.image(ImageSource(str(path), str(path), None, w, h)))
+        path, refused = confine(p, ctx.base_dir)  # the record is untrusted: nothing outside the image root is read
+        keys.append(ctx.image(ImageSource(path or f"refused:{p}", path, None, w, h, refused)))
     return _Figures(keys, by_figure, by_image_id)
 
 

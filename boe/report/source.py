@@ -8,13 +8,13 @@ open while the source is in use.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from boe.core.lines import decode_line
 from boe.errors import ConfigError, RecordError
 
 if TYPE_CHECKING:
@@ -33,6 +33,26 @@ class ImageSource:
     data: bytes | None = None
     width: int | None = None
     height: int | None = None
+    refused: str | None = None  # why the file is not read (a path outside the image root)
+
+
+def confine(path: str, root: Path | None) -> tuple[str | None, str | None]:
+    """(the resolved path, None) for a path under ``root`` (relative paths are read from it), else (None, why).
+
+    As `boe batch` does with its dataset root: an absolute path or one that
+    climbs out with ``..`` (or through a symlink) is refused, never opened.
+    """
+    if root is None:
+        return None, f"image path {path!r} not read: no image root (give --image-root)"
+    p = Path(path).expanduser()
+    try:
+        base = root.resolve()
+        full = (p if p.is_absolute() else base / p).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        return None, f"image path {path!r} not read: {exc}"
+    if not full.is_relative_to(base):
+        return None, f"image path {path!r} not read: it is outside the image root {str(base)!r}"
+    return str(full), None
 
 
 @dataclass(eq=False)
@@ -44,7 +64,7 @@ class Source:
     group_keys: list[str]
     _lines: Callable[[], Iterable[str | bytes]]
     run: RunInfo | None = None
-    base_dir: Path | None = None  # relative image paths in records are read from here
+    base_dir: Path | None = None  # the image root: relative paths are read from it, nothing outside it is read
     stored_images: dict[tuple[str, str], list[ImageSource]] = field(default_factory=dict)
     bad: list[str] = field(default_factory=list)
     db: str | None = None
@@ -56,8 +76,8 @@ class Source:
             if not raw.strip():
                 continue
             try:
-                rec = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                rec = decode_line(raw)
+            except RecordError:
                 continue  # a bad record: it is in `bad` already
             if not isinstance(rec, dict):
                 continue
@@ -125,6 +145,10 @@ def open_source(
                     raise ConfigError(f"--db needs --run NAME; runs in {store.url}: {', '.join(names) or 'none'}")
                 run = names[0]
             info = store.get_run(run)
+            if root is None:  # the dataset root the batch read its images from
+                agent = (info.config or {}).get("agent") if isinstance(info.config, dict) else None
+                batch_root = agent.get("root") if isinstance(agent, dict) else None
+                root = Path(batch_root) if isinstance(batch_root, str) and batch_root else None
             questions, groups = store.load_questions(run, on_error=note)
             yield Source(
                 label=f"{store.url}#{run}",
@@ -140,14 +164,17 @@ def open_source(
         return
     if not ledgers:
         raise ConfigError("give --ledger FILE (repeatable) or --db URL --run NAME")
+    from boe.core.lines import STDIN, open_ledger
     from boe.core.loading import load_ledgers
 
+    if any(str(p) == STDIN for p in ledgers):
+        raise ConfigError("--ledger -: a report reads its ledgers twice, so it needs files, not standard input")
     paths = [Path(p) for p in ledgers]
     questions, groups = load_ledgers(paths, on_error=note)
 
     def lines() -> Iterator[bytes]:
         for p in paths:
-            with p.open("rb") as fh:
+            with open_ledger(p) as fh:
                 yield from fh
 
     yield Source(

@@ -2,8 +2,9 @@
 
 Each judge renders its prompt (candidate text only ever inside escaped
 markers), calls the judge model at its own temperature, and reads the
-verdict from the fixed alphabet. A failed call or an unreadable reply is an
-``unresolved`` outcome with the error recorded.
+verdict from the fixed alphabet. An unreadable reply is an ``unresolved``
+outcome with the error recorded; a call that got no reply (the endpoint
+failed after retries) is a *failed* check, which is no outcome at all.
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ class _Judge:
             comp = await self.client.complete(
                 rendered, urls, n=1, temperature=self.temperature, seed=request.seed, tags=tags, accept=_verdict_problem
             )
-        except ModelError as exc:
+        except ModelError as exc:  # the call produced no reply at all: the check failed, it has no outcome
             call: ModelCall | None = getattr(exc, "call", None)
-            return ToolResult("unresolved", view=view, error=str(exc), calls=[call] if call else [])
+            return ToolResult("unresolved", view=view, error=str(exc), calls=[call] if call else [], failed=True)
         try:
             verdict, rationale = read_verdict(comp.texts[0] if comp.texts else None)
         except ReplyError as exc:

@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from boe.errors import ModelError
 from boe.vocab import SLOTS
 
 __all__ = ["ReplyError", "extract_json", "read_figure", "read_generation", "read_slots", "read_verdict"]
@@ -47,52 +48,127 @@ _VERDICT_WORDS = {
     "not applicable": "unresolved",
     "n/a": "unresolved",
 }
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _MAX_TEXT = 500
 
 
-class ReplyError(ValueError):
+#: Replies longer than this (characters) are refused unread: no schema reply comes near it.
+MAX_REPLY_CHARS = 2**20
+#: Candidate objects decoded at most per reply (a reply of thousands of broken objects is not read further).
+MAX_TRIES = 256
+
+
+class ReplyError(ModelError, ValueError):
     """A model reply could not be read as the expected JSON object."""
 
 
-def extract_json(text: str | None) -> dict[str, Any]:
-    """The first JSON object in ``text``: whole text, fenced blocks, then the first decodable ``{...}``."""
+def extract_json(text: str | None, *, last: bool = False) -> dict[str, Any]:
+    """A JSON object in ``text``: the whole text, else the first (``last``: the last) ``{...}`` that decodes.
+
+    Linear in the length of the text; a text over `MAX_REPLY_CHARS` is refused.
+    """
     if text is None:
         raise ReplyError("empty reply")
+    if len(text) > MAX_REPLY_CHARS:
+        raise ReplyError(f"reply of {len(text):,} characters is over the {MAX_REPLY_CHARS:,}-character limit")
     stripped = text.strip()
     if not stripped:
         raise ReplyError("empty reply")
-    for chunk in _candidates(stripped):
-        obj = _loads(chunk)
-        if isinstance(obj, dict):
-            return obj
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", stripped):
-        frag = stripped[m.start() :]
-        for attempt in (frag, _TRAILING_COMMA.sub(r"\1", frag)):
-            try:
-                obj, _ = decoder.raw_decode(attempt)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                return obj
+
+    obj = _loads(stripped)  # a schema-constrained reply is the object itself
+    if isinstance(obj, dict):
+        return obj
+    tries = 0
+    best: tuple[int, dict[str, Any]] | None = None  # (end, object) of the latest object found (``last``)
+    for strings in (True, False):  # a stray quote in prose can hide objects from the string-aware scan
+        if best is not None and (not last or _OPEN.search(stripped, best[0]) is None):
+            break  # found; for ``last``, nothing after it could open an object the other scan would see
+        spans = object_spans(stripped, strings=strings)
+        found = None
+        for start, end, inner in reversed(spans) if last else spans:
+            # an object that does not decode may hold one that does (prose braces around it): one level down
+            for s, e in [(start, end), *(reversed(inner) if last else inner)]:
+                tries += 1
+                if tries > MAX_TRIES:
+                    raise ReplyError(
+                        f"no JSON object among the first {MAX_TRIES} candidates in reply: {_clip(stripped)!r}"
+                    )
+                obj = _loads(stripped[s:e])
+                if isinstance(obj, dict):
+                    found = (e, obj)
+                    break
+            if found is not None:
+                break
+        # the last object is the one that ends last in either scan (a broken quote may hide it from the first)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = found
+    if best is not None:
+        return best[1]
     raise ReplyError(f"no JSON object in reply: {_clip(stripped)!r}")
 
 
-def _candidates(text: str) -> list[str]:
-    out = [text]
-    out.extend(m.group(1).strip() for m in _FENCE.finditer(text))
-    return out
+_OPEN = re.compile(r'\{(?=\s*["}])')  # a brace that may open a JSON object (prose braces do not)
+_TOKENS = re.compile(r'\{(?=\s*["}])|\}|"(?:[^"\\]|\\.)*+"|"', re.DOTALL)  # opener, closer, string, lone quote
+_BRACE_TOKENS = re.compile(r'\{(?=\s*["}])|\}')
+
+
+def object_spans(text: str, *, strings: bool = True) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """The maximal balanced ``{...}`` spans that may be JSON objects, in order: (start, end, spans inside it).
+
+    Only a ``{`` followed by a quote or ``}`` opens; between objects the regex
+    engine jumps to the next opener (quotes in prose open nothing); inside one,
+    strings are skipped whole (``strings=False``: quotes are ignored). A span
+    is kept unless a later one encloses it, so spans inside a brace that never
+    closes count too. A quote that never closes makes every later quote a
+    literal. Each character is looked at a bounded number of times: linear.
+    """
+    spans: list[tuple[int, int, list[tuple[int, int]]]] = []
+    tokens = _TOKENS if strings else _BRACE_TOKENS
+    n = len(text)
+    pos = 0
+    while pos < n:
+        m = _OPEN.search(text, pos)
+        if m is None:
+            break
+        stack: list[int] = []
+        at, pos = m.start(), n  # if the braces never close, nothing after them is an object of its own
+        while at < n:
+            resume = None
+            for t in tokens.finditer(text, at):
+                i = t.start()
+                c = text[i]
+                if c == "{":
+                    stack.append(i)
+                elif c == "}":
+                    start = stack.pop()
+                    inner: list[tuple[int, int]] = []
+                    while spans and spans[-1][0] > start:
+                        inner.append(spans.pop()[:2])
+                    inner.reverse()
+                    spans.append((start, i + 1, inner))
+                    if not stack:
+                        pos = i + 1
+                        break
+                elif t.end() - i == 1:  # a quote that never closes: quotes are literals from here on
+                    tokens, resume = _BRACE_TOKENS, i + 1
+                    break
+            if resume is None:
+                break
+            at = resume
+    return spans
 
 
 def _loads(text: str) -> Any:
-    for attempt in (text, _TRAILING_COMMA.sub(r"\1", text)):
-        try:
-            return json.loads(attempt)
-        except json.JSONDecodeError:
-            continue
-    return None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    if _TRAILING_COMMA.search(text) is None:
+        return None
+    try:
+        return json.loads(_TRAILING_COMMA.sub(r"\1", text))
+    except (json.JSONDecodeError, RecursionError):
+        return None
 
 
 def _clip(text: str, n: int = 120) -> str:
@@ -138,8 +214,13 @@ def read_generation(text: str | None) -> tuple[str, dict[str, str | None], bool]
 
 
 def read_verdict(text: str | None) -> tuple[str, str]:
-    """(verdict, rationale) of a judge reply; the verdict is one of confirm | reject | unresolved."""
-    obj = extract_json(text)
+    """(verdict, rationale) of a judge reply; the verdict is one of confirm | reject | unresolved.
+
+    The schema-constrained reply is the object itself; in a reply with prose
+    the verdict is the judge's own final object, never an earlier one (which
+    may be quoted from the candidate).
+    """
+    obj = extract_json(text, last=True)
     lowered = {str(k).strip().lower(): v for k, v in obj.items()}
     raw = lowered.get("verdict", lowered.get("outcome"))
     if not isinstance(raw, str):

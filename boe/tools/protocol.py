@@ -1,9 +1,11 @@
 """The evidence-tool seam: one small protocol, implementations registered by name.
 
 An evidence tool runs one action of the menu and returns ``confirm``,
-``reject`` or ``unresolved``. A tool that fails (the model endpoint gave up,
-the reply could not be read, the view could not be made) returns
-``unresolved`` with the error recorded; only programming errors raise.
+``reject`` or ``unresolved``. A tool whose reply could not be read or whose
+view could not be made returns ``unresolved`` with the error recorded; a
+check that could not be run at all (the model endpoint gave up) is
+``failed``: it is no outcome, and the agent does not store the question.
+Only programming errors raise.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class ToolResult:
     calls: list[ModelCall] = field(default_factory=list)
     raw_reply: str | None = None  # the judge's reply as received
     seconds: float | None = None  # wall time of the action (set by the agent that ran it)
+    failed: bool = False  # the check could not be run (the endpoint failed): no verdict, not an outcome
 
 
 @runtime_checkable

@@ -74,18 +74,34 @@ def test_a_zero_budget_or_raw_policy_returns_the_majority(scan):
         assert res.answer == "mr" and res.evidence == [] and vlm.tasks() == ["boe_generation"]
 
 
-def test_failed_judge_calls_become_unresolved_with_the_error_stored(scan, tmp_path):
-    vlm = FakeVLM(POOL, TRUTH, judge_status=500)
-    db = tmp_path / "runs.db"
-    res = ask(vlm, scan, store=f"sqlite:///{db}", max_retries=1)
+def test_failed_judge_calls_are_no_evidence(scan, tmp_path):
+    """A judge call that got no reply (500 after retries) is a failed check: the question stops, nothing is stored."""
+    from boe.errors import ModelError
+
+    for ledger in ("online", "full"):
+        db = tmp_path / f"{ledger}.db"
+        vlm = FakeVLM(POOL, TRUTH, judge_status=500)
+        with pytest.raises(ModelError, match="could not be run") as info:
+            ask(vlm, scan, store=f"sqlite:///{db}", max_retries=1, ledger=ledger)
+        assert "500" in str(info.value)
+        with sqlite3.connect(db) as con:
+            assert con.execute("select count(*) from outcomes").fetchone() == (0,)
+            assert con.execute("select count(*) from questions").fetchone() == (0,)
+
+
+def test_an_unreadable_verdict_stays_unresolved_with_its_error(scan):
+    """The judge answered, but not in the alphabet: that is the judge's 'cannot tell', recorded with the reason."""
+
+    def unreadable(body, _n):
+        if body["response_format"]["json_schema"]["name"] == "boe_generation":
+            return None
+        choice = {"index": 0, "message": {"role": "assistant", "content": "I would rather not say."}}
+        return httpx2.Response(200, json={"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+                                          "choices": [{**choice, "finish_reason": "stop"}]})
+
+    res = ask(FakeVLM(POOL, TRUTH, fail=unreadable), scan)
     judged = [e for e in res.evidence if e["kind"] != "structured"]
-    assert judged and all(e["outcome"] == "unresolved" and "500" in e["error"] for e in judged)
-    assert res.answer == "mr"  # no signal: the prior stands
-    with sqlite3.connect(db) as con:
-        rows = con.execute("select outcome, error from outcomes where error is not null").fetchall()
-        calls = con.execute("select status, retries, error from model_calls where status = 'error'").fetchall()
-    assert len(rows) == len(judged) and all(o == "unresolved" and "500" in e for o, e in rows)
-    assert len(calls) == len(judged) and all(r == 1 and "500" in e for _, r, e in calls)
+    assert judged and all(e["outcome"] == "unresolved" and "unreadable verdict" in e["error"] for e in judged)
 
 
 def test_malformed_candidates_are_kept_as_invalid(scan):

@@ -43,15 +43,15 @@ def test_bad_images_are_clear_errors_without_a_traceback(tmp_path, setup, extra,
     image = setup(tmp_path)
     extra = [str(root) if x == "ROOT" else x for x in extra]
     res = boe("ask", str(image), "what modality?", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", *extra)
-    assert res.returncode == 1
+    assert res.returncode == 2
     assert message in res.stderr and "Traceback" not in res.stderr
 
 
 def test_bad_options_are_clear_errors(tmp_path, scan):
     res = boe("ask", str(scan), "which?", "--options", "A=CT,B", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-    assert res.returncode == 1 and "LETTER=text" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "LETTER=text" in res.stderr and "Traceback" not in res.stderr
     res = boe("ask", str(scan), "which?", "--policy", "oracle", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-    assert res.returncode == 1 and "unknown policy" in res.stderr
+    assert res.returncode == 2 and "unknown policy" in res.stderr
 
 
 def test_an_unreachable_endpoint_is_a_clear_error(scan):

@@ -227,7 +227,7 @@ def test_boe_ask_takes_several_images(sim, three, tmp_path):
     text = subprocess.run(cmd + ["--figures", "A,B,C", "--k", "8"], capture_output=True, text=True, timeout=120)
     assert text.returncode == 0 and "evidence log" in text.stdout
     bad = subprocess.run(cmd + ["--figures", "A,B"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 1 and "--figures" in bad.stderr
+    assert bad.returncode == 2 and "--figures" in bad.stderr
 
 
 # --- measured costs -----------------------------------------------------------------------------

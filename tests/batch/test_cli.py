@@ -105,7 +105,7 @@ def test_errors_are_printed_without_a_traceback(sim_data, tmp_path) -> None:
          "--db", str(tmp_path / "s.db"), "--run", "r", "--resume", "--no-progress"],
         capture_output=True, text=True, timeout=120,
     )
-    assert res.returncode == 1 and "no run 'r' to resume" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "no run 'r' to resume" in res.stderr and "Traceback" not in res.stderr
 
 
 @pytest.mark.parametrize("costs", ["paper", "1,2,2,3", "measured", "measured:seconds"])

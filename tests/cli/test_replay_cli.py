@@ -123,7 +123,7 @@ def test_nothing_valid_exits_nonzero(tmp_path):
     res = boe("replay", str(bad))
     assert res.returncode == 1 and "nothing could be replayed" in res.stderr
     res = boe("replay", str(tmp_path / "missing.jsonl"))
-    assert res.returncode == 1 and "cannot open ledger" in res.stderr
+    assert res.returncode == 2 and "cannot open ledger" in res.stderr
 
 
 def test_table_output(pool_file):

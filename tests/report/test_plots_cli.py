@@ -70,7 +70,7 @@ def test_boe_report_and_show_from_a_ledger(pool_ledger, tmp_path):
 def test_user_errors_are_one_message_without_a_traceback(pool_ledger, tmp_path):
     def error(*args: str) -> str:
         res = boe(*args)
-        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
         return " ".join(res.stderr.split())
 
     assert "give --ledger FILE" in error("report", "--out", str(tmp_path / "r.html"))

@@ -53,7 +53,7 @@ def test_a_checkpoint_without_the_extra_names_the_extra(tmp_path):
         "--sam-checkpoint",
         str(ckpt),
     )
-    assert res.returncode == 1
+    assert res.returncode == 2
     assert "pip install 'best-of-evidence[sam]'" in res.stderr and "torch" in res.stderr
     assert "Traceback" not in res.stderr
     res = run("from boe.tools.segment import make_segmenter; make_segmenter('sam', checkpoint=" + repr(str(ckpt)) + ")")

@@ -1,0 +1,97 @@
+"""The one way a ledger line is read: the same bytes give the same record or the same error everywhere.
+
+Replay, import, report and export read ledger files through `open_ledger`
+(``-`` is standard input, a folder is named as such) and turn each line into
+JSON through `decode_line`, which accepts a UTF-8 byte-order mark and CRLF
+line endings and words every failure the same way (file, line, what is wrong).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from boe.errors import LedgerError, RecordError
+
+__all__ = ["STDIN", "clean_line", "decode_line", "json_error_text", "ledger_name", "open_ledger"]
+
+#: The ledger path that means standard input.
+STDIN = "-"
+_BOM = "\ufeff"
+_BOM_BYTES = b"\xef\xbb\xbf"
+_SPACE = " \t\r\n"
+
+
+def clean_line(raw: str | bytes) -> str | bytes:
+    """A line without a leading UTF-8 byte-order mark and without surrounding JSON whitespace (LF, CRLF)."""
+    if isinstance(raw, bytes):
+        return raw.removeprefix(_BOM_BYTES).strip(_SPACE.encode())
+    return raw.removeprefix(_BOM).strip(_SPACE)
+
+
+def json_error_text(exc: json.JSONDecodeError) -> str:
+    """``Expecting value at column 3`` (json's own text ends some messages with "at")."""
+    msg = exc.msg.removesuffix(" at").removesuffix(" starting")
+    if exc.msg.endswith("starting at"):
+        return f"{msg} starting at column {exc.colno}"
+    return f"{msg} at column {exc.colno}"
+
+
+def decode_line(raw: str | bytes, *, source: str | None = None, line: int | None = None) -> Any:
+    """The JSON value of one ledger line; `RecordError` (file, line) when it is not UTF-8 or not JSON."""
+    text: str
+    if isinstance(raw, bytes):
+        try:
+            text = clean_line(raw).decode("utf-8")  # type: ignore[union-attr]
+        except UnicodeDecodeError as exc:
+            raise RecordError(f"not UTF-8 ({exc.reason} at byte {exc.start})", source=source, line=line) from None
+    else:
+        text = clean_line(raw)  # type: ignore[assignment]
+    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:
+        # refused by depth, not by whatever stack the reader happens to run on: every reader says the same
+        raise RecordError(f"nested more than {MAX_DEPTH} levels deep", source=source, line=line)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"not valid JSON ({json_error_text(exc)})", source=source, line=line) from None
+    except RecursionError:
+        raise RecordError(f"nested more than {MAX_DEPTH} levels deep", source=source, line=line) from None
+
+
+#: Deeper JSON is refused (Python's recursion limit would otherwise decide, differently per caller).
+MAX_DEPTH = 400
+_NESTING = re.compile(r'[\[\]{}]|"(?:[^"\\]|\\.)*+"', re.DOTALL)
+
+
+def _depth(text: str) -> int:
+    """The deepest bracket nesting outside strings (linear: the regex skips strings whole)."""
+    depth = deepest = 0
+    for m in _NESTING.finditer(text):
+        c = m.group()[0]
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def ledger_name(src: str | Path) -> str:
+    """How a ledger source is named in messages (``<stdin>`` for ``-``)."""
+    return "<stdin>" if str(src) == STDIN else str(src)
+
+
+def open_ledger(src: str | Path) -> IO[bytes]:
+    """A ledger file opened for reading bytes (``-``: standard input); `LedgerError` naming the path otherwise."""
+    if str(src) == STDIN:
+        return sys.stdin.buffer
+    path = Path(src)
+    if path.is_dir():
+        raise LedgerError(f"cannot open ledger {path}: it is a folder, not a ledger file (give the .jsonl files)")
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise LedgerError(f"cannot open ledger {path}: {exc.strerror or exc}") from exc

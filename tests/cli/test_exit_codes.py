@@ -1,0 +1,118 @@
+"""The installed `boe` console script: usage errors, failures, internal errors and Ctrl-C get their exit codes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BOE = shutil.which("boe", path=str(Path(sys.executable).parent))
+
+
+def boe(*args: str, env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
+    assert BOE is not None, "the boe console script is not installed next to this interpreter"
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("BOE_")}
+    full_env.update(env or {})
+    return subprocess.run([BOE, *args], capture_output=True, text=True, env=full_env, timeout=120, **kw)  # type: ignore[call-overload]
+
+
+def no_traceback(res: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in res.stderr + res.stdout, res.stderr
+    assert "ModuleNotFoundError" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("replay", "x.jsonl", "--no-such-flag"), "No such option: --no-such-flag"),
+        (("nosuch",), "No such command 'nosuch'"),
+        (("ask",), "Missing argument"),
+        (("batch",), "Missing argument 'dataset'"),
+        (("ask", "img.png", "what is it?", "--model", "m"), "Missing option '--base-url'"),
+        (("replay", "x.jsonl", "--budget"), "requires an argument"),
+        (("sim", "ledger", "--kind", "pool", "--n", "abc"), "Invalid value for '--n'"),
+    ],
+)
+def test_usage_errors_print_usage_and_exit_2(args: tuple[str, ...], words: str) -> None:
+    res = boe(*args)
+    no_traceback(res)
+    assert res.returncode == 2, res.stderr
+    assert words in res.stderr
+    assert "Usage: boe" in res.stderr or "Try 'boe replay --help' for help." in res.stderr
+
+
+def test_configuration_errors_exit_2(tmp_path: Path) -> None:
+    res = boe("replay", str(tmp_path / "missing.jsonl"))
+    no_traceback(res)
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: cannot open ledger") and "missing.jsonl" in res.stderr
+    res = boe("sim", "ledger", "--kind", "nope")
+    assert res.returncode == 2 and "--kind must be" in res.stderr
+    no_traceback(res)
+
+
+def test_help_documents_exit_codes() -> None:
+    res = boe("--help")
+    assert res.returncode == 0
+    assert "Exit codes" in res.stdout and "130 interrupted" in res.stdout.replace("\n", " ")
+
+
+def test_internal_error_prints_one_line_and_a_log(tmp_path: Path) -> None:
+    # a module the replay command imports lazily fails to import: an internal error, not the user's
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Boom:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'boe.core.loading':\n"
+        "            raise RuntimeError('injected fault for the test')\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Boom())\n"
+    )
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text("")
+    env = {"PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    res = boe("replay", str(ledger), env=env)
+    no_traceback(res)
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "internal error" in lines[0] and "injected fault for the test" in lines[0]
+    log = Path(lines[0].rsplit("the traceback is in ", 1)[1].strip())
+    assert log.is_file() and log.is_relative_to(tmp_path / "cache")
+    text = log.read_text()
+    assert "Traceback" in text and "RuntimeError: injected fault for the test" in text
+
+
+def test_ctrl_c_exits_130(tmp_path: Path) -> None:
+    """SIGINT during a batch whose model replies take 30 s: exit 130 with one line, no traceback."""
+    from boe.sim import serve_in_thread
+    from boe.sim.dataset import generate_dataset
+    from boe.sim.faults import FaultPlan
+
+    data = generate_dataset(tmp_path / "data", 2, seed=1, size=64)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOE_")}
+    env["BOE_WORKER_LOCKS"] = str(tmp_path / "locks")
+    with serve_in_thread(faults=FaultPlan(latency_ms=30_000)) as sim:
+        assert BOE is not None
+        proc = subprocess.Popen(
+            [BOE, "batch", str(data), "--base-url", sim.base_url, "--model", "boe-sim", "--db",
+             str(tmp_path / "r.db"), "--run", "r", "--k", "2", "--no-progress"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell may ignore it
+        )
+        deadline = time.monotonic() + 60
+        while sim.stats().get("requests", 0) == 0 and time.monotonic() < deadline:  # the batch is waiting on a reply
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "error: interrupted"
