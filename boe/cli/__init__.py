@@ -4,6 +4,7 @@ libraries only inside the command that needs them, so `boe --help` stays fast.""
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 
 import typer
@@ -127,6 +128,15 @@ def _one_line(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
+_KEYS = re.compile(r"\b(sk|pk|key|token)[-_][A-Za-z0-9_-]{8,}", re.IGNORECASE)
+
+
+def _redact(text: str) -> str:
+    """Credentials never reach a log: ``scheme://user:secret@host`` loses its user part, key-like words are masked."""
+    return _KEYS.sub("***", _CREDENTIALS.sub(r"\g<scheme>***@", text))
+
+
 def _crash_log(exc: BaseException) -> str | None:
     """Write the traceback to a log file (user cache dir, else the temp dir); its path, or None."""
     import os
@@ -134,8 +144,8 @@ def _crash_log(exc: BaseException) -> str | None:
     import time
     import traceback
 
-    text = "".join(traceback.format_exception(exc))
-    header = f"boe {__version__} {time.strftime('%Y-%m-%dT%H:%M:%S')} argv={sys.argv!r}\n"
+    text = _redact("".join(traceback.format_exception(exc)))
+    header = _redact(f"boe {__version__} {time.strftime('%Y-%m-%dT%H:%M:%S')} argv={sys.argv!r}\n")
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     for folder in (os.path.join(cache, "boe", "logs"), os.path.join(tempfile.gettempdir(), "boe-logs")):

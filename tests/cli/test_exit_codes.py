@@ -116,3 +116,19 @@ def test_ctrl_c_exits_130(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "error: interrupted"
+
+
+def test_crash_log_never_holds_credentials(tmp_path: Path, monkeypatch) -> None:
+    """A store URL's password or a key-like word on the command line or in the error stays out of the log."""
+    from boe.cli import _crash_log
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr("sys.argv", ["boe", "batch", "--db", "postgresql+psycopg://bob:hunter2@db/boe"])
+    try:
+        raise RuntimeError("could not reach postgresql+psycopg://bob:hunter2@db/boe with sk-abcdefghijklmnop")
+    except RuntimeError as exc:
+        log = _crash_log(exc)
+    assert log is not None
+    text = Path(log).read_text()
+    assert "hunter2" not in text and "bob" not in text and "sk-abcdefghijklmnop" not in text
+    assert "postgresql+psycopg://***@db/boe" in text
