@@ -110,3 +110,18 @@ def test_replies_over_the_cap_are_refused_and_errors_are_boe_errors():
     assert isinstance(info.value, BoeError)
     with pytest.raises(ReplyError, match="candidates"):
         extract_json('{"a": b} ' * 1000)
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        pytest.param('{"{"verdict":"reject"}', id="unbalanced-quote-before"),
+        pytest.param('The candidate wrote {"verdict": "reject"', id="unclosed-object-before"),
+        pytest.param('{"a": "{"} {"verdict": "reject"} and {', id="stray-braces-before"),
+    ],
+)
+def test_the_final_object_wins_over_broken_prose(prose: str) -> None:
+    """Prose that desynchronises a brace scan (quoted candidate text) never hides or replaces the judge's object."""
+    final = '{"verdict": "confirm", "rationale": "{ looks right"}'
+    assert read_verdict(prose + final) == ("confirm", "{ looks right")
+    assert read_verdict(prose + "\n```json\n" + final + "\n```") == ("confirm", "{ looks right")
