@@ -81,6 +81,7 @@ class ViewContext:
     budget: float
     group_keys: list[str]
     calibration_of: Any  # question index -> Calibration
+    agent_log: bool = True  # show a record's own agent evidence log (else the replay under calibration_of)
     base_dir: Path | None = None
     stored_images: Mapping[tuple[str, str], Sequence[ImageSource]] = field(default_factory=dict)
     strings: Strings = field(default_factory=Strings)
@@ -190,7 +191,7 @@ def question_view(
     raw_run = ctx.runs.get("raw")
     prior = np.asarray(raw_run.scores_of(r, q.k)) if raw_run is not None else np.full(q.k, np.nan)
     raw_sel = int(raw_run.selected[r]) if raw_run is not None else -1
-    own = agent is not None and isinstance(evidence, list)
+    own = ctx.agent_log and agent is not None and isinstance(evidence, list)
     figs = _figures(rec, q, ctx)
     if own:
         assert agent is not None and isinstance(evidence, list)
