@@ -211,7 +211,7 @@ def question_key(image_id: str, question: str, options: Mapping[str, str] | None
 
 def prior_note(cal: Calibration, dataset: str) -> str:
     """The one message that says an uncovered dataset is scored under the prior, and how to fit a real one."""
-    chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in PRIOR_CHANNELS.items())
+    chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in PRIOR_CHANNELS.items() if ch != "structured")
     return (
         f"the calibration does not cover dataset {dataset!r}: its checks are weighted by the PRIOR calibration "
         f"(channel kappa {chans}; of the order the paper reports, not fitted on your data). Fit one: "

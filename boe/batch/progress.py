@@ -23,6 +23,7 @@ class BatchStats:
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    live_requests: int = 0  # model requests finished so far, of unfinished questions too
     started: float = field(default_factory=time.monotonic)
 
     def add_calls(self, calls: list[dict[str, Any]]) -> None:
@@ -99,6 +100,7 @@ class RichProgress:
             TextColumn("{task.fields[tokens]}"),
             TextColumn("{task.fields[calls]}"),
             TextColumn("{task.fields[errors]}"),
+            TextColumn("{task.fields[status]}"),
             console=console,
             transient=False,
             refresh_per_second=4,
@@ -108,7 +110,7 @@ class RichProgress:
     def start(self, total: int, description: str) -> None:
         self._progress.start()
         self._task = self._progress.add_task(
-            description, total=total, rate="", tokens="", calls="", errors=""
+            description, total=total, rate="", tokens="", calls="", errors="", status=""
         )
 
     def update(self, stats: BatchStats) -> None:
@@ -120,13 +122,19 @@ class RichProgress:
             completed=stats.done,
             rate=f"{stats.per_minute:.1f} q/min",
             tokens=f"{human(stats.tokens)} tok",
-            calls=f"{human(stats.calls_paid)} calls (+{human(stats.calls_cached)} cached)",
+            calls=f"{human(max(stats.calls_paid, stats.live_requests))} calls (+{human(stats.calls_cached)} cached)",
+            status="",
             errors=(
                 f"[red]{stats.failed} failed, {stats.lost} lost, {stats.call_errors} call errors[/]"
                 if errors or stats.call_errors
                 else "no errors"
             ),
         )
+
+    def status(self, text: str) -> None:
+        """What the worker waits on (shown after the counters until the next update)."""
+        if self._task is not None:
+            self._progress.update(self._task, status=f"[yellow]{text}[/]")
 
     def stop(self) -> None:
         self._progress.stop()

@@ -51,6 +51,26 @@ def _moved(result: AskResult, ids: list[int]) -> str:
     return " ".join(f"{k}×{n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def _narration(result: AskResult) -> Any:
+    """The evidence log in words (boe.report.narrate), or None when the record cannot be read as a ledger."""
+    from boe.core.graph import GroupIndex, Question
+    from boe.errors import BoeError
+    from boe.report.narrate import narrate
+
+    try:
+        q = Question.from_dict(result.record, GroupIndex())
+    except (BoeError, KeyError, TypeError, ValueError):
+        return None
+    steps = []
+    for e in result.evidence:
+        if e.get("id") not in q.action_ids:
+            return None
+        o = {"confirm": 1, "reject": -1}.get(str(e.get("outcome")), 0)
+        steps.append((q.action_ids.index(e["id"]), o, float(e.get("kappa") or 0.5)))
+    cheap = (result.record.get("agent") or {}).get("cheap_kappa")
+    return narrate(q, steps, float(cheap) if cheap else 0.55)
+
+
 def render_result(result: AskResult, console: Console, *, title: str | None = None) -> None:
     """Print the candidates, the selection beside the raw majority, and the evidence log."""
     from rich.markup import escape
@@ -60,6 +80,7 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
     cands = result.candidates
     head = title or f"question {result.question_id}"
     console.print(f"\n[bold]{escape(head)}[/]: {escape(result.question)}", highlight=False)
+    console.print(f"[dim]calibration: {escape(str(prior.get('calibration')))}[/]", highlight=False)
     if result.options:
         console.print("  options: " + ", ".join(f"{k}={escape(v)}" for k, v in result.options.items()), highlight=False)
     t = Table(
@@ -122,7 +143,8 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         "grounded_factor": "judge, crop",
         "whole_response": "judge, whole response",
     }
-    for e in result.evidence:
+    narration = _narration(result)
+    for n, e in enumerate(result.evidence):
         view = e.get("view") or {}
         kind = kinds.get(e["kind"], e["kind"])
         if e["kind"] == "grounded_factor" and view.get("kind") in ("mask", "overlay"):
@@ -144,14 +166,19 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             f"cost {_num(e['cost'])}{_cost_note(e)}, κ {e['kappa']:.3f} → [{colours[e['outcome']]}]{e['outcome']}[/]",
             highlight=False,
         )
-        up, down = _moved(result, e["moved_up"]), _moved(result, e["moved_down"])
-        if up or down:
-            console.print(f"     up: {escape(up) or '-'}   down: {escape(down) or '-'}", highlight=False)
+        if narration is not None and n < len(narration.steps):
+            console.print(f"     {escape(narration.steps[n])}", highlight=False)
+        else:
+            up, down = _moved(result, e["moved_up"]), _moved(result, e["moved_down"])
+            if up or down:
+                console.print(f"     up: {escape(up) or '-'}   down: {escape(down) or '-'}", highlight=False)
         if e.get("error"):
             console.print(f"     [red]error:[/] {escape(_short(e['error'], 160))}", highlight=False)
         elif e.get("rationale"):
             console.print(f"     [dim]{escape(_short(e['rationale'], 160))}[/]", highlight=False)
-    if not result.evidence:
+    if narration is not None:
+        console.print(f"  [bold]{escape(narration.closing)}[/]", highlight=False)
+    elif not result.evidence:
         console.print("  [dim](nothing bought)[/]", highlight=False)
     verdict = ""
     if result.reference is not None:

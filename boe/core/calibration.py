@@ -74,6 +74,7 @@ class CalibrationInfo(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     method: str  # "fit" (plug-in on a full ledger), "prior" (hand-set channel values), ...
+    how: str | None = None  # the method in words
     datasets: dict[str, int] = Field(default_factory=dict)  # dataset -> questions fitted on
     questions: int = 0
     groups: int = 0
@@ -102,10 +103,12 @@ class Calibration(BaseModel):
         if found is not None:
             return found
         if self.defaults:
-            rest = key.partition("/")[2]
-            hit = self.defaults.get(rest) or self.defaults.get(rest.partition("/")[0])
-            if hit is not None:
-                return hit
+            rest = key.partition("/")[2]  # the group without its dataset: "channel/slot" or "channel"
+            channel, _, slot = rest.partition("/")
+            for name in (rest, f"{channel}/answer" if slot.startswith("answer:") else "", channel):
+                hit = self.defaults.get(name) if name else None
+                if hit is not None:
+                    return hit
         return UNSEEN
 
     def datasets(self) -> set[str]:
@@ -156,14 +159,16 @@ def fit_groups(
 #: of the order the paper's channel table reports (Table "complete assigned channel-discrimination index":
 #: VLM 0.50-0.59, grounded 0.51-0.61, whole 0.61-0.72); ``record`` (a claim checked against a value the record
 #: states: DICOM header, metadata, question text) is of the order the shipped simulator fit gives its DICOM header
-#: checks (0.76-0.89); ``structured`` (vocabulary checks of values the record does not state) settles nothing the
+#: checks of the answer-bearing claim (``record/answer``: 0.76-0.89) and of supporting claims (0.50-0.53: knowing
+#: the modality says little about which plane answer is right); ``structured`` (vocabulary checks of values the record does not state) settles nothing the
 #: claims extracted from candidates could be wrong about (they are canonicalised into the vocabulary already), so
 #: its prior is "always unresolved": it is never bought.
 PRIOR_CHANNELS: dict[str, tuple[float, tuple[float, float, float]]] = {
     "vlm": (0.53, (0.50, 0.40, 0.10)),
     "grounded": (0.53, (0.50, 0.40, 0.10)),
     "whole": (0.64, (0.50, 0.45, 0.05)),
-    "record": (0.85, (0.50, 0.50, 0.00)),
+    "record/answer": (0.85, (0.50, 0.50, 0.00)),
+    "record": (0.55, (0.50, 0.50, 0.00)),
     "structured": (0.50, (0.00, 0.00, 1.00)),
 }
 
@@ -192,7 +197,7 @@ def with_prior(cal: Calibration, dataset: str) -> tuple[Calibration, bool]:
     """
     prior = _prior_groups()
     whole = not cal.covers(dataset)
-    add = prior if whole else {"record": prior["record"]}
+    add = prior if whole else {k: v for k, v in prior.items() if k.partition("/")[0] == "record"}
     defaults = {**add, **cal.defaults}
     if defaults == cal.defaults:
         return cal, False
@@ -211,9 +216,9 @@ def describe_calibration(cal: Calibration) -> str:
         return f"{src} (datasets {names}; {len(cal.groups)} groups)"
     if info.method == "prior":
         return src
-    ds = ", ".join(f"{d} ({n} q)" for d, n in sorted(info.datasets.items())) or "none"
-    when = f", {info.created}" if info.created else ""
-    return f"{src} ({info.method} on {info.questions} questions of {ds}; {info.groups} groups{when})"
+    ds = ", ".join(f"{d} {n}" for d, n in sorted(info.datasets.items())) or "none"
+    when = f"; {info.created}" if info.created else ""
+    return f"{src} ({info.method} on {info.questions} labelled questions: {ds}; {info.groups} groups{when})"
 
 
 def crossfit_folds(question_keys: list[str], n_folds: int, seed: int = 0) -> npt.NDArray[np.int32]:
