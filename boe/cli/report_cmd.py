@@ -151,13 +151,14 @@ def report_json(rep: Any, html: str) -> dict[str, Any]:
             {
                 "dataset": row.dataset,
                 "question_id": row.question_id,
+                "selected_index": view["sel"],
                 "raw": row.raw,
                 "raw_correct": row.raw_ok,
                 "selected": row.selected,
                 "selected_correct": row.selected_ok,
                 "spent": row.spent,
             }
-            for row in rep.table
+            for row, view in zip(rep.table, rep.questions, strict=True)
         ],
     }
     return data
