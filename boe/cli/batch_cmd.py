@@ -149,7 +149,7 @@ def _resume_command() -> str:
 
     from boe.util import redact_url
 
-    args = [redact_url(a) if "://" in a else a for a in sys.argv[1:]]
+    args = [redact_url(a) if "@" in a and "://" in a else a for a in sys.argv[1:]]  # credentials only
     return shlex.join(["boe", *args])
 
 

@@ -100,7 +100,7 @@ def _load(ledgers: list[Path], db: str | None, runs: list[str]) -> tuple[list[An
                 if not qs:
                     raise ConfigError(f"run {name!r} in {redact_url(url)} holds no question")
                 questions += qs
-                sources.append(f"{redact_url(str(db))}#{name}")
+                sources.append(f"{redact_url(str(db)) if '@' in str(db) else db}#{name}")
     return questions, groups.keys, sources
 
 
