@@ -157,12 +157,12 @@ def fit_groups(
 
 #: The labelled prior calibration's channels (kappa, p confirm/reject/unresolved). The model-judged channels are
 #: of the order the paper's channel table reports (Table "complete assigned channel-discrimination index":
-#: VLM 0.50-0.59, grounded 0.51-0.61, whole 0.61-0.72); ``record`` (a claim checked against a value the record
-#: states: DICOM header, metadata, question text) is of the order the shipped simulator fit gives its DICOM header
-#: checks of the answer-bearing claim (``record/answer``: 0.76-0.89) and of supporting claims (0.50-0.53: knowing
-#: the modality says little about which plane answer is right); ``structured`` (vocabulary checks of values the record does not state) settles nothing the
-#: claims extracted from candidates could be wrong about (they are canonicalised into the vocabulary already), so
-#: its prior is "always unresolved": it is never bought.
+#: VLM 0.50-0.59, grounded 0.51-0.61, whole 0.61-0.72). ``record`` (a claim checked against a value the record
+#: states: DICOM header, metadata, question text) is of the order the shipped simulator fit gives its DICOM
+#: header checks: 0.76-0.89 for the answer-bearing claim (``record/answer``), 0.50-0.53 for supporting claims
+#: (knowing the modality says little about which plane answer is right). ``structured`` (vocabulary checks of
+#: values the record does not state) settles nothing a canonicalised claim could be wrong about, so its prior
+#: is "always unresolved": it is never bought.
 PRIOR_CHANNELS: dict[str, tuple[float, tuple[float, float, float]]] = {
     "vlm": (0.53, (0.50, 0.40, 0.10)),
     "grounded": (0.53, (0.50, 0.40, 0.10)),
