@@ -214,9 +214,9 @@ def prior_note(cal: Calibration, dataset: str) -> str:
     chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in PRIOR_CHANNELS.items() if ch != "structured")
     return (
         f"the calibration does not cover dataset {dataset!r}: its checks are weighted by the PRIOR calibration "
-        f"(channel kappa {chans}; of the order the paper reports, not fitted on your data). Fit one: "
-        f"boe batch DATA --ledger full --db runs.db --run NAME, then boe calibrate --db runs.db --run NAME "
-        f"--out {dataset}-calibration.json, and pass --calibration {dataset}-calibration.json"
+        f"(channel kappa {chans}; of the order the paper reports, not fitted on your data). Fit one on a "
+        f"labelled full-ledger run (boe batch DATA --ledger full --db runs.db --run NAME): boe calibrate --db "
+        f"runs.db --run NAME --out {dataset}-calibration.json, then pass --calibration {dataset}-calibration.json"
     )
 
 

@@ -464,19 +464,13 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
         "(python benchmarks/agent_accuracy.py measures 100 fresh simulator questions).[/]",
         highlight=False,
     )
-    cal = cfg.calibration or _shipped_calibration_path()
     console.print(
-        f"stored as run [bold]{escape(str(summary['run']))}[/] in {escape(summary['db'])}; replay it offline with\n"
+        f"stored as run [bold]{escape(str(summary['run']))}[/] in {escape(summary['db'])}; replay it offline "
+        "(under the calibration it ran with) with\n"
         f"  boe replay --db {escape(summary['db'])} --run {escape(str(summary['run']))} --policy {cfg.policy} "
-        f"--budget {_num(cfg.budget)} --calibration {escape(str(cal))} --transcripts replay.jsonl",
+        f"--budget {_num(cfg.budget)} --calibration run --transcripts replay.jsonl",
         highlight=False,
     )
-
-
-def _shipped_calibration_path() -> str:
-    from boe.agent.configuration import _default_path
-
-    return _default_path()
 
 
 def _parse_costs(text: str | None) -> dict[str, Any]:

@@ -132,10 +132,42 @@ def report_command(
         highlight=False,
         soft_wrap=True,
     )
+    _print_accuracy(rep)
     for p in files.pngs:
         console.print(f"wrote {escape(str(p))}", highlight=False, soft_wrap=True)
     for w in rep.warnings:
         console.print(f"[yellow]note[/] {escape(w)}", highlight=False, soft_wrap=True)
+
+
+def _print_accuracy(rep: Any) -> None:
+    """The report's accuracy table at its main budget, on the terminal (80 columns; the HTML has every budget)."""
+    from rich import box
+    from rich.table import Table
+
+    b = rep.settings.main_budget
+    rows = [r for r in rep.experiment.rows if r.budget == b]
+    if not rows:
+        return
+    t = Table(
+        title=f"accuracy at budget {b:g} (the HTML report has every budget)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        title_justify="left",
+    )
+    for col in ("dataset", "policy", "N", "acc", "Oracle@K", "rescue", "corr/harm", "ΔAcc pp"):
+        t.add_column(col, justify="left" if col in ("dataset", "policy") else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(
+            r.dataset,
+            r.policy,
+            str(r.n),
+            f"{r.accuracy:.3f}",
+            f"{r.oracle_at_k:.3f}",
+            f"{r.rescue_rate:.3f}",
+            f"{r.corrections}/{r.harms}",
+            f"{100 * r.delta_acc:+.2f}",
+        )
+    err_console().print(t)
 
 
 def report_json(rep: Any, html: str) -> dict[str, Any]:
