@@ -197,8 +197,11 @@ def _next_commands(summary: Any, config: Any) -> list[str]:
     db, run = summary.store, summary.run
     if not summary.complete:
         return [_resume_command()]
+    a = config.agent
+    policies, budgets = ("raw,boe,random-factor,whole", "1,4,16") if a.ledger == "full" else (
+        f"raw,{a.policy}", f"{a.budget:g}")  # an online run holds only what its policy bought
     out = [
-        f"boe replay --db {db} --run {run} --policy raw,boe,random-factor,whole --budget 1,4,16",
+        f"boe replay --db {db} --run {run} --policy {policies} --budget {budgets}",
         f"boe report --db {db} --run {run} --out {run}-report.html",
     ]
     if config.agent.ledger == "full":
