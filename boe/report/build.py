@@ -11,7 +11,7 @@ from boe.errors import ConfigError, RecordError
 from boe.report.html import question_html, report_html
 from boe.report.images import MAX_SIDE
 from boe.report.model import REPORT_BUDGET, Report, build_question, build_report, resolve_settings
-from boe.report.narrate import Narration, narrate
+from boe.report.narrate import Narration
 from boe.report.plots import make_plots, save_png
 from boe.report.source import open_source
 
@@ -118,7 +118,7 @@ def make_question_page(
         )
         view, strings, slots, images, _ = build_question(source, index, settings, max_side=max_side)
         label = source.label
-        narration = _narration(source.questions[index], view, strings, settings)
+        narration = _narration(view, strings)
     text = question_html(
         view,
         strings,
@@ -134,17 +134,9 @@ def make_question_page(
     )
 
 
-def _narration(q: Any, view: dict[str, Any], strings: list[str], settings: Any) -> Narration:
-    """The view's evidence log in words (kappa as the view shows it; the cheap kappa of the calibration)."""
-    from boe.core.calibration import DEFAULT_CHEAP_KAPPA, Calibration
-
-    cal = settings.calibration
-    cheap = cal.cheap_kappa if isinstance(cal, Calibration) else DEFAULT_CHEAP_KAPPA
-    steps = []
-    for step in view["log"]:
-        aid = strings[step[0]] if step[0] >= 0 else None
-        if aid not in q.action_ids:
-            continue
-        kappa = float(step[7]) if step[7] is not None else 0.5
-        steps.append((q.action_ids.index(aid), {"c": 1, "r": -1}.get(step[5], 0), kappa))
-    return narrate(q, steps, cheap)
+def _narration(view: dict[str, Any], strings: list[str]) -> Narration | None:
+    """The view's evidence log in words (computed with the view: boe.report.questions)."""
+    if "close" not in view:
+        return None
+    words = [strings[i] for i in view.get("words") or []]
+    return Narration(words, [bool(x) for x in view.get("inert") or []], strings[view["close"]])

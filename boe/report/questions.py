@@ -205,6 +205,11 @@ def question_view(
         if cal:
             how += f", calibration {cal}"
         log = [_agent_step(e, q, ctx, figs) for e in evidence if isinstance(e, Mapping)]
+        told = [
+            (str(e.get("id")), _OUTCOME_SIGN.get(str(e.get("outcome")), 0), float(e.get("kappa") or 0.5))
+            for e in evidence
+            if isinstance(e, Mapping)
+        ]
     else:
         run = ctx.runs[ctx.focus]
         final = np.asarray(run.scores_of(r, q.k))
@@ -212,6 +217,11 @@ def question_view(
         spent = float(run.cost[r])
         how = f"replay: {ctx.focus} at budget {_budget(ctx.budget)} ({_cal_name(ctx.calibration_of(r))})"
         log = [_replay_step(int(a), q, r, actions, ctx, figs) for a in run.actions_of(r)]
+        cal = ctx.calibration_of(r)
+        told = [
+            (q.action_ids[a], int(q.outcome[a]), cal.group(ctx.group_keys[int(q.group[a])]).kappa)
+            for a in (int(x) for x in run.actions_of(r))
+        ]
     if len(final) != q.k:
         final = np.full(q.k, np.nan)
     if len(prior) != q.k:
@@ -265,6 +275,12 @@ def question_view(
         "ps": [int(ctx.runs[p].selected[r]) for p in ctx.policies],
         "how": S.add(how),
     }
+    nar = _narration(q, told, ctx, r)
+    if nar is not None:
+        view["close"] = S.add(nar.closing)
+        view["inert"] = [int(x) for x in nar.inert]
+        if detail:  # the words of every step only on a question's own page (a report stays small)
+            view["words"] = [S.add(w) for w in nar.steps]
     if detail:
         view["rawtext"] = [_text(c.get("raw_text")) for c in cands]
         view["menu"] = [
@@ -299,6 +315,21 @@ def question_view(
             else []
         )
     return view
+
+
+_OUTCOME_SIGN = {"confirm": 1, "reject": -1}
+
+
+def _narration(q: Question, told: list[tuple[str, int, float]], ctx: ViewContext, r: int) -> Any:
+    """The log in words (boe.report.narrate), or None when a step names an action the record does not hold."""
+    from boe.report.narrate import narrate
+
+    steps = []
+    for aid, o, kappa in told:
+        if aid not in q.action_ids:
+            return None
+        steps.append((q.action_ids.index(aid), o, kappa))
+    return narrate(q, steps, ctx.calibration_of(r).cheap_kappa)
 
 
 def how_of(view: Mapping[str, Any], strings: Sequence[str]) -> str:
