@@ -71,6 +71,18 @@ def _narration(result: AskResult) -> Any:
     return narrate(q, steps, float(cheap) if cheap else 0.55)
 
 
+def _with_words(result: AskResult) -> dict[str, Any]:
+    """``result.to_json()`` with the evidence log in words (each entry's ``words``, and ``closing``)."""
+    data: dict[str, Any] = result.to_json()
+    nar = _narration(result)
+    if nar is not None and isinstance(data.get("evidence"), list):
+        for entry, words, inert in zip(data["evidence"], nar.steps, nar.inert, strict=False):
+            if isinstance(entry, dict):
+                entry["words"], entry["could_change_choice"] = words, not inert
+        data["closing"] = nar.closing
+    return data
+
+
 def render_result(result: AskResult, console: Console, *, title: str | None = None) -> None:
     """Print the candidates, the selection beside the raw majority, and the evidence log."""
     from rich.markup import escape
@@ -348,7 +360,7 @@ def ask_command(
         images, question, config=cfg, options=options, reference=reference, db=db, run_name=run, checkpoint=checkpoint
     )
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+        sys.stdout.write(json.dumps(_with_words(result), indent=2, default=str) + "\n")
         return
     render_result(result, out_console())
     if db is not None:
@@ -423,7 +435,7 @@ def demo_command(
         "calibration": cfg.load_calibration().source,
     }
     if as_json:
-        out = {"summary": summary, "results": [r.to_json() for r in run.results]}
+        out = {"summary": summary, "results": [_with_words(r) for r in run.results]}
         sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
         return
     _render_summary(console, run, summary, cfg)
