@@ -120,6 +120,8 @@ def report_command(
     rep = files.report
     shown = sum(1 for e in rep.images.values() if e.src)
     console.print(f"[bold]calibration:[/] {escape(rep.settings.calibration_label)}", highlight=False, soft_wrap=True)
+    for w in rep.settings.calibration_warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     if as_json:
         import json
         import sys
@@ -136,7 +138,8 @@ def report_command(
     for p in files.pngs:
         console.print(f"wrote {escape(str(p))}", highlight=False, soft_wrap=True)
     for w in rep.warnings:
-        console.print(f"[yellow]note[/] {escape(w)}", highlight=False, soft_wrap=True)
+        if w not in rep.settings.calibration_warnings:
+            console.print(f"[yellow]note[/] {escape(w)}", highlight=False, soft_wrap=True)
 
 
 def _print_accuracy(rep: Any) -> None:
@@ -148,17 +151,20 @@ def _print_accuracy(rep: Any) -> None:
     rows = [r for r in rep.experiment.rows if r.budget == b]
     if not rows:
         return
+    several = len({r.dataset for r in rows}) > 1
+    only = "" if several else f"{rows[0].dataset}: "
     t = Table(
-        title=f"accuracy at budget {b:g} (the HTML report has every budget)",
+        title=f"{only}accuracy at budget {b:g} (the HTML report has every budget)",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         title_justify="left",
     )
-    for col in ("dataset", "policy", "N", "acc", "Oracle@K", "rescue", "corr/harm", "ΔAcc pp"):
+    cols = ("dataset",) * several + ("policy", "N", "acc", "Oracle@K", "rescue", "corr/harm", "ΔAcc pp")
+    for col in cols:
         t.add_column(col, justify="left" if col in ("dataset", "policy") else "right", no_wrap=True)
     for r in rows:
         t.add_row(
-            r.dataset,
+            *(r.dataset,) * several,
             r.policy,
             str(r.n),
             f"{r.accuracy:.3f}",
