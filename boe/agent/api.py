@@ -264,6 +264,12 @@ class Agent:
             self.calibration, uncovered = with_prior(self.calibration, config.dataset)
             if uncovered:
                 self.notes.append(prior_note(self.calibration, config.dataset))
+                if config.policy.startswith("bayes"):
+                    self.notes.append(
+                        f"the {config.policy} policy reads its own observation model (extra.bayes), which has no "
+                        f"channel of dataset {config.dataset!r}: its checks carry no weight until boe calibrate "
+                        "fits one (the prior above serves the boe policies)"
+                    )
 
     async def __aenter__(self) -> Agent:
         await self.open()
