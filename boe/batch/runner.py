@@ -514,8 +514,9 @@ class BatchRunner:
         """Move the progress view with the model requests finished so far (it moves per check, not per question)."""
         transport = getattr(self._http_live, "_transport", None)
         sent = getattr(transport, "sent", None)
-        if isinstance(sent, int) and sent != self.stats.live_requests:
+        if isinstance(sent, int) and (sent != self.stats.live_requests or len(self.active) != self.stats.active):
             self.stats.live_requests = sent
+            self.stats.active = len(self.active)
             self.progress.update(self.stats)
 
     async def _say_waiting(self, run: Any) -> None:
@@ -584,7 +585,7 @@ class BatchRunner:
 
                 self._cpu_pool = ProcessPoolExecutor(cfg.cpu_workers, mp_context=multiprocessing.get_context("spawn"))
             todo = len(items) - len(stored)
-            self.stats = BatchStats(todo=todo)
+            self.stats = BatchStats(todo=todo, expected_requests=_expected_requests(agent_cfg))
             startup = time.perf_counter() - t_start
             self.progress.start(todo, f"{cfg.run} [{self.worker_id}]")
             background = [asyncio.create_task(self._flusher()), asyncio.create_task(self._heartbeat())]
@@ -661,6 +662,16 @@ class BatchRunner:
             self.identity.release()
         if self.store is not None:
             self.store.close()
+
+
+def _expected_requests(cfg: AgentConfig) -> float:
+    """A first guess of one question's model requests (the dry run's default basis), until some are measured."""
+    import math
+
+    claims = 5 + 2.5 * math.log2(max(cfg.k, 1))
+    if cfg.ledger == "full":
+        return 1 + 2 * claims + cfg.k
+    return 1 + cfg.budget / 4
 
 
 def run_batch(config: BatchConfig, *, progress: ProgressView | None = None, api_key: str | None = None) -> BatchSummary:

@@ -53,3 +53,27 @@ def test_ctrl_c_prints_the_command_that_resumes_the_batch(sim_data, locks, tmp_p
     resume = err.strip().splitlines()[-1].strip()
     assert resume.startswith("boe batch ") and f"--db {db}" in resume and "--run r" in resume
     assert Path(tmp_path / "runs.db").is_file()
+
+
+def test_the_bar_moves_with_every_finished_request_of_unfinished_questions():
+    import io
+
+    from rich.console import Console
+
+    from boe.batch.progress import BatchStats, RichProgress
+
+    stats = BatchStats(todo=10, expected_requests=20.0, active=3)
+    assert stats.partial == 0.0  # nothing sent yet
+    stats.live_requests = 10  # before any question is stored: the first guess of 20 requests a question
+    assert abs(stats.partial - 0.99 * 0.5) < 1e-9
+    stats.done, stats.requests, stats.live_requests = 2, 20, 35  # measured: 10 a question, 15 in progress
+    assert abs(stats.partial - 0.99 * 1.5) < 1e-9
+    stats.live_requests = 200
+    assert stats.partial < stats.active  # never a question more than those in progress
+    out = io.StringIO()
+    view = RichProgress(Console(file=out, force_terminal=True, width=200))
+    view.start(10, "r")
+    view.update(stats)
+    view.status("waiting: 4 held by ghost until 10:00:00 UTC")
+    view.stop()
+    assert "2/10" in out.getvalue() and "waiting: 4 held by ghost" in out.getvalue()  # stored, not the bar
