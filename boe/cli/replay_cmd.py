@@ -165,6 +165,20 @@ def replay_command(
                 pol = make_policy(p)
                 if hasattr(pol, "fit_extra"):
                     to_save = pol.fit_extra(questions, np.ones(len(questions), bool), to_save)
+        if to_save.info is None and not isinstance(cal_arg, Calibration):  # what a fitted file covers
+            from collections import Counter
+            from datetime import UTC, datetime
+
+            from boe.core.calibration import CalibrationInfo
+
+            to_save.info = CalibrationInfo(
+                method="fit",
+                how="plug-in kappa and p on every replayed question (boe replay --save-calibration)",
+                datasets=dict(sorted(Counter(q.dataset for q in questions).items())),
+                questions=len(questions),
+                groups=len(to_save.groups),
+                created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
         save_cal(to_save, save_calibration)
 
     warnings = choice.warnings + exp.warnings()
