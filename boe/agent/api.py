@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from boe.agent.configuration import AgentConfig, make_config
+from boe.agent.configuration import NEUTRAL, AgentConfig, make_config
 from boe.agent.costs import KINDS, MODEL_KINDS, CostMeter, QuestionCosts, load_costs_file, measured_costs
-from boe.core.calibration import Calibration
+from boe.core.calibration import PRIOR_CHANNELS, Calibration, with_prior
 from boe.errors import ConfigError, InputError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -213,6 +213,17 @@ def question_key(image_id: str, question: str, options: Mapping[str, str] | None
     return "q-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 
+def prior_note(cal: Calibration, dataset: str) -> str:
+    """The one message that says an uncovered dataset is scored under the prior, and how to fit a real one."""
+    chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in PRIOR_CHANNELS.items() if ch != "structured")
+    return (
+        f"the calibration does not cover dataset {dataset!r}: its checks are weighted by the PRIOR calibration "
+        f"(channel kappa {chans}; of the order the paper reports, not fitted on your data). Fit one on a "
+        f"labelled full-ledger run (boe batch DATA --ledger full --db runs.db --run NAME): boe calibrate --db "
+        f"runs.db --run NAME --out {dataset}-calibration.json, then pass --calibration {dataset}-calibration.json"
+    )
+
+
 class Agent:
     """Answers questions with one configuration, one pair of model clients, one store run."""
 
@@ -253,12 +264,16 @@ class Agent:
                     "(boe ask --costs FILE does this)"
                 )
             self._file_meter = file_meter
-        prefix = f"{config.dataset}/"
-        if not any(k.startswith(prefix) for k in self.calibration.groups):
-            self.notes.append(
-                f"the calibration ({self.calibration.source}) has no groups for dataset {config.dataset!r}: "
-                "every check has weight 0, so the selection is the raw majority"
-            )
+        if config.calibration != NEUTRAL:
+            self.calibration, uncovered = with_prior(self.calibration, config.dataset)
+            if uncovered:
+                self.notes.append(prior_note(self.calibration, config.dataset))
+                if config.policy.startswith("bayes"):
+                    self.notes.append(
+                        f"the {config.policy} policy reads its own observation model (extra.bayes), which has no "
+                        f"channel of dataset {config.dataset!r}: its checks carry no weight until boe calibrate "
+                        "fits one (the prior above serves the boe policies)"
+                    )
 
     async def __aenter__(self) -> Agent:
         await self.open()

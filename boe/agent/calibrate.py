@@ -31,21 +31,55 @@ from boe.core.calibration import Calibration, save_calibration
 __all__ = ["fit_calibration", "main"]
 
 
-def fit_calibration(records: list[Any], cheap_kappa: float | None = None) -> Calibration:
+def fit_calibration(
+    records: list[Any],
+    cheap_kappa: float | None = None,
+    *,
+    fitted_on: list[str] | None = None,
+    command: str | None = None,
+) -> Calibration:
     """kappa_g / p_g on the given full-ledger records, plus the bayes observation model when available."""
     from boe.core.experiment import load_questions
+
+    questions, groups = load_questions(records)
+    return fit_questions(questions, groups.keys, cheap_kappa, fitted_on=fitted_on, command=command)
+
+
+def fit_questions(
+    questions: list[Any],
+    group_keys: list[str],
+    cheap_kappa: float | None = None,
+    *,
+    fitted_on: list[str] | None = None,
+    command: str | None = None,
+) -> Calibration:
+    """The deployable calibration of these questions: the plug-in fit on all of them (spec section 4), the bayes
+    observation model (``extra.bayes``) when that policy is installed, and ``info`` saying what it covers."""
+    from collections import Counter
+    from datetime import UTC, datetime
+
+    from boe.core.calibration import CalibrationInfo
     from boe.core.policies import POLICIES, _load_plugins, make_policy
     from boe.core.replay import plan_calibration
 
-    questions, groups = load_questions(records)
-    plan = plan_calibration(questions, groups.keys, "fit", cheap_kappa=cheap_kappa)
+    plan = plan_calibration(questions, group_keys, "fit", cheap_kappa=cheap_kappa)
     cal = plan.calibrations[0]
     _load_plugins()
     if "bayes" in POLICIES:
         pol = make_policy("bayes")
         fit = getattr(pol, "fit_extra", None)
         if fit is not None:
-            cal = fit(questions, np.ones(len(questions), dtype=bool), cal, groups.keys)
+            cal = fit(questions, np.ones(len(questions), dtype=bool), cal, group_keys)
+    cal.info = CalibrationInfo(
+        method="fit",
+        how="plug-in kappa and p on every question (spec section 4), and the bayes observation model",
+        datasets=dict(sorted(Counter(q.dataset for q in questions).items())),
+        questions=len(questions),
+        groups=len(cal.groups),
+        created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        fitted_on=list(fitted_on or []),
+        command=command,
+    )
     return cal
 
 
@@ -95,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             seed = args.seed + 1
             run_name = f"calibration-ledger-dicom-n{args.dicom_n}-seed{seed}"
             records += asyncio.run(_ledger(args.dicom_n, seed, db, Path(tmp), run_name, dicom=True))
-    cal = fit_calibration(records)
+    cmd = f"python -m boe.agent.calibrate --n {args.n} --seed {args.seed} --dicom-n {args.dicom_n} --out {args.out}"
+    cal = fit_calibration(records, fitted_on=[f"{args.n} + {args.dicom_n} simulator questions"], command=cmd)
     save_calibration(cal, args.out)
     print(f"fitted {len(cal.groups)} groups on {len(records)} questions -> {args.out}")
     for key, g in sorted(cal.groups.items()):

@@ -308,6 +308,20 @@ def claim_group(channel: str, claim: Mapping[str, Any], q: Mapping[str, Any]) ->
     return f"{channel}/{claim['slot']}"
 
 
+def record_states(q: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
+    """Whether the record (DICOM header, metadata, question text) states what the claim's structured check reads.
+
+    Such checks form the ``record`` channel, whatever the dataset is called: their reliability is the record's.
+    """
+    from boe.tools.structured import _option_against_context
+
+    ctx = figure_context(q, claim.get("figure"))
+    if claim["slot"] == "option":
+        text = (q.get("options") or {}).get(claim.get("value")) if isinstance(q.get("options"), Mapping) else None
+        return isinstance(text, str) and _option_against_context(vocabulary(), text, ctx) is not None
+    return bool(ctx.get(claim["slot"]))
+
+
 def build_menu(
     claims: Sequence[Mapping[str, Any]],
     cands: Sequence[Mapping[str, Any]],
@@ -327,7 +341,8 @@ def build_menu(
     if "structured" in kinds:
         for c in claims:
             if c["slot"] in CLOSED_SLOTS or c["slot"] == "option":
-                menu.append(_factor("s", "structured", c, costs, design, claim_group("structured", c, q)))
+                channel = "record" if record_states(q, c) else "structured"
+                menu.append(_factor("s", "structured", c, costs, design, claim_group(channel, c, q)))
     for prefix, kind, channel in (("v", "vlm_factor", "vlm"), ("g", "grounded_factor", "grounded")):
         if kind in kinds:
             for c in claims:

@@ -254,3 +254,34 @@ def describe_dataset(ds: Dataset, path: str | Path) -> dict[str, Any]:
     """What a run records about its dataset (the path is where this worker read it)."""
     d = ds.describe()
     return {"name": ds.name, "format": ds.format, "path": str(path), "n_items": d["n_items"]}
+
+
+def load_batch_dataset(path: str, fmt: str | None, split: str | None) -> Dataset:
+    """The dataset a batch runs: one published split (``split``), or all of them only when asked (``all``).
+
+    A folder that holds several splits and no ``split`` is refused with the splits and their sizes: a run
+    that silently mixes training questions into a test set reports numbers about neither.
+    """
+    from boe.datasets import load_dataset
+    from boe.datasets._registry import FORMATS, detect_format
+    from boe.errors import ConfigError
+
+    name = fmt or detect_format(path)
+    options = FORMATS[name].options if name in FORMATS else {}
+    if split is not None and split != "all":
+        if "split" not in options:
+            raise ConfigError(f"--split: the {name} format has no published splits; leave --split out")
+        return load_dataset(path, name, split=split)
+    ds = load_dataset(path, name)
+    if split == "all":
+        return ds
+    sizes = Counter(str(it.metadata.get("split")) for it in ds.items if it.metadata.get("split"))
+    if len(sizes) > 1:
+        listing = ", ".join(f"{s} ({n} questions)" for s, n in sorted(sizes.items()))
+        first = "test" if "test" in sizes else sorted(sizes)[0]
+        dropped = f"; besides, {len(ds.issues)} record(s) could not be loaded ({ds.summary()})" if ds.issues else ""
+        raise ConfigError(
+            f"{path} holds {len(sizes)} splits: {listing}{dropped}. A run evaluates one: pass --split {first} "
+            "(or --split all to run them together)"
+        )
+    return ds

@@ -23,6 +23,9 @@ class BatchStats:
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    live_requests: int = 0  # model requests finished so far, of unfinished questions too
+    active: int = 0  # questions in progress
+    expected_requests: float = 0.0  # requests a question takes, until finished questions measure it
     started: float = field(default_factory=time.monotonic)
 
     def add_calls(self, calls: list[dict[str, Any]]) -> None:
@@ -36,6 +39,14 @@ class BatchStats:
             self.prompt_tokens += int(c.get("prompt_tokens") or 0)
             self.completion_tokens += int(c.get("completion_tokens") or 0)
             self.call_errors += bool(c.get("error"))
+
+    @property
+    def partial(self) -> float:
+        """Questions' worth of requests finished for questions still in progress (the bar moves per request)."""
+        per_q = self.requests / self.done if self.done and self.requests else self.expected_requests
+        if per_q <= 0 or not self.active:
+            return 0.0
+        return 0.99 * min(float(self.active), max(0, self.live_requests - self.requests) / per_q)
 
     @property
     def tokens(self) -> int:
@@ -87,18 +98,19 @@ class RichProgress:
     """A progress bar on stderr: questions, throughput, ETA, tokens, calls and errors so far."""
 
     def __init__(self, console: Any = None) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
+            BarColumn(),  # moves per finished request (see BatchStats.partial)
+            TextColumn("{task.fields[stored]}/{task.total:.0f}"),  # questions stored, not the bar's fraction
             TextColumn("{task.fields[rate]}"),
             TextColumn("ETA"),
             TimeRemainingColumn(),
             TextColumn("{task.fields[tokens]}"),
             TextColumn("{task.fields[calls]}"),
             TextColumn("{task.fields[errors]}"),
+            TextColumn("{task.fields[status]}"),
             console=console,
             transient=False,
             refresh_per_second=4,
@@ -108,7 +120,7 @@ class RichProgress:
     def start(self, total: int, description: str) -> None:
         self._progress.start()
         self._task = self._progress.add_task(
-            description, total=total, rate="", tokens="", calls="", errors=""
+            description, total=total, rate="", tokens="", calls="", errors="", status="", stored=0
         )
 
     def update(self, stats: BatchStats) -> None:
@@ -117,16 +129,23 @@ class RichProgress:
         errors = stats.failed + stats.lost
         self._progress.update(
             self._task,
-            completed=stats.done,
+            completed=stats.done + stats.partial,
+            stored=stats.done,
             rate=f"{stats.per_minute:.1f} q/min",
             tokens=f"{human(stats.tokens)} tok",
-            calls=f"{human(stats.calls_paid)} calls (+{human(stats.calls_cached)} cached)",
+            calls=f"{human(max(stats.calls_paid, stats.live_requests))} calls (+{human(stats.calls_cached)} cached)",
+            status="",
             errors=(
                 f"[red]{stats.failed} failed, {stats.lost} lost, {stats.call_errors} call errors[/]"
                 if errors or stats.call_errors
                 else "no errors"
             ),
         )
+
+    def status(self, text: str) -> None:
+        """What the worker waits on (shown after the counters until the next update)."""
+        if self._task is not None:
+            self._progress.update(self._task, status=f"[yellow]{text}[/]")
 
     def stop(self) -> None:
         self._progress.stop()

@@ -64,6 +64,7 @@ class BatchConfig(BaseModel):
 
     dataset: str = Field(min_length=1)  # a dataset folder or file
     format: str | None = None  # detected when None
+    split: str | None = None  # one published split, or "all"; None refuses a folder with several splits
     namespace: str | None = None  # calibration namespace and stored dataset name [the dataset's name]
     agent: AgentConfig  # endpoints, K, budget, policy, ledger, concurrency (root and dataset are set per batch)
     db: str = Field(min_length=1)
@@ -231,6 +232,8 @@ class BatchRunner:
     ) -> None:
         self.config = config
         self.progress: ProgressView = progress or NullProgress()
+        self._http_live: Any = None
+        self._waiting_said: set[str] = set()
         self.api_key = api_key
         self._http_client = http_client
         self.stats = BatchStats()
@@ -304,10 +307,10 @@ class BatchRunner:
     # -- setup --------------------------------------------------------------------------------------
 
     def _load(self) -> tuple[Dataset, list[BatchItem], list[tuple[str, str]], AgentConfig]:
-        from boe.datasets import load_dataset
+        from boe.batch.plan import load_batch_dataset
 
         cfg = self.config
-        ds = load_dataset(cfg.dataset, cfg.format)
+        ds = load_batch_dataset(cfg.dataset, cfg.format, cfg.split)
         namespace = cfg.namespace or ds.name
         items, skipped = select_items(ds, namespace, cfg.limit)
         if ds.issues:
@@ -493,11 +496,14 @@ class BatchRunner:
                     task = asyncio.create_task(self._answer(bi), name=f"boe-batch:{w.question_id}")
                     self.active[key] = task
                     task.add_done_callback(lambda _t, k=key: self.active.pop(k, None))
+            self._tick()
             if not self.active and not claimed_any:
                 counts = await self._db(self.store.work_counts, run)
                 others = counts["claimed"] - len(self.held)
                 if self._stopping or counts["pending"] == 0 and (others <= 0 or not cfg.wait):
                     return
+                if others > 0:
+                    await self._say_waiting(run)
             if self.active:
                 done, _ = await asyncio.wait(
                     list(self.active.values()), timeout=cfg.poll_seconds, return_when=asyncio.FIRST_COMPLETED
@@ -507,6 +513,39 @@ class BatchRunner:
                         raise t.exception()  # type: ignore[misc]  # a store failure while saving
             else:
                 await asyncio.sleep(cfg.poll_seconds)
+
+    def _tick(self) -> None:
+        """Move the progress view with the model requests finished so far (it moves per check, not per question)."""
+        transport = getattr(self._http_live, "_transport", None)
+        sent = getattr(transport, "sent", None)
+        if isinstance(sent, int) and (sent != self.stats.live_requests or len(self.active) != self.stats.active):
+            self.stats.live_requests = sent
+            self.stats.active = len(self.active)
+            self.progress.update(self.stats)
+
+    async def _say_waiting(self, run: Any) -> None:
+        """Say which questions this worker waits for: held by other workers, until their leases end."""
+        assert self.store is not None
+        held = [x for x in await self._db(self.store.work_leases, run) if x[0] != self.worker_id]
+        if not held:
+            return
+        from datetime import UTC, datetime
+
+        parts = []
+        for worker, n, until in held:
+            when = datetime.fromtimestamp(until, UTC).strftime("%H:%M:%S UTC")
+            parts.append(f"{int(n)} held by {worker} until {when}")
+        text = (
+            "waiting: " + "; ".join(parts) + " (a stopped worker's questions are taken back when its lease ends; "
+            "--no-wait stops now)"
+        )
+        status = getattr(self.progress, "status", None)
+        if status is not None:
+            status(text)
+        if text.split(" (", 1)[0] not in self._waiting_said:
+            self._waiting_said.add(text.split(" (", 1)[0])
+            if status is None:
+                self.notes.append(text)
 
     async def run(self) -> BatchSummary:
         """Answer and store the batch's questions this worker can claim; returns what it did."""
@@ -527,7 +566,7 @@ class BatchRunner:
         store = self.store = Store(cfg.db)
         self._db_pool = ThreadPoolExecutor(1, thread_name_prefix="boe-batch-store")
         self._writer = GroupWriter(self._save_group, self._db)
-        http = self._http_client or bounded_http_client(agent_cfg.concurrency)
+        http = self._http_live = self._http_client or bounded_http_client(agent_cfg.concurrency)
         try:
             self.cache = WriteBehindCache(store)
             self.agent = Agent(agent_cfg, api_key=self.api_key, cache=self.cache, http_client=http)
@@ -550,7 +589,7 @@ class BatchRunner:
 
                 self._cpu_pool = ProcessPoolExecutor(cfg.cpu_workers, mp_context=multiprocessing.get_context("spawn"))
             todo = len(items) - len(stored)
-            self.stats = BatchStats(todo=todo)
+            self.stats = BatchStats(todo=todo, expected_requests=_expected_requests(agent_cfg))
             startup = time.perf_counter() - t_start
             self.progress.start(todo, f"{cfg.run} [{self.worker_id}]")
             background = [asyncio.create_task(self._flusher()), asyncio.create_task(self._heartbeat())]
@@ -631,6 +670,16 @@ class BatchRunner:
             self.identity.release()
         if self.store is not None:
             self.store.close()
+
+
+def _expected_requests(cfg: AgentConfig) -> float:
+    """A first guess of one question's model requests (the dry run's default basis), until some are measured."""
+    import math
+
+    claims = 5 + 2.5 * math.log2(max(cfg.k, 1))
+    if cfg.ledger == "full":
+        return 1 + 2 * claims + cfg.k
+    return 1 + cfg.budget / 4
 
 
 def run_batch(config: BatchConfig, *, progress: ProgressView | None = None, api_key: str | None = None) -> BatchSummary:

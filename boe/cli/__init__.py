@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "boe.cli.agent_cmd",
     "boe.cli.report_cmd",
     "boe.cli.batch_cmd",
+    "boe.cli.calibrate_cmd",
 )
 
 for _mod in COMMAND_MODULES:

@@ -51,6 +51,38 @@ def _moved(result: AskResult, ids: list[int]) -> str:
     return " ".join(f"{k}×{n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def _narration(result: AskResult) -> Any:
+    """The evidence log in words (boe.report.narrate), or None when the record cannot be read as a ledger."""
+    from boe.core.graph import GroupIndex, Question
+    from boe.errors import BoeError
+    from boe.report.narrate import narrate
+
+    try:
+        q = Question.from_dict(result.record, GroupIndex())
+    except (BoeError, KeyError, TypeError, ValueError):
+        return None
+    steps = []
+    for e in result.evidence:
+        if e.get("id") not in q.action_ids:
+            return None
+        o = {"confirm": 1, "reject": -1}.get(str(e.get("outcome")), 0)
+        steps.append((q.action_ids.index(e["id"]), o, float(e.get("kappa") or 0.5)))
+    cheap = (result.record.get("agent") or {}).get("cheap_kappa")
+    return narrate(q, steps, float(cheap) if cheap else 0.55)
+
+
+def _with_words(result: AskResult) -> dict[str, Any]:
+    """``result.to_json()`` with the evidence log in words (each entry's ``words``, and ``closing``)."""
+    data: dict[str, Any] = result.to_json()
+    nar = _narration(result)
+    if nar is not None and isinstance(data.get("evidence"), list):
+        for entry, words, inert in zip(data["evidence"], nar.steps, nar.inert, strict=False):
+            if isinstance(entry, dict):
+                entry["words"], entry["could_change_choice"] = words, not inert
+        data["closing"] = nar.closing
+    return data
+
+
 def render_result(result: AskResult, console: Console, *, title: str | None = None) -> None:
     """Print the candidates, the selection beside the raw majority, and the evidence log."""
     from rich.markup import escape
@@ -60,6 +92,7 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
     cands = result.candidates
     head = title or f"question {result.question_id}"
     console.print(f"\n[bold]{escape(head)}[/]: {escape(result.question)}", highlight=False)
+    console.print(f"[dim]calibration: {escape(str(prior.get('calibration')))}[/]", highlight=False)
     if result.options:
         console.print("  options: " + ", ".join(f"{k}={escape(v)}" for k, v in result.options.items()), highlight=False)
     t = Table(
@@ -122,7 +155,8 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         "grounded_factor": "judge, crop",
         "whole_response": "judge, whole response",
     }
-    for e in result.evidence:
+    narration = _narration(result)
+    for n, e in enumerate(result.evidence):
         view = e.get("view") or {}
         kind = kinds.get(e["kind"], e["kind"])
         if e["kind"] == "grounded_factor" and view.get("kind") in ("mask", "overlay"):
@@ -144,14 +178,19 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             f"cost {_num(e['cost'])}{_cost_note(e)}, κ {e['kappa']:.3f} → [{colours[e['outcome']]}]{e['outcome']}[/]",
             highlight=False,
         )
-        up, down = _moved(result, e["moved_up"]), _moved(result, e["moved_down"])
-        if up or down:
-            console.print(f"     up: {escape(up) or '-'}   down: {escape(down) or '-'}", highlight=False)
+        if narration is not None and n < len(narration.steps):
+            console.print(f"     {escape(narration.steps[n])}", highlight=False)
+        else:
+            up, down = _moved(result, e["moved_up"]), _moved(result, e["moved_down"])
+            if up or down:
+                console.print(f"     up: {escape(up) or '-'}   down: {escape(down) or '-'}", highlight=False)
         if e.get("error"):
             console.print(f"     [red]error:[/] {escape(_short(e['error'], 160))}", highlight=False)
         elif e.get("rationale"):
             console.print(f"     [dim]{escape(_short(e['rationale'], 160))}[/]", highlight=False)
-    if not result.evidence:
+    if narration is not None:
+        console.print(f"  [bold]{escape(narration.closing)}[/]", highlight=False)
+    elif not result.evidence:
         console.print("  [dim](nothing bought)[/]", highlight=False)
     verdict = ""
     if result.reference is not None:
@@ -344,7 +383,7 @@ def ask_command(
         images, question, config=cfg, options=options, reference=reference, db=db, run_name=run, checkpoint=checkpoint
     )
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+        sys.stdout.write(json.dumps(_with_words(result), indent=2, default=str) + "\n")
         return
     render_result(result, out_console())
     if db is not None:
@@ -419,7 +458,7 @@ def demo_command(
         "calibration": cfg.load_calibration().source,
     }
     if as_json:
-        out = {"summary": summary, "results": [r.to_json() for r in run.results]}
+        out = {"summary": summary, "results": [_with_words(r) for r in run.results]}
         sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
         return
     _render_summary(console, run, summary, cfg)
@@ -460,19 +499,13 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
         "(python benchmarks/agent_accuracy.py measures 100 fresh simulator questions).[/]",
         highlight=False,
     )
-    cal = cfg.calibration or _shipped_calibration_path()
     console.print(
-        f"stored as run [bold]{escape(str(summary['run']))}[/] in {escape(summary['db'])}; replay it offline with\n"
+        f"stored as run [bold]{escape(str(summary['run']))}[/] in {escape(summary['db'])}; replay it offline "
+        "(under the calibration it ran with) with\n"
         f"  boe replay --db {escape(summary['db'])} --run {escape(str(summary['run']))} --policy {cfg.policy} "
-        f"--budget {_num(cfg.budget)} --calibration {escape(str(cal))} --transcripts replay.jsonl",
+        f"--budget {_num(cfg.budget)} --calibration run --transcripts replay.jsonl",
         highlight=False,
     )
-
-
-def _shipped_calibration_path() -> str:
-    from boe.agent.configuration import _default_path
-
-    return _default_path()
 
 
 def _parse_costs(text: str | None) -> dict[str, Any]:

@@ -24,6 +24,12 @@ def batch_command(
     fmt: Optional[str] = typer.Option(
         None, "--format", help="vqa-rad, vqa-med, slake, pathvqa, pmc-vqa, medxpertqa, boe-sim (detected)."
     ),
+    split: Optional[str] = typer.Option(
+        None,
+        "--split",
+        help="The published split to run (train, test, val...; all: every split). A folder with several splits "
+        "needs it.",
+    ),
     base_url: str = typer.Option(
         ..., "--base-url", envvar=["BOE_BASE_URL", "OPENAI_BASE_URL"], help="OpenAI-compatible endpoint."
     ),
@@ -119,6 +125,7 @@ def batch_command(
     config = BatchConfig(
         dataset=str(dataset),
         format=fmt,
+        split=split,
         namespace=namespace,
         agent=agent,
         db=_db_url(db),
@@ -139,13 +146,93 @@ def batch_command(
         else:
             render_estimate(est, config, out_console())
         return
-    summary = _run(config, progress if progress is not None else sys.stderr.isatty())
+    try:
+        summary = _run(config, progress if progress is not None else sys.stderr.isatty())
+    except KeyboardInterrupt:
+        err_console().print(
+            "\n[yellow]interrupted[/]: every question already stored is kept. Resume with the same command:\n  "
+            + _resume_command(),
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(130) from None
+    evaluation = _evaluate(summary, config) if summary.complete else None
     if as_json:
-        sys.stdout.write(json.dumps(summary.as_dict(), indent=2, default=str) + "\n")
+        data = summary.as_dict()
+        data["evaluation"] = evaluation
+        data["next"] = _next_commands(summary, config)
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     else:
-        render_summary(summary, err_console())
+        render_summary(summary, err_console(), evaluation, _next_commands(summary, config))
     if summary.failed:
         raise typer.Exit(1)
+
+
+def _resume_command() -> str:
+    """This command line again (URLs without credentials), for the interrupted message."""
+    import shlex
+
+    from boe.util import redact_url
+
+    args = [redact_url(a) if "@" in a and "://" in a else a for a in sys.argv[1:]]  # credentials only
+    return shlex.join(["boe", *args])
+
+
+def _evaluate(summary: Any, config: Any) -> dict[str, Any] | None:
+    """Accuracy of the raw majority and of the policy's selection on the stored run, where labels exist.
+
+    A full ledger is replayed under crossfit:5 fitted on the run (held out; the agent itself scored with the
+    calibration it was given, which may not cover this dataset); an online run under its own calibration.
+    """
+    from boe.calibrations import choose_calibration
+    from boe.core.experiment import run_experiment
+    from boe.db import Store
+
+    with Store(config.db, create=False) as store:
+        questions, groups = store.load_questions(config.run)
+        stored_cal = store.get_run(config.run).config.get("calibration")
+    labelled = [q for q in questions if q.labelled]
+    if not labelled:
+        return None
+    online = any(q.unobserved is not None for q in questions)
+    choice = choose_calibration(None, questions, run_calibration=stored_cal, online=online)
+    policy, budget = config.agent.policy, config.agent.budget
+    exp = run_experiment(questions, groups.keys, ["raw", policy], [budget], calibration=choice.value, resamples=0)
+    rows = [r for r in exp.rows if r.policy == policy]
+    raw_rows = [r for r in exp.rows if r.policy == "raw"]
+    if not rows or not raw_rows:
+        return None
+    return {
+        "questions": len(questions),
+        "labelled": len(labelled),
+        "calibration": choice.label,
+        "policy": policy,
+        "budget": budget,
+        "raw_accuracy": raw_rows[0].accuracy,
+        "selected_accuracy": rows[0].accuracy,
+        "oracle_at_k": rows[0].oracle_at_k,
+        "corrections": rows[0].corrections,
+        "harms": rows[0].harms,
+        "warnings": choice.warnings,
+    }
+
+
+def _next_commands(summary: Any, config: Any) -> list[str]:
+    """What to run after this batch."""
+    db, run = summary.store, summary.run
+    if not summary.complete:
+        return [_resume_command()]
+    a = config.agent
+    policies, budgets = ("raw,boe,random-factor,whole", "1,4,16") if a.ledger == "full" else (
+        f"raw,{a.policy}", f"{a.budget:g}")  # an online run holds only what its policy bought
+    out = [
+        f"boe replay --db {db} --run {run} --policy {policies} --budget {budgets}",
+        f"boe report --db {db} --run {run} --out {run}-report.html",
+    ]
+    if config.agent.ledger == "full":
+        name = config.namespace or Path(config.dataset).name or "dataset"
+        out.append(f"boe calibrate --db {db} --run {run} --out {name}-calibration.json")
+    return out
 
 
 def _db_url(text: str) -> str:
@@ -161,14 +248,21 @@ def _run(config: Any, show_progress: bool) -> BatchSummary:
 def dry_run_estimate(config: Any, estimate_from: str | None) -> Estimate:
     """The estimate for a batch: calls and tokens of the questions not stored yet; nothing is called."""
     from boe.batch import estimate, measure_records, select_items
+    from boe.batch.plan import load_batch_dataset
     from boe.batch.runner import _agent_config
-    from boe.datasets import load_dataset
     from boe.db import Store
-    from boe.errors import StoreError
+    from boe.errors import InputError, StoreError
 
-    ds = load_dataset(config.dataset, config.format)
+    ds = load_batch_dataset(config.dataset, config.format, config.split)
     namespace = config.namespace or ds.name
-    items, _ = select_items(ds, namespace, config.limit)
+    items, skipped = select_items(ds, namespace, config.limit)
+    if not items:  # what the real run would say
+        raise InputError(f"no question of {config.dataset} can run ({ds.summary()})")
+    notes = []
+    if ds.issues:
+        notes.append(f"{len(ds.issues)} record(s) of the dataset could not be loaded ({ds.summary()})")
+    if skipped:
+        notes.append(f"{len(skipped)} question(s) cannot run (first: {skipped[0][0]}: {skipped[0][1]})")
     agent = _agent_config(config.agent, root=str(ds.root), dataset=namespace)
     stored, measured = 0, None
     try:
@@ -187,7 +281,9 @@ def dry_run_estimate(config: Any, estimate_from: str | None) -> Estimate:
                 measured = measure_records(store.iter_record_dicts(source), f"run {source!r}")
     elif estimate_from is not None:
         raise StoreError(f"--estimate-from: there is no store at {config.db}")
-    return estimate(items, stored, agent, measured=measured, semantic_grader=config.semantic_grader)
+    est = estimate(items, stored, agent, measured=measured, semantic_grader=config.semantic_grader)
+    est.notes[:0] = notes
+    return est
 
 
 def render_estimate(est: Estimate, config: Any, console: Console) -> None:
@@ -222,7 +318,12 @@ def render_estimate(est: Estimate, config: Any, console: Console) -> None:
         console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
 
 
-def render_summary(s: BatchSummary, console: Console) -> None:
+def render_summary(
+    s: BatchSummary,
+    console: Console,
+    evaluation: dict[str, Any] | None = None,
+    next_commands: list[str] | None = None,
+) -> None:
     """What the worker did, and how to replay the run."""
     from rich.markup import escape
 
@@ -251,8 +352,19 @@ def render_summary(s: BatchSummary, console: Console) -> None:
         console.print(f"[red]... and {len(s.failed) - 5} more failed[/] (run the command again to retry them)")
     for note in s.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
-    if s.complete:
-        console.print(f"replay it: boe replay --db {escape(s.store)} --run {escape(s.run)}", highlight=False)
+    if evaluation is not None:
+        e = evaluation
+        console.print(
+            f"[bold]accuracy[/] on {e['labelled']} labelled questions: raw majority {e['raw_accuracy']:.3f}, "
+            f"{escape(e['policy'])} at budget {e['budget']:g} [bold]{e['selected_accuracy']:.3f}[/] "
+            f"({e['corrections']} corrected, {e['harms']} harmed; Oracle@K {e['oracle_at_k']:.3f})\n"
+            f"  calibration: {escape(e['calibration'])}",
+            highlight=False,
+        )
+        for w in e["warnings"]:
+            console.print(f"  [yellow]warning:[/] {escape(w)}", highlight=False)
+    if next_commands:
+        console.print("[bold]next:[/]\n" + "\n".join(f"  {escape(c)}" for c in next_commands), highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -35,11 +35,12 @@ def replay_command(
         help="Comma-separated: raw, boe, boe-factor, random-factor, whole, label-guided, bayes, bayes-lookahead.",
     ),
     budget: str = typer.Option("16", "--budget", help="Comma-separated budgets."),
-    calibration: str = typer.Option(
-        "fit",
+    calibration: Optional[str] = typer.Option(
+        None,
         "--calibration",
-        help="fit (same ledger, the paper's protocol), crossfit[:K] (K-fold by question, held out), "
-        "or a calibration FILE.json.",
+        help="crossfit[:K] (K-fold by question, held out; the default: crossfit:5, or run for an online agent run), "
+        "fit (same ledger, in-sample: the paper's protocol), run (the run's own, with --db), or a FILE.json.",
+        show_default=False,
     ),
     cheap_kappa: Optional[float] = typer.Option(
         None, "--cheap-kappa", help="kappa of the cheap prior [default: 0.55, or the calibration file's]."
@@ -65,7 +66,8 @@ def replay_command(
 ) -> None:
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
     from boe.cli.common import check_outputs
-    from boe.core.calibration import Calibration, fit_groups, load_calibration
+    from boe.calibrations import choose_calibration
+    from boe.core.calibration import Calibration, fit_groups
     from boe.core.calibration import save_calibration as save_cal
     from boe.core.experiment import run_experiment
     from boe.core.policies import POLICIES, _load_plugins
@@ -87,20 +89,9 @@ def replay_command(
         pairs.append((a, b))
     if cheap_kappa is not None and not 0 < cheap_kappa < 1:
         raise ConfigError(f"--cheap-kappa must lie in (0, 1), got {cheap_kappa}")
-    cal_arg: str | Calibration
-    if calibration == "fit" or calibration.startswith("crossfit"):
-        if calibration.startswith("crossfit:"):
-            k_text = calibration.split(":", 1)[1]
-            if not k_text.isdigit() or int(k_text) < 2:
-                raise ConfigError(f"--calibration {calibration}: K must be an integer >= 2")
-        elif calibration != "crossfit" and calibration != "fit":
-            raise ConfigError(f"--calibration: unknown mode {calibration!r}")
-        cal_arg = calibration
-    else:
-        cal_arg = load_calibration(calibration)
-
     bad: list[str] = []
     console = err_console()
+    stored_cal = None
 
     show = console.is_terminal and not as_json
     with progress_bar(console, show) as prog:
@@ -126,9 +117,17 @@ def replay_command(
 
             with Store(db) as store:
                 questions, groups = store.load_questions(run, strict=strict, on_error=on_error)
+                stored_cal = store.get_run(run).config.get("calibration")
         if not questions:
             console.print("[bold red]error:[/] nothing could be replayed (no valid record)")
             raise typer.Exit(1)
+        choice = choose_calibration(
+            calibration,
+            questions,
+            run_calibration=stored_cal if db is not None else None,
+            online=any(q.unobserved is not None for q in questions),
+        )
+        cal_arg = choice.value
         t_rep = prog.add_task("replaying", total=len(questions))
         exp = run_experiment(
             questions,
@@ -168,13 +167,32 @@ def replay_command(
                 pol = make_policy(p)
                 if hasattr(pol, "fit_extra"):
                     to_save = pol.fit_extra(questions, np.ones(len(questions), bool), to_save)
+        if to_save.info is None and not isinstance(cal_arg, Calibration):  # what a fitted file covers
+            from collections import Counter
+            from datetime import UTC, datetime
+
+            from boe.core.calibration import CalibrationInfo
+
+            to_save.info = CalibrationInfo(
+                method="fit",
+                how="plug-in kappa and p on every replayed question (boe replay --save-calibration)",
+                datasets=dict(sorted(Counter(q.dataset for q in questions).items())),
+                questions=len(questions),
+                groups=len(to_save.groups),
+                created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
         save_cal(to_save, save_calibration)
 
+    warnings = choice.warnings + exp.warnings()
     if as_json:
-        sys.stdout.write(json.dumps(exp.to_json(), indent=2) + "\n")
+        data = exp.to_json()
+        data["calibration"]["label"] = choice.label
+        data["calibration"]["default"] = choice.default
+        data["warnings"] = warnings
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        _print_tables(exp, bad)
-    for warning in exp.warnings():
+        _print_tables(exp, bad, choice.label)
+    for warning in warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
@@ -184,89 +202,69 @@ def _safe_url(url: str) -> str:
     return redact_url(url)
 
 
-def _print_tables(exp: Experiment, bad: list[str]) -> None:
+#: Column legend of the terminal tables (they fit 80 columns; `--json` has every figure with its full name).
+LEGEND = (
+    "B budget; acc accuracy; rescue share of raw-majority failures fixed; corr/harm questions the policy made "
+    "right/wrong vs raw; ΔAcc accuracy minus raw (percentage points); cost mean spent; Sharp mean drop in the "
+    "candidates' binary score entropy (the paper's score proxy; > 0: evidence sharpened the scores)"
+)
+
+
+def _print_tables(exp: Experiment, bad: list[str], calibration_label: str) -> None:
+    from rich import box
     from rich.table import Table
 
     out = out_console()
-    plan = exp.plan
-    note = {
-        "fit": "fit on the replayed questions (in-sample, the paper's protocol)",
-        "file": f"from {plan.calibrations[0].source}",
-    }.get(
-        plan.mode, f"{plan.mode}: each question replayed under a calibration fitted without its fold (seed {plan.seed})"
-    )
     out.print(
-        f"[bold]{len(exp.questions)}[/] questions, calibration {note}"
-        + (f"; {len(bad)} bad record(s) skipped" if bad else "")
+        f"[bold]calibration:[/] {calibration_label}\n[bold]{len(exp.questions)}[/] questions"
+        + (f"; {len(bad)} bad record(s) skipped" if bad else ""),
+        highlight=False,
     )
     by_ds: dict[str, list] = {}
     for row in exp.rows:
         by_ds.setdefault(row.dataset, []).append(row)
     for ds, rows in by_ds.items():
         t = Table(
-            title=f"{ds}  (N={rows[0].n}, Oracle@K={rows[0].oracle_at_k:.3f}, MajorityWrong={rows[0].majority_wrong})"
+            title=f"{ds}: N={rows[0].n}, Oracle@K={rows[0].oracle_at_k:.3f}, MajorityWrong={rows[0].majority_wrong}",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            title_justify="left",
         )
-        for col in (
-            "policy",
-            "budget",
-            "accuracy",
-            "Oracle@K",
-            "rescue",
-            "corr",
-            "harms",
-            "ΔAcc vs raw",
-            "mean cost",
-            "Sharp",
-        ):
-            t.add_column(col, justify="left" if col == "policy" else "right")
+        for col in ("policy", "B", "acc", "rescue", "corr", "harm", "ΔAcc pp", "cost", "Sharp"):
+            t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
         for r in rows:
             t.add_row(
                 r.policy,
                 _fmt_budget(r.budget),
                 _fmt_num(r.accuracy),
-                _fmt_num(r.oracle_at_k),
                 _fmt_num(r.rescue_rate),
                 str(r.corrections),
                 str(r.harms),
-                f"{100 * r.delta_acc:+.2f} pp",
+                f"{100 * r.delta_acc:+.2f}",
                 _fmt_num(r.mean_cost, 2),
                 f"{r.sharp:+.3f}",
             )
         out.print(t)
+    out.print(f"[dim]{LEGEND}[/]", highlight=False)
     if exp.comparisons:
         t = Table(
-            title=f"paired comparisons (bootstrap {exp.settings['resamples']} resamples, "
-            f"seed {exp.settings['seed']}; exact McNemar)"
+            title=f"paired comparisons (bootstrap {exp.settings['resamples']}, seed {exp.settings['seed']}; "
+            "exact McNemar)",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            title_justify="left",
         )
-        for col in (
-            "dataset",
-            "budget",
-            "A",
-            "B",
-            "N",
-            "acc A",
-            "acc B",
-            "A - B",
-            "95% interval",
-            "A only",
-            "B only",
-            "McNemar p",
-        ):
-            t.add_column(col, justify="left" if col in ("dataset", "A", "B") else "right")
+        for col in ("A vs B", "B", "N", "A - B pp", "95% interval", "A/B only", "p"):
+            t.add_column(col, justify="left" if col == "A vs B" else "right", no_wrap=True)
         for c in exp.comparisons:
             t.add_row(
-                c.dataset,
+                f"{c.a}:{c.b}" + ("" if len(by_ds) == 1 else f" {c.dataset}"),
                 _fmt_budget(c.budget),
-                c.a,
-                c.b,
                 str(c.n),
-                _fmt_num(c.accuracy_a),
-                _fmt_num(c.accuracy_b),
-                f"{100 * c.diff:+.2f} pp",
-                f"[{100 * c.ci95[0]:+.2f}, {100 * c.ci95[1]:+.2f}] pp",
-                str(c.a_only_correct),
-                str(c.b_only_correct),
-                f"{c.mcnemar_p:.4g}",
+                f"{100 * c.diff:+.2f}",
+                f"[{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}]",
+                f"{c.a_only_correct}/{c.b_only_correct}",
+                f"{c.mcnemar_p:.3g}",
             )
         out.print(t)
 

@@ -16,8 +16,9 @@ __all__ = ["register"]
 
 _DB_HELP = "Store URL (sqlite:///file.db, a path, or postgresql+psycopg://...)."
 _CAL_HELP = (
-    "run (the calibration the agent ran with; the default for agent runs), fit (fitted on these questions; the "
-    "default otherwise), crossfit[:K], or a calibration FILE.json."
+    "crossfit[:K] (fitted on the other folds of these questions: held out; the default, crossfit:5), run (the "
+    "calibration the agent ran with; the default for an online agent run), fit (in-sample: the paper's protocol), "
+    "or a calibration FILE.json."
 )
 
 
@@ -72,6 +73,9 @@ def report_command(
     max_size: float = typer.Option(
         18.0, "--max-size", help="Size the report aims to stay under, in MB (images are shrunk to fit)."
     ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Also print the calibration, results and every question's selection as JSON."
+    ),
 ) -> None:
     """Write one self-contained HTML report: figures, calibration, paired intervals, costs and every question's page."""
     from rich.markup import escape
@@ -118,6 +122,14 @@ def report_command(
         )
     rep = files.report
     shown = sum(1 for e in rep.images.values() if e.src)
+    console.print(f"[bold]calibration:[/] {escape(rep.settings.calibration_label)}", highlight=False, soft_wrap=True)
+    for w in rep.settings.calibration_warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+    if as_json:
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps(report_json(rep, str(files.html)), indent=2, default=str) + "\n")
     console.print(
         f"wrote {escape(str(files.html))}: {files.size / 2**20:.1f} MB, {len(rep.questions):,} questions, "
         f"{shown:,} image(s); policies {', '.join(rep.settings.policies)} at budgets "
@@ -125,10 +137,72 @@ def report_command(
         highlight=False,
         soft_wrap=True,
     )
+    _print_accuracy(rep)
     for p in files.pngs:
         console.print(f"wrote {escape(str(p))}", highlight=False, soft_wrap=True)
     for w in rep.warnings:
-        console.print(f"[yellow]note[/] {escape(w)}", highlight=False, soft_wrap=True)
+        if w not in rep.settings.calibration_warnings:
+            console.print(f"[yellow]note[/] {escape(w)}", highlight=False, soft_wrap=True)
+
+
+def _print_accuracy(rep: Any) -> None:
+    """The report's accuracy table at its main budget, on the terminal (80 columns; the HTML has every budget)."""
+    from rich import box
+    from rich.table import Table
+
+    b = rep.settings.main_budget
+    rows = [r for r in rep.experiment.rows if r.budget == b]
+    if not rows:
+        return
+    several = len({r.dataset for r in rows}) > 1
+    only = "" if several else f"{rows[0].dataset}: "
+    t = Table(
+        title=f"{only}accuracy at budget {b:g} (the HTML report has every budget)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        title_justify="left",
+    )
+    cols = ("dataset",) * several + ("policy", "N", "acc", "Oracle@K", "rescue", "corr/harm", "ΔAcc pp")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("dataset", "policy") else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(
+            *(r.dataset,) * several,
+            r.policy,
+            str(r.n),
+            f"{r.accuracy:.3f}",
+            f"{r.oracle_at_k:.3f}",
+            f"{r.rescue_rate:.3f}",
+            f"{r.corrections}/{r.harms}",
+            f"{100 * r.delta_acc:+.2f}",
+        )
+    err_console().print(t)
+
+
+def report_json(rep: Any, html: str) -> dict[str, Any]:
+    """`boe report --json`: the replay's figures, its calibration and each question's raw and selected answer."""
+    data = rep.experiment.to_json()
+    data["calibration"]["label"] = rep.settings.calibration_label
+    data["report"] = html
+    data["warnings"] = list(rep.warnings)
+    data["selections"] = {
+        "policy": rep.settings.focus,
+        "budget": rep.settings.main_budget,
+        "questions": [
+            {
+                "dataset": row.dataset,
+                "question_id": row.question_id,
+                "selected_index": view["sel"],
+                "raw": row.raw,
+                "raw_correct": row.raw_ok,
+                "selected": row.selected,
+                "selected_correct": row.selected_ok,
+                "spent": row.spent,
+            }
+            for row, view in zip(rep.table, rep.questions, strict=True)
+        ],
+    }
+    return data
 
 
 def show_command(
@@ -155,6 +229,7 @@ def show_command(
     image_root: Optional[Path] = typer.Option(
         None, "--image-root", help="Folder that relative image paths are read from."
     ),
+    as_json: bool = typer.Option(False, "--json", help="Print the question (selection, evidence in words) as JSON."),
 ) -> None:
     """Show one question: its image with the crops and masks used, candidates, signed graph, evidence log."""
     from rich.markup import escape
@@ -174,18 +249,67 @@ def show_command(
         calibration=calibration,
         image_root=image_root,
     )
+    if as_json:
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps(show_json(page), indent=2, default=str) + "\n")
+        return
     if html is not None:
         html.write_text(page.html, encoding="utf-8")
         err_console().print(f"wrote {escape(str(html))} ({len(page.html.encode()) / 1024:.0f} KB)", highlight=False)
         return
-    _print_question(page.view, page.strings)
+    _print_question(page)
 
 
-def _print_question(view: dict[str, Any], strings: list[str]) -> None:
+def show_json(page: Any) -> dict[str, Any]:
+    """`boe show --json`: the question's calibration, selection, candidates and evidence log in words."""
+    view, strings = page.view, page.strings
+
+    def s(i: Any) -> Any:
+        return strings[i] if isinstance(i, int) and i >= 0 else None
+
+    cand = view["cand"]
+
+    def answer(i: int) -> Any:
+        return s(cand[i][0]) if 0 <= i < len(cand) else None
+
+    nar = page.narration
+    return {
+        "dataset": view["ds"],
+        "question_id": view["id"],
+        "question": s(view["text"]),
+        "reference": view.get("ref"),
+        "calibration": page.calibration,
+        "how": s(view["how"]),
+        "selected": {"index": view["sel"], "answer": answer(view["sel"])},
+        "raw": {"index": view["raw"], "answer": answer(view["raw"])},
+        "candidates": [
+            {"answer": s(c[0]), "valid": bool(c[1]), "utility": c[2], "before": c[3], "after": c[4]} for c in cand
+        ],
+        "evidence": [
+            {
+                "action": s(step[0]),
+                "kind": s(step[1]),
+                "outcome": {"c": "confirm", "r": "reject", "u": "unresolved"}[step[5]],
+                "cost": step[4],
+                "kappa": step[7],
+                "words": nar.steps[n] if nar is not None and n < len(nar.steps) else None,
+                "could_change_choice": (not nar.inert[n]) if nar is not None and n < len(nar.inert) else None,
+            }
+            for n, step in enumerate(view["log"])
+        ],
+        "closing": nar.closing if nar is not None else None,
+        "warnings": page.warnings,
+    }
+
+
+def _print_question(page: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     out = out_console()
+    view, strings = page.view, page.strings
 
     def s(i: int) -> str:
         return strings[i] if i is not None and i >= 0 else "-"
@@ -199,6 +323,9 @@ def _print_question(view: dict[str, Any], strings: list[str]) -> None:
         mark = "" if u is None else (" [green]right[/]" if u >= 0.5 else " [red]wrong[/]")
         return f"#{i} {escape(s(cand[i][0]))}{mark}"
 
+    out.print(f"[bold]calibration:[/] {escape(page.calibration)}", highlight=False)
+    for w in page.warnings:
+        out.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     out.print(f"[bold]{escape(view['ds'])} / {escape(view['id'])}[/]: {escape(s(view['text']))}", highlight=False)
     out.print(
         f"selected {answer(view['sel'])}   raw majority {answer(view['raw'])}   reference "
@@ -220,17 +347,23 @@ def _print_question(view: dict[str, Any], strings: list[str]) -> None:
         )
     out.print(t)
     claims = view["claims"]
+    nar = page.narration
     for n, step in enumerate(view["log"], 1):
         action, kind, cl, ca, cost, o = step[0], step[1], step[2], step[3], step[4], step[5]
         target = s(claims[cl]) if cl >= 0 else (f"candidate #{ca}" if ca >= 0 else "")
         why = s(step[6])
+        kappa = "" if step[7] is None else f", κ {step[7]:.3f}"
+        words = nar.steps[n - 1] if nar is not None and n - 1 < len(nar.steps) else None
         out.print(
-            f"{n:>2}. {escape(s(action))} ({escape(s(kind))}) {escape(target)}  cost {cost:g} -> "
+            f"{n:>2}. {escape(s(action))} ({escape(s(kind))}) {escape(target)}  cost {cost:g}{kappa} -> "
             f"{ {'c': '[green]confirm[/]', 'r': '[red]reject[/]', 'u': 'unresolved'}[o] }"
-            + (f"\n    {escape(why)}" if why != "-" else ""),
+            + (f"\n    {escape(words)}" if words else "")
+            + (f"\n    [dim]judge: {escape(why)}[/]" if why != "-" else ""),
             highlight=False,
         )
-    if not view["log"]:
+    if nar is not None:
+        out.print(f"[bold]{escape(nar.closing)}[/]", highlight=False)
+    elif not view["log"]:
         out.print("no evidence was bought")
 
 

@@ -24,6 +24,7 @@ def import_command(
         None, "--parallel/--no-parallel", help="Parse in a helper process (default: when the input exceeds 16 MB).",
         show_default=False,
     ),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
     """Store the questions of ledger files in a run; bad records are reported by line and skipped."""
     from rich.markup import escape
@@ -47,6 +48,12 @@ def import_command(
             progress=lambda n: prog.advance(task, n),
         )
         total = store.count_questions(run)
+    if as_json:
+        import json
+        import sys
+
+        counts = {"run": run, "stored": report.stored, "already_there": report.skipped, "bad": report.bad}
+        sys.stdout.write(json.dumps({**counts, "run_holds": total, "seconds": report.seconds}) + "\n")
     console.print(
         f"run {run!r}: stored {report.stored} question(s), {report.skipped} already there, "
         f"{report.bad} bad record(s); the run holds {total} "

@@ -563,6 +563,12 @@ class Store:
         with self._read() as conn:
             return _work.counts(conn, run_id)
 
+    def work_leases(self, run: RunRef) -> list[tuple[str, float, float]]:
+        """(worker, questions held, when its latest lease ends: epoch seconds) per worker holding questions."""
+        run_id = self._run_id(run)
+        with self._read() as conn:
+            return _work.leases(conn, run_id)
+
 
 # -- helpers (module level: they run inside one transaction) ----------------------------------
 

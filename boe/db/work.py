@@ -133,3 +133,13 @@ def counts(conn: Connection, run_id: int) -> dict[str, int]:
     for status, n in conn.execute(select(_W.c.status, func.count()).where(_W.c.run_id == run_id).group_by(_W.c.status)):
         out[status] = int(n)
     return out
+
+
+def leases(conn: Connection, run_id: int) -> list[tuple[str, float, float]]:
+    """(worker, questions held, latest lease end in epoch seconds) of every worker holding questions of the run."""
+    rows = conn.execute(
+        select(_W.c.worker, func.count(), func.max(_W.c.lease_until))
+        .where(_W.c.run_id == run_id, _W.c.status == "claimed")
+        .group_by(_W.c.worker)
+    )
+    return [(str(w), float(n), float(until or 0.0)) for w, n, until in rows]

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from boe.errors import ConfigError, RecordError
 from boe.report.html import question_html, report_html
 from boe.report.images import MAX_SIDE
 from boe.report.model import REPORT_BUDGET, Report, build_question, build_report, resolve_settings
+from boe.report.narrate import Narration
 from boe.report.plots import make_plots, save_png
 from boe.report.source import open_source
 
@@ -34,6 +36,9 @@ class QuestionPage:
     view: dict[str, object]
     strings: list[str]
     source: str
+    narration: Narration | None = None
+    calibration: str = ""
+    warnings: list[str] = field(default_factory=list)
 
 
 def make_report(
@@ -135,6 +140,7 @@ def make_question_page(
         )
         view, strings, slots, images, _ = build_question(source, index, settings, max_side=max_side)
         label = source.label
+        narration = _narration(view, strings)
     text = question_html(
         view,
         strings,
@@ -145,4 +151,14 @@ def make_question_page(
         focus=settings.focus,
         budget=settings.main_budget,
     )
-    return QuestionPage(text, view, strings, label)
+    return QuestionPage(
+        text, view, strings, label, narration, settings.calibration_label, list(settings.calibration_warnings)
+    )
+
+
+def _narration(view: dict[str, Any], strings: list[str]) -> Narration | None:
+    """The view's evidence log in words (computed with the view: boe.report.questions)."""
+    if "close" not in view:
+        return None
+    words = [strings[i] for i in view.get("words") or []]
+    return Narration(words, [bool(x) for x in view.get("inert") or []], strings[view["close"]])

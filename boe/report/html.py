@@ -106,8 +106,8 @@ def _settings(report: Report) -> str:
         ("bootstrap", f"{s.resamples} resamples, seed {s.seed}"),
         (
             "question pages",
-            f"evidence of <b>{_e(s.focus)}</b> at C={_budget(s.main_budget)} "
-            "(or the agent's own log when the record holds one)",
+            f"evidence of <b>{_e(s.focus)}</b> at C={_budget(s.main_budget)} under this calibration"
+            + (" (an online agent's own log where the record holds one)" if s.agent_log else ""),
         ),
     ]
     if report.run is not None:

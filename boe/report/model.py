@@ -9,7 +9,6 @@ model-call costs and the per-question views, and encodes the images.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from boe.core.calibration import Calibration, load_calibration
+from boe.calibrations import choose_calibration
+from boe.core.calibration import Calibration
 from boe.core.experiment import Experiment, run_experiment
 from boe.errors import ConfigError
 from boe.report.costs import CallCosts, CostRow, call_costs, cost_rows
@@ -62,9 +62,14 @@ class Settings:
     online: bool  # the records hold only the outcomes an online agent bought
     resamples: int = 2000
     seed: int = 0
+    calibration_text: str | None = None  # what the calibration is, in words (boe.calibrations)
+    calibration_warnings: tuple[str, ...] = ()
+    agent_log: bool = True  # question pages show an online agent's own evidence log (replayed as it ran)
 
     @property
     def calibration_label(self) -> str:
+        if self.calibration_text:
+            return self.calibration_text
         if isinstance(self.calibration, Calibration):
             return str(self.calibration.source or "given")
         return {"fit": "fit on these questions (in-sample, the paper's protocol)"}.get(
@@ -172,26 +177,16 @@ def resolve_settings(
     seed: int = 0,
 ) -> Settings:
     """Defaults from the source: an online agent run is replayed as it ran (raw and its policy at its budget
-    under its calibration); a full ledger under the paper's policies and budgets, calibration fitted on it."""
+    under its calibration); a full ledger under the paper's policies and budgets, cross-fitted on itself."""
     online = _is_online(source)
     agent = _agent_block(source)
-    if calibration is None:
-        calibration = (
-            "run" if source.run is not None and isinstance(source.run.config.get("calibration"), dict) else "fit"
-        )
-    cal: str | Calibration
-    if calibration == "run":
-        stored = source.run.config.get("calibration") if source.run is not None else None
-        if not isinstance(stored, dict):
-            raise ConfigError("--calibration run: the run stores no calibration (use fit, crossfit[:K] or a FILE)")
-        cal = Calibration.model_validate({k: v for k, v in stored.items() if k != "source"})
-        cal.source = str(stored.get("source") or f"the run's calibration ({source.label})")
-    elif calibration == "fit" or re.fullmatch(r"crossfit(:\d+)?", calibration):
-        if calibration.startswith("crossfit:") and int(calibration.split(":")[1]) < 2:
-            raise ConfigError(f"--calibration {calibration}: K must be >= 2")
-        cal = calibration
-    else:
-        cal = load_calibration(calibration)
+    choice = choose_calibration(
+        calibration,
+        source.questions,
+        run_calibration=source.run.config.get("calibration") if source.run is not None else None,
+        online=online,
+    )
+    cal = choice.value
     agent_policy = agent.get("policy") if isinstance(agent.get("policy"), str) else None
     if policies is None:
         policies = ["raw", agent_policy] if online and agent_policy else list(DEFAULT_POLICIES)
@@ -222,6 +217,9 @@ def resolve_settings(
         online=online,
         resamples=resamples,
         seed=seed,
+        calibration_text=choice.label,
+        calibration_warnings=tuple(choice.warnings),
+        agent_log=online and choice.from_run,
     )
 
 
@@ -252,6 +250,7 @@ def _context(source: Source, settings: Settings, exp: Experiment) -> ViewContext
         budget=settings.main_budget,
         group_keys=source.group_keys,
         calibration_of=exp.plan.for_question,
+        agent_log=settings.agent_log,
         base_dir=source.base_dir,
         stored_images=source.stored_images,
     )
@@ -379,6 +378,9 @@ def build_question(
         online=settings.online,
         resamples=0,
         seed=settings.seed,
+        calibration_text=settings.calibration_text,
+        calibration_warnings=settings.calibration_warnings,
+        agent_log=settings.agent_log,
     )
     exp = _experiment(source, one, None)
     ctx = _context(source, one, exp)
@@ -518,11 +520,7 @@ def _warnings(source: Source, report: Report) -> list[str]:
         )
     if not report.images:
         out.append("The records name no images (ledger input): question pages show the evidence without pixels.")
-    if s.calibration == "fit":
-        out.append(
-            "Calibration fitted on the same questions it evaluates (in-sample); use --calibration crossfit for "
-            "held-out numbers."
-        )
+    out += list(s.calibration_warnings)
     if any(math.isnan(r.accuracy) for r in report.experiment.rows):
         out.append("Some accuracies are undefined (no labelled questions in a dataset).")
     return out

@@ -89,6 +89,7 @@ class ViewContext:
     budget: float
     group_keys: list[str]
     calibration_of: Any  # question index -> Calibration
+    agent_log: bool = True  # show a record's own agent evidence log (else the replay under calibration_of)
     base_dir: Path | None = None
     stored_images: Mapping[tuple[str, str], Sequence[ImageSource]] = field(default_factory=dict)
     strings: Strings = field(default_factory=Strings)
@@ -197,7 +198,7 @@ def question_view(
     raw_run = ctx.runs.get("raw")
     prior = np.asarray(raw_run.scores_of(r, q.k)) if raw_run is not None else np.full(q.k, np.nan)
     raw_sel = int(raw_run.selected[r]) if raw_run is not None else -1
-    own = agent is not None and isinstance(evidence, list)
+    own = ctx.agent_log and agent is not None and isinstance(evidence, list)
     figs = _figures(rec, q, ctx)
     if own:
         assert agent is not None and isinstance(evidence, list)
@@ -211,6 +212,11 @@ def question_view(
         if cal:
             how += f", calibration {cal}"
         log = [_agent_step(e, q, ctx, figs) for e in evidence if isinstance(e, Mapping)]
+        told = [
+            (str(e.get("id")), _OUTCOME_SIGN.get(str(e.get("outcome")), 0), float(e.get("kappa") or 0.5))
+            for e in evidence
+            if isinstance(e, Mapping)
+        ]
     else:
         run = ctx.runs[ctx.focus]
         final = np.asarray(run.scores_of(r, q.k))
@@ -218,6 +224,11 @@ def question_view(
         spent = float(run.cost[r])
         how = f"replay: {ctx.focus} at budget {_budget(ctx.budget)} ({_cal_name(ctx.calibration_of(r))})"
         log = [_replay_step(int(a), q, r, actions, ctx, figs) for a in run.actions_of(r)]
+        cal = ctx.calibration_of(r)
+        told = [
+            (q.action_ids[a], int(q.outcome[a]), cal.group(ctx.group_keys[int(q.group[a])]).kappa)
+            for a in (int(x) for x in run.actions_of(r))
+        ]
     if len(final) != q.k:
         final = np.full(q.k, np.nan)
     if len(prior) != q.k:
@@ -271,6 +282,12 @@ def question_view(
         "ps": [int(ctx.runs[p].selected[r]) for p in ctx.policies],
         "how": S.add(how),
     }
+    nar = _narration(q, told, ctx, r)
+    if nar is not None:
+        view["close"] = S.add(nar.closing)
+        view["inert"] = [int(x) for x in nar.inert]
+        if detail:  # the words of every step only on a question's own page (a report stays small)
+            view["words"] = [S.add(w) for w in nar.steps]
     if detail:
         view["rawtext"] = [_text(c.get("raw_text")) for c in cands]
         view["menu"] = [
@@ -305,6 +322,21 @@ def question_view(
             else []
         )
     return view
+
+
+_OUTCOME_SIGN = {"confirm": 1, "reject": -1}
+
+
+def _narration(q: Question, told: list[tuple[str, int, float]], ctx: ViewContext, r: int) -> Any:
+    """The log in words (boe.report.narrate), or None when a step names an action the record does not hold."""
+    from boe.report.narrate import narrate
+
+    steps = []
+    for aid, o, kappa in told:
+        if aid not in q.action_ids:
+            return None
+        steps.append((q.action_ids.index(aid), o, kappa))
+    return narrate(q, steps, ctx.calibration_of(r).cheap_kappa)
 
 
 def how_of(view: Mapping[str, Any], strings: Sequence[str]) -> str:

@@ -30,12 +30,14 @@
     for (var k in q) out[k] = q[k];
     out.text = S(q.text);
     out.how = S(q.how) || "";
-    out.log = q.log.map(function (a) {
+    out.close = q.close === undefined ? "" : S(q.close);
+    out.log = q.log.map(function (a, n) {
       var x = a[9] || {}, v = a[8];
       return {
         id: a[0], kind: a[1], cl: a[2], ca: a[3], cost: a[4], o: a[5], why: a[6], kap: a[7],
         v: v ? { k: S(v[0]) || "view", f: v[1], b: v[2] || null, m: v[3] || null, s: S(v[4]), mb: v[5] || null } : null,
-        err: x.err || null, up: x.up || null, dn: x.dn || null, unobserved: !!x.unobserved
+        err: x.err || null, up: x.up || null, dn: x.dn || null, unobserved: !!x.unobserved,
+        words: q.words ? S(q.words[n]) : null, inert: q.inert ? !!q.inert[n] : false
       };
     });
     READY[n] = out;
@@ -311,6 +313,8 @@
   function moved(q, st) {
     if (st.up) return [st.up, st.dn];
     var up = [], dn = [], sign = st.o === "c" ? 1 : st.o === "r" ? -1 : 0;
+    /* a kappa below 0.5 reverses the check (logit weight < 0); exactly 0.5 moves nothing */
+    if (st.kap !== null && st.kap !== undefined) sign *= st.kap > 0.5 ? 1 : st.kap < 0.5 ? -1 : 0;
     if (sign && st.cl >= 0) {
       for (var i = 0; i < q.cand.length; i++) {
         var e = q.inc[st.cl].charAt(i), eff = (e === "+" ? 1 : e === "-" ? -1 : 0) * sign;
@@ -335,8 +339,10 @@
         h("div", null,
           h("div", { "class": "head" }, h("b", { text: KIND[kind] || kind }), " ", target, " ",
             h("span", { "class": "outcome", text: OUT_MARK[st.o] + " " + OUT[st.o] }),
-            st.unobserved ? h("span", { "class": "tag harmed", title: "the record holds no outcome for this action; the replay read the placeholder", text: "not observed" }) : null),
+            st.unobserved ? h("span", { "class": "tag harmed", title: "the record holds no outcome for this action; the replay read the placeholder", text: "not observed" }) : null,
+            st.inert ? h("span", { "class": "tag", title: "neither a confirm nor a reject could have changed the selected answer", text: "could not change the choice" }) : null),
           h("div", { "class": "meta", text: "cost " + num(st.cost) + " (spent " + num(spent) + ")" + (st.kap !== null && st.kap !== undefined ? " \u00b7 \u03ba " + fmt(st.kap) : "") + " \u00b7 " + (S(st.id) || "") }),
+          st.words ? h("div", { "class": "words", text: st.words }) : null,
           S(st.why) ? h("div", { "class": "why", text: "\u201c" + S(st.why) + "\u201d" }) : null,
           st.err ? h("div", { "class": "err", text: "error: " + st.err }) : null,
           mv[0].length || mv[1].length ? h("div", { "class": "moved" },
@@ -438,6 +444,7 @@
     sec.appendChild(h("h3", { text: "Evidence log" }));
     if (derived && q.log.length) sec.appendChild(h("p", { "class": "note", text: "Replayed from the record: \u2191/\u2193 list the candidates each outcome supports or opposes (its signed effect)." }));
     sec.appendChild(timeline(q));
+    if (q.close) sec.appendChild(h("p", { "class": "note close", text: q.close }));
     add(sec, details(q));
     sec.setAttribute("data-rendered", "1");
   }

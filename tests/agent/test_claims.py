@@ -147,3 +147,16 @@ def test_claims_of_a_several_figure_question_carry_their_figure():
     menu = build_menu([claim], unbound, COSTS, KINDS, q, design={**COSTS, "vlm_factor": 5.0})
     assert [a["kind"] for a in menu] == ["structured", "vlm_factor", "whole_response"]  # nothing to ground on
     assert menu[1]["cost"] == 4.0 and menu[1]["design_cost"] == 5.0
+
+
+def test_a_check_the_record_settles_is_in_the_record_channel_whatever_the_dataset():
+    """DICOM tags (or the question text) stating a slot put its structured checks in the `record` channel."""
+    q = analyse_question("what modality is this?", metadata={"modality": "ct"}, tags={"modality": "Modality"})
+    cands = pool(q, [reply("CT", modality="CT", region="chest"), reply("MRI", modality="MRI", region="head")])
+    claims, _ = build_graph(cands)
+    groups = {a["id"]: a["group"] for a in build_menu(claims, cands, COSTS, KINDS, q)}
+    assert groups["s:modality=ct"] == "record/answer:modality" and groups["s:modality=mr"] == "record/answer:modality"
+    assert groups["s:region=chest"] == "structured/region"  # the header is silent on the region
+    plain = analyse_question("what modality is this?")
+    groups = {a["id"]: a["group"] for a in build_menu(claims, cands, COSTS, KINDS, plain)}
+    assert groups["s:modality=ct"] == "structured/answer:modality"

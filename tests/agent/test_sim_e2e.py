@@ -293,3 +293,34 @@ def test_every_deployable_policy_runs_online_and_its_transcript_is_the_offline_r
         assert [e["id"] for e in r.evidence] == r.transcript["actions"]
         assert sum(e["cost"] for e in r.evidence) == r.cost <= 12
     assert any(r.evidence for r in results)
+
+
+def test_a_dataset_the_calibration_does_not_cover_is_scored_under_the_labelled_prior(sim, tmp_path):
+    """`boe ask --dataset NEW` buys checks under the prior and says so once, naming `boe calibrate`."""
+    image = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "vqa-rad" / "images" / "synpic21604.jpg"
+    res = subprocess.run(
+        [sys.executable, "-m", "boe", "ask", str(image), "what imaging modality was used?", "--dataset", "vqa-rad",
+         "--base-url", sim, "--model", "boe-sim", "--k", "8", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["evidence"], "an uncovered dataset is not left inert"
+    assert all(e["kappa"] != 0.5 for e in out["evidence"]) and all(e["words"] for e in out["evidence"])
+    notes = [n for n in out["notes"] if "PRIOR" in n]
+    assert len(notes) == 1 and "boe calibrate --db" in notes[0] and "vqa-rad" in notes[0]
+
+
+def test_a_dicom_question_gets_its_record_checks_under_the_default_dataset_name(sim, tmp_path):
+    root = generate_dataset(tmp_path / "dicom", 11, seed=11, dicom=True)
+    q = {x["id"]: x for x in load_sim_dataset(root)}["sim-11-00010"]  # an open plane question
+    res = subprocess.run(
+        [sys.executable, "-m", "boe", "ask", str(root / q["dicom"]), q["question"], "--base-url", sim,
+         "--model", "boe-sim", "--json"],  # no --dataset: the default boe-sim
+        capture_output=True, text=True, timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    record = [e for e in out["evidence"] if e["kind"] == "structured"]
+    assert record and all(e["view"]["source"] == "dicom" for e in record)
+    assert any(e["kappa"] > 0.7 for e in record)  # the header settles the answer-bearing claim

@@ -71,3 +71,36 @@ def test_measured_means_drive_the_estimate() -> None:
     assert est.prompt_tokens == 10 * 500 + 30 * 100 and est.completion_tokens == 10 * 300 + 30 * 10
     assert est.basis.startswith("measured on run 'old' (2 stored questions")
     assert measure_records([], "x") is None
+
+
+VQA_RAD = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "vqa-rad"
+
+
+def test_a_folder_with_several_splits_is_not_merged_silently() -> None:
+    from boe.batch.plan import load_batch_dataset
+    from boe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"2 splits: test \(7 questions\), train \(28 questions\).*--split test"):
+        load_batch_dataset(str(VQA_RAD), None, None)
+    test = load_batch_dataset(str(VQA_RAD), None, "test")
+    assert {it.metadata["split"] for it in test.items} == {"test"} and len(test.items) == 7
+    assert len(load_batch_dataset(str(VQA_RAD), None, "all").items) == 35
+    with pytest.raises(ConfigError, match="unknown split 'dev'"):
+        load_batch_dataset(str(VQA_RAD), None, "dev")
+
+
+def test_a_dry_run_on_missing_images_says_why_as_the_run_does(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    data = tmp_path / "rad"
+    data.mkdir()
+    shutil.copy(VQA_RAD / "testset_subset.json", data)  # the records, none of their images
+    args = [sys.executable, "-m", "boe", "batch", str(data), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+            "--db", str(tmp_path / "x.db"), "--run", "r"]
+    dry = subprocess.run([*args, "--dry-run"], capture_output=True, text=True, timeout=120)
+    real = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert dry.returncode == real.returncode == 1
+    assert "no question of" in dry.stderr and "missing_image 8" in dry.stderr
+    assert dry.stderr == real.stderr

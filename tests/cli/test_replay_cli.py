@@ -129,7 +129,13 @@ def test_nothing_valid_exits_nonzero(tmp_path):
 def test_table_output(pool_file):
     res = boe("replay", str(pool_file), "--policy", "raw,boe", "--budget", "16", "--compare", "boe:raw")
     assert res.returncode == 0, res.stderr
-    assert "pool" in res.stdout and "McNemar" in res.stdout and "in-sample" in res.stdout
+    assert "pool" in res.stdout and "McNemar" in res.stdout
+    # the default is held out, and the first line says which calibration was used
+    assert res.stdout.startswith("calibration: crossfit:5") and "held out" in res.stdout
+    assert max(len(line) for line in res.stdout.splitlines()) <= 80  # the table fits a terminal
+    res = boe("replay", str(pool_file), "--policy", "raw,boe", "--budget", "16", "--calibration", "fit")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("calibration: fit") and "in-sample" in res.stderr
 
 
 def test_readme_test_command_is_what_ci_runs():

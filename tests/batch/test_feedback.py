@@ -1,0 +1,79 @@
+"""What a batch says while it works: whose leases it waits on, how to resume after Ctrl-C, what to run next."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.batch.conftest import batch_args, finish, start_batch
+
+
+def test_a_resumed_batch_says_which_dead_workers_leases_it_waits_for(sim_data, sim, locks, tmp_path):
+    from boe.datasets import load_dataset
+    from boe.db import Store
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = finish(start_batch(batch_args(sim_data, sim.base_url, db, "r", "--limit", "20"), locks))
+    assert first["stored"] == 20
+    ds = load_dataset(sim_data)
+    rest = [(ds.name, it.question_id) for it in ds.items[20:]]
+    with Store(db) as store:  # a worker that died holding the last four questions, its leases 10 s long
+        store.enqueue("r", rest)
+        assert len(store.claim_questions("r", "ghost", 4, lease_seconds=10.0)) == 4
+    t0 = time.monotonic()
+    out = finish(start_batch(batch_args(sim_data, sim.base_url, db, "r"), locks))
+    assert time.monotonic() - t0 >= 5.0  # it waited for the leases to run out
+    assert out["stored"] == 4 and out["remaining"]["done"] == 24
+    waiting = [n for n in out["notes"] if n.startswith("waiting:")]
+    assert waiting and "4 held by ghost until" in waiting[0] and "UTC" in waiting[0]
+    assert out["evaluation"]["labelled"] == 24 and out["evaluation"]["calibration"].startswith("crossfit:5")
+    assert any(c.startswith("boe report --db") for c in out["next"])
+
+
+def test_ctrl_c_prints_the_command_that_resumes_the_batch(sim_data, locks, tmp_path):
+    from boe.sim import serve_in_thread
+    from boe.sim.faults import FaultPlan
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with serve_in_thread(faults=FaultPlan(latency_ms=200)) as slow:
+        args = batch_args(sim_data, slow.base_url, db, "r")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "boe", "batch", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "BOE_WORKER_LOCKS": str(locks)},
+        )
+        time.sleep(4)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Resume with the same command" in err
+    resume = err.strip().splitlines()[-1].strip()
+    assert resume.startswith("boe batch ") and f"--db {db}" in resume and "--run r" in resume
+    assert Path(tmp_path / "runs.db").is_file()
+
+
+def test_the_bar_moves_with_every_finished_request_of_unfinished_questions():
+    import io
+
+    from rich.console import Console
+
+    from boe.batch.progress import BatchStats, RichProgress
+
+    stats = BatchStats(todo=10, expected_requests=20.0, active=3)
+    assert stats.partial == 0.0  # nothing sent yet
+    stats.live_requests = 10  # before any question is stored: the first guess of 20 requests a question
+    assert abs(stats.partial - 0.99 * 0.5) < 1e-9
+    stats.done, stats.requests, stats.live_requests = 2, 20, 35  # measured: 10 a question, 15 in progress
+    assert abs(stats.partial - 0.99 * 1.5) < 1e-9
+    stats.live_requests = 200
+    assert stats.partial < stats.active  # never a question more than those in progress
+    out = io.StringIO()
+    view = RichProgress(Console(file=out, force_terminal=True, width=200))
+    view.start(10, "r")
+    view.update(stats)
+    view.status("waiting: 4 held by ghost until 10:00:00 UTC")
+    view.stop()
+    assert "2/10" in out.getvalue() and "waiting: 4 held by ghost" in out.getvalue()  # stored, not the bar
