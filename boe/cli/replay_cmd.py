@@ -65,8 +65,8 @@ def replay_command(
     run: Optional[str] = typer.Option(None, "--run", help="Run name in --db."),
 ) -> None:
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
-    from boe.cli.common import check_outputs
     from boe.calibrations import choose_calibration
+    from boe.cli.common import check_outputs
     from boe.core.calibration import Calibration, fit_groups
     from boe.core.calibration import save_calibration as save_cal
     from boe.core.experiment import run_experiment
