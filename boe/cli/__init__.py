@@ -10,6 +10,7 @@ import sys
 import typer
 
 from boe import __version__
+from boe.cli.common import Interrupted
 from boe.errors import BoeError
 
 __all__ = ["EXIT_CODES", "app", "error_exit_code", "main", "run"]
@@ -74,6 +75,8 @@ def run(argv: list[str]) -> int:
         if code == 130:  # typer turns KeyboardInterrupt into Exit(130)
             _error("interrupted")
         return code
+    except Interrupted:
+        return 130
     except BoeError as exc:
         _error(str(exc))
         return error_exit_code(exc)

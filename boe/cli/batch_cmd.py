@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console
+from boe.cli.common import Interrupted, err_console, out_console
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -155,7 +155,7 @@ def batch_command(
             highlight=False,
             soft_wrap=True,
         )
-        raise typer.Exit(130) from None
+        raise Interrupted from None
     evaluation = _evaluate(summary, config) if summary.complete else None
     if as_json:
         data = summary.as_dict()

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
-__all__ = ["check_outputs", "err_console", "out_console", "parse_list", "parse_budgets", "progress_bar"]
+__all__ = ["Interrupted", "check_outputs", "err_console", "out_console", "parse_list", "parse_budgets", "progress_bar"]
 
 
 @cache
@@ -105,3 +105,7 @@ def check_outputs(*outputs: tuple[str, str | Path | None], folders: tuple[str, .
             raise ConfigError(f"{option} {value}: cannot write in the folder {parent}")
         if path.exists() and not os.access(path, os.W_OK):
             raise ConfigError(f"{option} {value}: the file exists and is not writable")
+
+
+class Interrupted(Exception):
+    """Ctrl-C that a command has already explained (what was kept, how to resume): exit 130, nothing more printed."""
