@@ -170,13 +170,17 @@ def _print_accuracy(rep: Any) -> None:
             *(r.dataset,) * several,
             r.policy,
             str(r.n),
-            f"{r.accuracy:.3f}",
-            f"{r.oracle_at_k:.3f}",
-            f"{r.rescue_rate:.3f}",
+            _num(r.accuracy, "{:.3f}"),
+            _num(r.oracle_at_k, "{:.3f}"),
+            _num(r.rescue_rate, "{:.3f}"),  # None where no question has a wrong majority
             f"{r.corrections}/{r.harms}",
-            f"{100 * r.delta_acc:+.2f}",
+            _num(None if r.delta_acc is None else 100 * r.delta_acc, "{:+.2f}"),
         )
     err_console().print(t)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 def report_json(rep: Any, html: str) -> dict[str, Any]:
