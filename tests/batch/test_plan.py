@@ -101,6 +101,6 @@ def test_a_dry_run_on_missing_images_says_why_as_the_run_does(tmp_path: Path) ->
             "--db", str(tmp_path / "x.db"), "--run", "r"]
     dry = subprocess.run([*args, "--dry-run"], capture_output=True, text=True, timeout=120)
     real = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert dry.returncode == real.returncode == 1
+    assert dry.returncode == real.returncode == 2  # an input error found before any work: exit 2
     assert "no question of" in dry.stderr and "missing_image 8" in dry.stderr
     assert dry.stderr == real.stderr
