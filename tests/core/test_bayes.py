@@ -127,6 +127,28 @@ def _lik_claim(q, model, j, h, outcomes):
     return total
 
 
+def _literal_standing(q, a):
+    """The standing bin of the latent action ``a`` reads, from its definition (top x share of the pool)."""
+    aid = q.answer_id
+    valid = aid >= 0
+    n_valid = max(int(valid.sum()), 1)
+    if q.is_factor[a]:
+        s = q.incidence[q.action_claim[a]][valid]
+        n_a, top = int((s == 1).sum()), int((s == 1).sum()) > int((s == -1).sum())
+    else:
+        judged = int(aid[q.action_candidate[a]])
+        counts = [int((aid == x).sum()) for x in range(int(aid.max()) + 1)] if valid.any() else [0]
+        n_a = counts[judged] if judged >= 0 else 0
+        top = judged >= 0 and n_a == max(counts)
+    share = n_a / n_valid
+    return 4 * int(top) + sum(share >= e for e in (0.2, 0.4, 0.6))
+
+
+class _Cell:
+    def __init__(self, table, b):
+        self.given_true, self.given_false = table.at(b)
+
+
 def _literal_joint(q, model, group_keys, history, extra=None):
     """Unnormalised P(h, stances of checked claims, outcomes) for every hypothesis (answers, then none)."""
     pp = model.priors.get(q.dataset, PriorParams())
@@ -144,10 +166,13 @@ def _literal_joint(q, model, group_keys, history, extra=None):
     by_answer: dict[int, list] = {}
     for a, o in history:
         key = group_keys[q.group[a]]
+        b = _literal_standing(q, a)
         if q.is_factor[a]:
-            by_claim.setdefault(int(q.action_claim[a]), []).append((model.factor_channels[key], OUT[o]))
+            by_claim.setdefault(int(q.action_claim[a]), []).append((_Cell(model.factor_channels[key], b), OUT[o]))
         else:
-            by_answer.setdefault(int(aid[q.action_candidate[a]]), []).append((model.whole_channels[key], OUT[o]))
+            by_answer.setdefault(int(aid[q.action_candidate[a]]), []).append(
+                (_Cell(model.whole_channels[key], b), OUT[o])
+            )
     if extra is not None:
         by_claim.setdefault(extra, [])
     cp = model.claims.get(q.dataset, ClaimParams())
