@@ -515,23 +515,8 @@ def _fit_prior(data: _FitData, rows: B_) -> PriorParams:
         present = c > 0
         with np.errstate(divide="ignore"):
             f = np.stack([c, np.where(present, np.log(np.where(present, c, 1.0)), 0.0)], axis=2)  # (R, D, 2)
-        f_true = f[np.arange(t.size), t]
-        b0 = b.copy()
-        for _ in range(50):
-            z = np.where(present, f @ b, -np.inf)
-            p = np.exp(z - z.max(axis=1, keepdims=True))
-            p /= p.sum(axis=1, keepdims=True)
-            mean = np.einsum("rd,rdf->rf", p, f)
-            grad = (wt_[:, None] * (f_true - mean)).sum(axis=0) - RIDGE * (b - b0)
-            cov = np.einsum("rd,rdf,rdg->rfg", p, f, f) - mean[:, :, None] * mean[:, None, :]
-            hess = (wt_[:, None, None] * cov).sum(axis=0) + RIDGE * np.eye(2)
-            step = np.linalg.solve(hess, grad)
-            b = b + step
-            if float(np.abs(step).max()) < 1e-10:
-                break
         k_max = float(max(k.max(), 1.0))
-        if min(b[0] + b[1], b[0] + b[1] / k_max) < MIN_SLOPE:  # keep the mode at the majority
-            b = np.array([0.0, max(float(b[1]), MIN_SLOPE)]) if b[1] > 0 else np.array([MIN_SLOPE, 0.0])
+        b = _count_logit(f, present, t, wt_, k_max)
     return PriorParams(
         count_coef=float(b[0]),
         log_count_coef=float(b[1]),
@@ -539,6 +524,52 @@ def _fit_prior(data: _FitData, rows: B_) -> PriorParams:
         none_slope=float(beta[1]),
         questions=float(w.sum()),
     )
+
+
+def _count_logit(f: F64, present: B_, t: I64, w: F64, k_max: float) -> F64:
+    """Conditional logit of the true answer in features ``f`` (R, D, 2) = (n_d, log n_d), by Newton's
+    method with a ridge towards (0, 1), constrained to a log-weight increasing in the count on 1..k_max.
+
+    The slope b1 + b2 / n is monotone in n, so the constraint holds on 1..k_max when it holds at n = 1
+    and n = k_max; if the free optimum breaks it, the optimum lies on one of these two lines.
+    """
+    f_true = f[np.arange(t.size), t]
+    b0 = np.array([0.0, 1.0])
+
+    def newton(origin: F64, basis: F64) -> tuple[F64, float]:
+        """Maximise the penalised likelihood over b = origin + basis @ x."""
+        x = np.zeros(basis.shape[1])
+        ll = -math.inf
+        for _ in range(60):
+            b = origin + basis @ x
+            z = np.where(present, f @ b, -np.inf)
+            top = z.max(axis=1, keepdims=True)
+            e = np.exp(z - top)
+            tot = e.sum(axis=1, keepdims=True)
+            p = e / tot
+            ll = float((w * (f_true @ b - top[:, 0] - np.log(tot[:, 0]))).sum() - 0.5 * RIDGE * ((b - b0) ** 2).sum())
+            mean = np.einsum("rd,rdf->rf", p, f)
+            grad = (w[:, None] * (f_true - mean)).sum(axis=0) - RIDGE * (b - b0)
+            cov = np.einsum("rd,rdf,rdg->rfg", p, f, f) - mean[:, :, None] * mean[:, None, :]
+            hess = (w[:, None, None] * cov).sum(axis=0) + RIDGE * np.eye(2)
+            step = np.linalg.solve(basis.T @ hess @ basis + 1e-12 * np.eye(basis.shape[1]), basis.T @ grad)
+            x = x + step
+            if float(np.abs(step).max()) < 1e-10:
+                break
+        return origin + basis @ x, ll
+
+    def ok(b: F64) -> bool:
+        return min(b[0] + b[1], b[0] + b[1] / k_max) >= MIN_SLOPE - 1e-12
+
+    b, _ = newton(np.zeros(2), np.eye(2))
+    if ok(b):
+        return b
+    best, best_ll = np.array([MIN_SLOPE, 0.0]), -math.inf
+    for direction in (np.array([[-1.0], [1.0]]), np.array([[-1.0 / k_max], [1.0]])):
+        cand, ll = newton(np.array([MIN_SLOPE, 0.0]), direction)
+        if ok(cand) and ll > best_ll:
+            best, best_ll = cand, ll
+    return best
 
 
 def _normalise(counts: F64) -> F64:
