@@ -178,6 +178,8 @@ class ClaimParams(BaseModel):
         ((1 / 3, 1 / 3, 1 / 3), (1 / 3, 1 / 3, 1 / 3)),
     )
     claims: float = 0.0  # training claims (diagnostic)
+    # weight of the stance evidence log P(stances_j | H) (a calibrated composite likelihood, see `_fit_stance_weight`)
+    stance_weight: float = Field(default=1.0, ge=0.0)
 
 
 class ChannelTable(BaseModel):
@@ -744,6 +746,51 @@ def _fit_claims(
     return params, _Channels(chans, g1, g0, st_n.sum(axis=1), st1, st0, st_n)
 
 
+#: Candidate stance weights (`_fit_stance_weight`).
+STANCE_WEIGHTS = np.round(np.arange(0.0, 1.501, 0.05), 2)
+
+
+def _fit_stance_weight(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> float:
+    """The weight lambda of the claims' stance evidence that best predicts the true answer.
+
+    The stance model treats the claims of a question as independent given H, but
+    the stances of one candidate on related claims (the values of one slot) are
+    not, so the summed evidence counts some of it more than once. The posterior
+    uses P(H) P(stances | H)^lambda, a calibrated composite likelihood: lambda
+    maximises sum_q log P(true H_q | all stances of q) on the training questions
+    (over `STANCE_WEIGHTS`); lambda = 1 when the claims are independent.
+    """
+    pri = np.array([[prior.count_coef, prior.log_count_coef, prior.none_intercept, prior.none_slope]])
+    theta = _stance_matrix(np.log(np.clip(np.array(claims.stance), EPS, 1.0)))
+    al = np.clip(np.array(claims.aligned_true), EPS, 1 - EPS)
+    ft = min(max(claims.free_true, EPS), 1 - EPS)
+    total = np.zeros(STANCE_WEIGHTS.size)
+    for q in questions:
+        if not q.labelled:
+            continue
+        valid = q.answer_id >= 0
+        d = int(q.answer_id.max()) + 1 if valid.any() else 0
+        claim_ids = np.unique(q.action_claim[q.is_factor])
+        if d == 0 or claim_ids.size == 0:
+            continue
+        right, weight = _true_answers(q)
+        n_ans = np.bincount(q.answer_id[valid], minlength=d).astype(np.float64)[None]
+        lp, _ = prior_log(n_ans, np.array([float(q.k)]), pri)
+        counts, aligned, cls = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
+        h = d + 1
+        m = claim_ids.size
+        w = _claim_weights(
+            counts.reshape(-1, 6), np.repeat(aligned.reshape(-1), h), cls.reshape(-1), np.float64(ft), theta, al
+        ).reshape(m, h, 2)
+        ev = np.where(aligned[0][:, None], 0.0, np.logaddexp(w[..., 0], w[..., 1])).sum(axis=0)  # (H,)
+        z = lp[0][None, :] + STANCE_WEIGHTS[:, None] * ev[None, :]  # (L, H)
+        top = z.max(axis=1, keepdims=True)
+        lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
+        for t in right if right else [d]:
+            total += weight * (z[:, t] - lse)
+    return float(STANCE_WEIGHTS[int(np.argmax(total))])
+
+
 def fit_bayes_model(
     questions: Sequence[Question],
     group_keys: Sequence[str],
@@ -770,6 +817,9 @@ def fit_bayes_model(
         frow = crow[data.f_row]
         if crow.any() and frow.any():
             claims, ch = _fit_claims(data, crow, frow, n_groups)
+            claims.stance_weight = _fit_stance_weight(
+                [questions[i] for i in np.nonzero(in_ds)[0]], model.priors.get(ds, DEFAULT_PRIOR), claims
+            )
             model.claims[ds] = claims
             for c, g in enumerate(ch.ids.tolist()):
                 table = ChannelTable(
@@ -836,6 +886,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     theta = np.empty((n, 2, 2, 3))
     aligned_true = np.empty((n, 3))
     verdict = np.empty((n, 2))
+    stance_weight = np.empty(n)
     cache: dict[tuple[int, str], tuple[PriorParams, ClaimParams]] = {}
     for r in range(n):
         ck = (int(cal[r]), state.dataset[r])
@@ -849,6 +900,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         theta[r] = cp.stance
         aligned_true[r] = cp.aligned_true
         verdict[r] = cp.verdict
+        stance_weight[r] = cp.stance_weight
     return {
         "standing": standing.astype(np.float64),
         "channel": np.clip(channel, EPS, 1.0),
@@ -857,6 +909,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         "log_theta": np.log(np.clip(theta, EPS, 1.0)),
         "aligned_true": np.clip(aligned_true, EPS, 1 - EPS),
         "verdict": np.clip(verdict, EPS, 1 - EPS),
+        "stance_weight": stance_weight,
     }
 
 
@@ -958,6 +1011,7 @@ class Bayes:
             tabs["aligned_true"][rows],
         ).reshape(n, m, h, 2)
         evidence = np.where(aligned[:, :, None], 0.0, np.logaddexp(weights[..., 0], weights[..., 1]))
+        evidence *= tabs["stance_weight"][:, None, None]
         rho = _sigmoid(weights[..., 0] - weights[..., 1])
         # the verdicts on the answers (latents m .. m + d - 1) and on invalid responses (m + d)
         v = tabs["verdict"]

@@ -124,6 +124,14 @@ def _lik_claim(q, model, j, h, outcomes):
         for ch, o in outcomes:
             w *= (ch.given_true if t == 1 else ch.given_false)[o]
         total += w
+    if not aligned:  # the stance evidence enters with weight lambda: P(stances | h)^lambda P(outcomes | h, stances)
+        ev = 0.0
+        for t in (1, 0):
+            w = cp.free_true if t == 1 else 1 - cp.free_true
+            for i in np.nonzero(valid)[0]:
+                w *= cp.stance[0 if aid[i] == h else 1][1 - t][{1: 0, -1: 1, 0: 2}[int(s[i])]]
+            ev += w
+        total *= ev ** (cp.stance_weight - 1.0)
     return total
 
 
