@@ -561,7 +561,7 @@ def _count_logit(f: F64, present: B_, t: I64, w: F64, k_max: float) -> F64:
         return origin + basis @ x, ll
 
     def ok(b: F64) -> bool:
-        return min(b[0] + b[1], b[0] + b[1] / k_max) >= MIN_SLOPE - 1e-12
+        return bool(min(b[0] + b[1], b[0] + b[1] / k_max) >= MIN_SLOPE - 1e-12)
 
     b, _ = newton(np.zeros(2), np.eye(2))
     if ok(b):
@@ -780,7 +780,7 @@ def _fit_stance_weight(questions: Sequence[Question], prior: PriorParams, claims
         h = d + 1
         m = claim_ids.size
         w = _claim_weights(
-            counts.reshape(-1, 6), np.repeat(aligned.reshape(-1), h), cls.reshape(-1), np.float64(ft), theta, al
+            counts.reshape(-1, 6), np.repeat(aligned.reshape(-1), h), cls.reshape(-1), np.full(1, ft), theta, al
         ).reshape(m, h, 2)
         ev = np.where(aligned[0][:, None], 0.0, np.logaddexp(w[..., 0], w[..., 1])).sum(axis=0)  # (H,)
         z = lp[0][None, :] + STANCE_WEIGHTS[:, None] * ev[None, :]  # (L, H)
@@ -818,7 +818,7 @@ def fit_bayes_model(
         if crow.any() and frow.any():
             claims, ch = _fit_claims(data, crow, frow, n_groups)
             claims.stance_weight = _fit_stance_weight(
-                [questions[i] for i in np.nonzero(in_ds)[0]], model.priors.get(ds, DEFAULT_PRIOR), claims
+                [questions[int(i)] for i in np.nonzero(in_ds)[0]], model.priors.get(ds, DEFAULT_PRIOR), claims
             )
             model.claims[ds] = claims
             for c, g in enumerate(ch.ids.tolist()):
