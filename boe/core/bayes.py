@@ -140,6 +140,8 @@ MIN_SLOPE = 1e-3
 STANDING_EDGES: tuple[float, ...] = (0.2, 0.4, 0.6)
 N_SHARE = len(STANDING_EDGES) + 1
 N_STANDING = 2 * N_SHARE
+#: Pseudo-count of every parent table in the first EM phase.
+TAU_START = 20.0
 #: Candidate pseudo-counts of a parent table (partial pooling; chosen by empirical Bayes per parent).
 TAU_GRID = np.array([2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1e3, 2e3, 5e3, 1e4, 1e5, 1e6])
 #: Action kinds (the parents of the groups): codes of `boe.core.graph.KIND_CODES`.
@@ -620,38 +622,53 @@ def gammaln(x: npt.ArrayLike) -> F64:
     return out
 
 
-def _concentration(m: F64, parent: F64, owner: I64, n_owner: int) -> F64:
-    """Empirical-Bayes pseudo-count per owner: the grid value maximising the Dirichlet-multinomial
-    evidence of its children's counts ``m`` (n, 3) around their parent tables ``parent`` (n, 3)."""
+def _evidence(m: F64, parent: F64, owner: I64, n_owner: int) -> F64:
+    """log Dirichlet-multinomial evidence of the children's counts ``m`` (n, 3) around their parent
+    tables (n, 3), summed per owner, for every pseudo-count of `TAU_GRID`: shape (T, n_owner)."""
     tau = TAU_GRID[:, None, None]
     a = tau * np.clip(parent, 1e-6, None)[None]  # (T, n, 3)
     ev = gammaln(tau[:, :, 0]) - gammaln(tau[:, :, 0] + m.sum(axis=1)[None]) + (gammaln(a + m[None]) - gammaln(a)).sum(
         axis=2
     )  # (T, n)
-    per = np.zeros((TAU_GRID.size, n_owner))
+    out = np.zeros((TAU_GRID.size, n_owner))
     for t in range(TAU_GRID.size):
-        per[t] = np.bincount(owner, weights=ev[t], minlength=n_owner)
-    out: F64 = TAU_GRID[np.argmax(per, axis=0)]
+        out[t] = np.bincount(owner, weights=ev[t], minlength=n_owner)
     return out
 
 
-def _shrink(m: F64, chan_of_cell: I64, par_of_chan: I64, n_chan: int) -> tuple[F64, F64]:
+def _shrink(m: F64, chan_of_cell: I64, par_of_chan: I64, n_chan: int, tau_g: F64, tau_s: F64) -> tuple[F64, F64]:
     """Outcome tables of standing cells and of their channels from expected counts ``m`` (cells, 3).
 
-    Partial pooling: kind -> group -> standing cell, each level a Dirichlet around
-    its parent whose pseudo-count is chosen by empirical Bayes (`_concentration`)
-    per kind (for its groups) and per group (for its standing cells).
+    Partial pooling: kind -> group -> standing cell, each level the posterior mean of a Dirichlet
+    around its parent with ``tau_g`` (per kind) and ``tau_s`` (per channel) pseudo-actions.
     """
+    mc, tp = _parents(m, chan_of_cell, par_of_chan, n_chan)
+    tg = tau_g[par_of_chan][:, None]
+    tc = (mc + tg * tp[par_of_chan]) / (mc.sum(axis=1, keepdims=True) + tg)
+    ts = tau_s[chan_of_cell][:, None]
+    cell: F64 = (m + ts * tc[chan_of_cell]) / (m.sum(axis=1, keepdims=True) + ts)
+    return cell, tc
+
+
+def _parents(m: F64, chan_of_cell: I64, par_of_chan: I64, n_chan: int) -> tuple[F64, F64]:
+    """Channel counts (channels, 3) and the kind tables (kinds, 3) of cell counts ``m``."""
     mc = np.zeros((n_chan, 3))
     np.add.at(mc, chan_of_cell, m)
     mp = np.zeros((N_KINDS, 3))
     np.add.at(mp, par_of_chan, mc)
-    tp = _normalise(mp)
-    tau_g = _concentration(mc, tp[par_of_chan], par_of_chan, N_KINDS)[par_of_chan][:, None]
-    tc = (mc + tau_g * tp[par_of_chan]) / (mc.sum(axis=1, keepdims=True) + tau_g)
-    tau_s = _concentration(m, tc[chan_of_cell], chan_of_cell, n_chan)[chan_of_cell][:, None]
-    cell: F64 = (m + tau_s * tc[chan_of_cell]) / (m.sum(axis=1, keepdims=True) + tau_s)
-    return cell, tc
+    return mc, _normalise(mp)
+
+
+def _pooling(ms: list[F64], chan_of_cell: I64, par_of_chan: I64, n_chan: int) -> tuple[F64, F64]:
+    """Empirical-Bayes pseudo-counts per kind (for its groups) and per channel (for its standing cells)
+    from the expected cell counts of both latent values (``ms``)."""
+    ev_g = np.zeros((TAU_GRID.size, N_KINDS))
+    ev_s = np.zeros((TAU_GRID.size, n_chan))
+    for m in ms:
+        mc, tp = _parents(m, chan_of_cell, par_of_chan, n_chan)
+        ev_g += _evidence(mc, tp[par_of_chan], par_of_chan, N_KINDS)
+        ev_s += _evidence(m, _normalise(mc)[chan_of_cell], chan_of_cell, n_chan)
+    return TAU_GRID[np.argmax(ev_g, axis=0)], TAU_GRID[np.argmax(ev_s, axis=0)]
 
 
 @dataclass
@@ -703,31 +720,38 @@ def _fit_claims(
     theta = np.array([[[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]], [[0.45, 0.35, 0.2], [0.35, 0.45, 0.2]]])
     free_true = 0.3
     al_true = np.array([0.9, 0.1, 0.1, 0.9, 0.1])  # aligned classes, then the verdicts
-    prev = -math.inf
     m1 = m0 = np.zeros(nc * 3)
     g1 = g0 = np.zeros((n_chan, 3))
-    for _ in range(iters):
-        logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3 nc, 2)
-        a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f @ logc
-        a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a @ logc
-        ll = float(w_f @ np.logaddexp(a_f[:, 0], a_f[:, 1]) + w_a @ np.logaddexp(a_a[:, 0], a_a[:, 1]))
-        g_f = _sigmoid(a_f[:, 0] - a_f[:, 1])
-        g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
-        # M-step: every table in closed form from expected counts
-        t_f, t_a = w_f * g_f, w_a * g_a
-        m1 = t_f @ x_f + t_a @ x_a
-        m0 = (w_f - t_f) @ x_f + (w_a - t_a) @ x_a
-        c1, g1 = _shrink(m1.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan)
-        c0, g0 = _shrink(m0.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan)
-        free_true = (float(t_f.sum()) + SMOOTHING) / (float(w_f.sum()) + 2 * SMOOTHING)
-        theta = _normalise(np.stack([t_f @ counts_f, (w_f - t_f) @ counts_f]).reshape(2, 2, 3).swapaxes(0, 1))
-        # aligned truth rates: the exact maximiser of the observed likelihood given the new
-        # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
-        logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
-        al_true = _mixture_weights(x_a @ logc, cls_a, w_a, 5)
-        if ll - prev <= tol * max(1.0, abs(ll)):
-            break
-        prev = ll
+    # two phases: EM with moderate pooling, then the pooling chosen by empirical Bayes on its
+    # expected counts, then EM again from there (pseudo-counts fixed within a phase, so each converges)
+    tau_g = np.full(N_KINDS, TAU_START)
+    tau_s = np.full(n_chan, TAU_START)
+    for phase in range(2):
+        if phase:
+            tau_g, tau_s = _pooling([m1.reshape(nc, 3), m0.reshape(nc, 3)], chan_of_cell, par_of_chan, n_chan)
+        prev = -math.inf
+        for _ in range(iters):
+            logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3 nc, 2)
+            a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f @ logc
+            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a @ logc
+            ll = float(w_f @ np.logaddexp(a_f[:, 0], a_f[:, 1]) + w_a @ np.logaddexp(a_a[:, 0], a_a[:, 1]))
+            g_f = _sigmoid(a_f[:, 0] - a_f[:, 1])
+            g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
+            # M-step: every table in closed form from expected counts
+            t_f, t_a = w_f * g_f, w_a * g_a
+            m1 = t_f @ x_f + t_a @ x_a
+            m0 = (w_f - t_f) @ x_f + (w_a - t_a) @ x_a
+            c1, g1 = _shrink(m1.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s)
+            c0, g0 = _shrink(m0.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s)
+            free_true = (float(t_f.sum()) + SMOOTHING) / (float(w_f.sum()) + 2 * SMOOTHING)
+            theta = _normalise(np.stack([t_f @ counts_f, (w_f - t_f) @ counts_f]).reshape(2, 2, 3).swapaxes(0, 1))
+            # aligned truth rates: the exact maximiser of the observed likelihood given the new
+            # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
+            logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
+            al_true = _mixture_weights(x_a @ logc, cls_a, w_a, 5)
+            if ll - prev <= tol * max(1.0, abs(ll)):
+                break
+            prev = ll
     acts_cell = np.bincount(cidx, weights=w[arow], minlength=nc)
     st1 = np.repeat(g1[:, None, :], N_STANDING, axis=1)
     st0 = np.repeat(g0[:, None, :], N_STANDING, axis=1)

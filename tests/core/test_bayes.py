@@ -416,3 +416,88 @@ def test_options_are_validated():
     with pytest.raises(ConfigError):
         BayesLookahead(shortlist=1)
     assert isinstance(make_policy("bayes-lookahead", shortlist=4, seed=3), BayesLookahead)
+
+
+# --------------------------------------------------------------------------- issue 18: correlated channels
+
+
+def test_standing_channels_learn_an_echoing_judge_and_pool_when_there_is_none():
+    """With an echoing judge a false top claim is confirmed far more often than a false minority claim;
+    without one, empirical-Bayes pooling keeps every standing cell at its group's table."""
+    from boe.core.bayes import N_SHARE
+
+    echo = model_of(_fitted(list(pool_ledger(800, seed=71, spec=pool_spec("echo")))))
+    ch = echo.factor_channels["pool-echo/vlm"]
+    top = [ch.standing[b][1][0] for b in range(N_SHARE, 2 * N_SHARE) if ch.standing_actions[b] > 200]
+    low = [ch.standing[b][1][0] for b in range(N_SHARE) if ch.standing_actions[b] > 200]
+    assert top and low and min(top) > max(low) + 0.05
+    plain = model_of(_fitted(list(pool_ledger(800, seed=71))))
+    ch = plain.factor_channels["pool/vlm"]
+    for b, (t1, t0) in enumerate(ch.standing):
+        assert np.allclose(t1, ch.given_true, atol=0.03) and np.allclose(t0, ch.given_false, atol=0.03), b
+
+
+def test_prior_is_fitted_under_its_constraint_and_stays_raw_at_budget_zero():
+    """Questions of any difficulty (Beta(1, 1)): the count logit hits its monotonicity bound; the prior
+    is neither flat nor decreasing, and `bayes` at budget 0 is raw BoN."""
+    spec = pool_spec("default", difficulty=(1.0, 1.0))
+    recs = list(pool_ledger(600, seed=81, spec=spec))
+    cal = _fitted(recs)
+    p = model_of(cal).priors["pool"]
+    assert p.count_coef + p.log_count_coef >= 1e-3 - 1e-9 and p.count_coef + p.log_count_coef / 16 >= 1e-3 - 1e-9
+    assert p.count_coef > 0.1  # the old fallback was a flat prior (0.001, 0)
+    got = _engine(recs, ["raw", "bayes"], [0], cal=cal)
+    assert [x["selected"] for x in got["bayes", 0.0]] == [x["selected"] for x in got["raw", 0.0]]
+    # the prior is calibrated in-sample: the top answer's mean probability is its frequency of being right
+    qs, runs = _replay(recs, ["bayes"], [0], cal)
+    conf = np.mean([runs["bayes", 0.0].scores[i, runs["bayes", 0.0].selected[i]] for i in range(len(qs))])
+    assert abs(conf - _success(qs, runs["bayes", 0.0])) < 0.05
+
+
+def test_stance_weight_discounts_redundant_claims():
+    cp = model_of(_fitted(list(pool_ledger(600, seed=91)))).claims["pool"]
+    assert 0.0 < cp.stance_weight < 1.0  # the values of one slot are one choice, not independent claims
+
+
+def test_explain_reports_every_purchase():
+    recs = list(pool_ledger(40, seed=95, spec=pool_spec("echo-answers")))
+    cal = _fitted(list(pool_ledger(400, seed=96, spec=pool_spec("echo-answers"))))
+    qs, groups = _questions(recs)
+    pol = Bayes()
+    state = bind_questions(qs, np.arange(len(qs)), [cal], None, groups.keys, 16, with_labels=True)
+    outcomes = state.labels.outcome
+    state.labels = None
+    pol.start(state)
+    while True:
+        choice = pol.choose(state)
+        go = np.nonzero(choice >= 0)[0]
+        if go.size == 0:
+            break
+        state.reveal(go, choice[go], outcomes[go, choice[go]])
+        pol.observe(state, go, choice[go], outcomes[go, choice[go]])
+    post = pol.posterior(state)
+    kinds = set()
+    for r in range(len(qs)):
+        why = pol.explain(state, r)
+        assert [w["action"] for w in why] == state.log[r, : state.steps[r]].tolist()
+        for w in why:
+            assert math.isclose(w["weight"], math.log(w["p_true"] / w["p_false"]))
+            assert 0 <= w["lead_before"] <= 1 and 0 <= w["lead_after"] <= 1
+            kinds.add(w["latent"])
+        if why:
+            d = int(qs[r].answer_id.max()) + 1
+            assert math.isclose(why[-1]["lead_after"], post[r, :d].max(), rel_tol=1e-9)
+    assert kinds == {"claim", "answer"}
+
+
+def test_truthful_answer_checks_overturn_wrong_majorities_in_bayes():
+    """A near-truthful answer judge: bayes rescues most wrong majorities that hold a correct candidate."""
+    spec = pool_spec("answers", answer=pool_spec("answers").answer.__class__(0.98, 0.0, 8))
+    cal = _fitted(list(pool_ledger(500, seed=97, spec=spec)))
+    recs = list(pool_ledger(400, seed=98, spec=spec))
+    qs, runs = _replay(recs, ["raw", "bayes"], [16], cal)
+    raw, bayes = runs["raw", 16.0], runs["bayes", 16.0]
+    fixable = [i for i in range(len(qs)) if qs[i].utility[raw.selected[i]] == 0 and qs[i].utility.max() == 1]
+    rescued = sum(qs[i].utility[bayes.selected[i]] == 1 for i in fixable)
+    assert fixable and rescued >= 0.8 * len(fixable)
+    assert _success(qs, bayes) > _success(qs, raw) + 0.1
