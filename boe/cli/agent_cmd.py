@@ -340,6 +340,7 @@ def ask_command(
     pixel_limit: Optional[int] = typer.Option(
         None, "--pixel-limit", help="Refuse images declaring more pixels than this [100000000]."
     ),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Reply tokens asked for at most [512]."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
 ) -> None:
     """Answer one image question: sample K candidates, buy evidence, select, print the evidence log."""
@@ -376,6 +377,7 @@ def ask_command(
         **endpoint_settings(
             server=server, top_p=top_p, top_k=top_k, min_p=min_p, extra_body=extra_body,
             judge_extra_body=judge_extra_body, max_pixels=max_pixels, pixel_limit=pixel_limit,
+            max_tokens=max_tokens,
         ),
     )
     images = _images(image, more_images or [], figures)

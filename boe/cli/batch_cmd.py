@@ -92,6 +92,7 @@ def batch_command(
     pixel_limit: Optional[int] = typer.Option(
         None, "--pixel-limit", help="Refuse images declaring more pixels than this [100000000]."
     ),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Reply tokens asked for at most [512]."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or estimate) as JSON."),
 ) -> None:
     """Answer every question of a dataset with the agent and store the run (resumable; many workers may share it)."""
@@ -120,6 +121,7 @@ def batch_command(
         **endpoint_settings(
             server=server, top_p=top_p, top_k=top_k, min_p=min_p, extra_body=extra_body,
             judge_extra_body=judge_extra_body, max_pixels=max_pixels, pixel_limit=pixel_limit,
+            max_tokens=max_tokens,
         ),
     )
     config = BatchConfig(

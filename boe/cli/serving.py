@@ -35,6 +35,7 @@ def endpoint_settings(
     judge_extra_body: str | None = None,
     max_pixels: int | None = None,
     pixel_limit: int | None = None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """`make_config` keyword arguments from the command-line options (None: the configuration's default)."""
     values: dict[str, Any] = {
@@ -46,5 +47,6 @@ def endpoint_settings(
         "judge_extra_body": _json_object(judge_extra_body, "--judge-extra-body"),
         "pixel_limit": pixel_limit,
         "max_pixels": max_pixels,  # 0: no limit
+        "max_tokens": max_tokens,
     }
     return {k: v for k, v in values.items() if v is not None}

@@ -48,11 +48,20 @@ class ViewFeatures:
     outline_visible: float  # 1 = the whole body outline is inside the view
 
 
+#: Pixels the simulator perceives at most (its own scans are at most 2048 x 2048); a larger image is downscaled
+#: once after decoding, as a VLM's processor does, so a large image within the pixel limit stays cheap.
+PERCEIVE_PIXELS = 2048 * 2048
+
+
 def decode_image(data: bytes) -> np.ndarray | None:
-    """Encoded image bytes (PNG, JPEG, ...) to a grayscale uint8 array, or None."""
+    """Encoded image bytes (PNG, JPEG, ...) to a grayscale uint8 array of at most `PERCEIVE_PIXELS`, or None."""
     arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
     if arr is None:
         return None
+    h, w = arr.shape[:2]
+    if h * w > PERCEIVE_PIXELS:
+        scale = (PERCEIVE_PIXELS / float(h * w)) ** 0.5
+        arr = cv2.resize(arr, (max(1, int(w * scale)), max(1, int(h * scale))), interpolation=cv2.INTER_AREA)
     if arr.dtype != np.uint8:
         lo, hi = float(arr.min()), float(arr.max())
         arr = ((arr.astype(np.float64) - lo) * (255.0 / max(hi - lo, 1e-9))).astype(np.uint8)

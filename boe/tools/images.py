@@ -162,7 +162,12 @@ def open_image(
         pixels, metadata, header = _read_dicom(data, str(path), frame, pixel_limit)
         passthrough = None
     else:
-        check_pixels(data, str(path), pixel_limit)
+        if check_pixels(data, str(path), pixel_limit) is None and pixel_limit is not None:
+            # a size the header does not give cannot be limited before decoding (a 4 MB PBM can declare 20000x20000)
+            raise InputError(
+                f"{str(path)!r} is not an image this tool can read: its width and height cannot be read from its "
+                f"header ({len(data)} bytes; PNG, JPEG, BMP, TIFF, WebP, GIF or DICOM)"
+            )
         cv2 = _cv2()
         try:
             arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
@@ -371,20 +376,25 @@ def _read_dicom(
     if pixel_limit is not None and rows * cols > pixel_limit:
         raise InputError(_too_many(name, cols, rows, pixel_limit, len(data)))
     try:
-        arr = np.asarray(ds.pixel_array)
-    except Exception as exc:  # pydicom raises many types for broken files
-        raise InputError(f"{name!r} is a DICOM file without readable pixel data: {exc}") from exc
-    frames = int(ds.get("NumberOfFrames", 1) or 1)
-    colour = str(ds.get("PhotometricInterpretation", "") or "").upper() not in ("", "MONOCHROME1", "MONOCHROME2")
+        frames = max(1, int(ds.get("NumberOfFrames", 1) or 1))
+    except (TypeError, ValueError):
+        frames = 1
     header: dict[str, Any] = {"frames": frames}
-    if frames > 1 and arr.ndim >= 3 and arr.shape[0] == frames:
+    index: int | None = None
+    if frames > 1:
         index = frames // 2 if frame is None else frame
         if not 0 <= index < frames:
             raise InputError(f"{name!r} has {frames} frames (0..{frames - 1}); frame {index} does not exist")
-        arr = arr[index]
         header["frame"] = index
     elif frame not in (None, 0):
         raise InputError(f"{name!r} has a single frame; frame {frame} does not exist")
+    try:
+        # only the chosen frame is decoded: the pixel limit holds per frame, and a compressed file of many
+        # frames would otherwise decode all of them (frames x rows x columns)
+        arr = np.asarray(ds.pixel_array if index is None else _dicom_frame(ds, index))
+    except Exception as exc:  # pydicom raises many types for broken files
+        raise InputError(f"{name!r} is a DICOM file without readable pixel data: {exc}") from exc
+    colour = str(ds.get("PhotometricInterpretation", "") or "").upper() not in ("", "MONOCHROME1", "MONOCHROME2")
     if colour:
         pixels = _to_uint8(arr[:, :, ::-1] if arr.ndim == 3 and arr.shape[2] == 3 else arr)  # RGB -> BGR
     else:
@@ -431,6 +441,13 @@ def _read_dicom(
         if slot in meta
     }
     return pixels, meta, header
+
+
+def _dicom_frame(ds: Any, index: int) -> np.ndarray:
+    """One frame of a multi-frame DICOM dataset, decoded alone."""
+    from pydicom.pixels import pixel_array
+
+    return np.asarray(pixel_array(ds, index=index))
 
 
 _VIEW_PLANES = {"PA": "pa", "AP": "ap", "LL": "lateral", "RL": "lateral", "LAT": "lateral", "LATERAL": "lateral"}

@@ -106,9 +106,42 @@ def extract_json(text: str | None, *, last: bool = False) -> dict[str, Any]:
         # the last object is the one that ends last in either scan (a broken quote may hide it from the first)
         if found is not None and (best is None or found[0] > best[0]):
             best = found
+    if last:
+        # the judge's own object ends the reply: read back from the last openers, whatever the prose before it left
+        # open (an unclosed brace or quote there can hide it from both forward scans)
+        tail = _tail_object(stripped)
+        if tail is not None and (best is None or tail[0] > best[0]):
+            best = tail
     if best is not None:
         return best[1]
     raise ReplyError(f"no JSON object in reply: {_clip(stripped)!r}")
+
+
+#: Openers tried from the end of a reply, and braces looked at, by `_tail_object`.
+_TAIL_TRIES = 32
+_TAIL_BRACES = 4096
+
+
+def _tail_object(text: str) -> tuple[int, dict[str, Any]] | None:
+    """(end, object) of the decodable object that ends last, tried from the last openers backwards (bounded)."""
+    decoder = json.JSONDecoder()
+    best: tuple[int, dict[str, Any]] | None = None
+    hi, tries = len(text), 0
+    for _ in range(_TAIL_BRACES):
+        i = text.rfind("{", 0, hi)
+        if i < 0 or tries >= _TAIL_TRIES:
+            break
+        hi = i
+        if _OPEN.match(text, i) is None:
+            continue
+        tries += 1
+        try:
+            obj, end = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and (best is None or end >= best[0]):  # an enclosing object replaces the inner one
+            best = (end, obj)
+    return best
 
 
 _OPEN = re.compile(r'\{(?=\s*["}])')  # a brace that may open a JSON object (prose braces do not)
