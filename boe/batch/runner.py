@@ -34,6 +34,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -370,7 +371,8 @@ class BatchRunner:
         }
         store.create_run(cfg.run, run_config, exist_ok=True)
         _, run, _, _ = open_store(store, agent_cfg, calibration, cfg.run)  # refuses other agent settings
-        return run
+        info: RunInfo = run
+        return info
 
     # -- one question -------------------------------------------------------------------------------
 
@@ -466,6 +468,9 @@ class BatchRunner:
 
     # -- the work loop ------------------------------------------------------------------------------
 
+    def _forget(self, key: Key, _task: asyncio.Task[None]) -> None:
+        self.active.pop(key, None)
+
     def _may_claim(self) -> bool:
         cfg = self.config
         if cfg.max_failures and self.stats.failed >= cfg.max_failures and not self._stopping:
@@ -495,7 +500,7 @@ class BatchRunner:
                     claimed_any = True
                     task = asyncio.create_task(self._answer(bi), name=f"boe-batch:{w.question_id}")
                     self.active[key] = task
-                    task.add_done_callback(lambda _t, k=key: self.active.pop(k, None))
+                    task.add_done_callback(partial(self._forget, key))
             self._tick()
             if not self.active and not claimed_any:
                 counts = await self._db(self.store.work_counts, run)

@@ -90,12 +90,12 @@ def run(argv: list[str]) -> int:
     except Exception as exc:
         # typer bundles its own click (typer._click): usage errors are recognised by their shape, never by import
         show = getattr(exc, "show", None)
-        code = getattr(exc, "exit_code", None)
-        if callable(show) and isinstance(code, int):
+        usage_code = getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(usage_code, int):
             show()
             if getattr(exc, "ctx", False) is None:  # raised before a command context existed: no usage line shown
                 sys.stderr.write(f"Try '{_command_line(argv)} --help' for help.\n")
-            return code
+            return usage_code
         log = _crash_log(exc)
         where = f"; the traceback is in {log}" if log else ""
         _error(f"internal error ({type(exc).__name__}: {_one_line(str(exc))}){where}")

@@ -113,7 +113,7 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         ("s", "right"),
         ("", "left"),
     ):
-        t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+        t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis")
     s0 = prior.get("prior_scores") or []
     for c in cands:
         i = c["index"]

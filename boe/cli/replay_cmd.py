@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -154,12 +154,12 @@ def replay_command(
         if isinstance(cal_arg, Calibration) or cal_arg == "fit":
             to_save = exp.plan.calibrations[0]
         else:  # cross-fit: save the deployable fit on all questions
-            stats, g, _ = stats_matrix(questions, len(groups))
+            stats, gidx, _ = stats_matrix(questions, len(groups))
             import numpy as np
 
             summed = np.zeros((len(groups), 7))
-            for c in range(7):
-                summed[:, c] = np.bincount(g, weights=stats[:, c], minlength=len(groups))
+            for col in range(7):
+                summed[:, col] = np.bincount(gidx, weights=stats[:, col], minlength=len(groups))
             to_save = fit_groups(summed, groups.keys, exp.plan.calibrations[0].cheap_kappa)
             for p in policies:
                 from boe.core.policies import make_policy
@@ -220,7 +220,7 @@ def _print_tables(exp: Experiment, bad: list[str], calibration_label: str) -> No
         + (f"; {len(bad)} bad record(s) skipped" if bad else ""),
         highlight=False,
     )
-    by_ds: dict[str, list] = {}
+    by_ds: dict[str, list[Any]] = {}
     for row in exp.rows:
         by_ds.setdefault(row.dataset, []).append(row)
     for ds, rows in by_ds.items():

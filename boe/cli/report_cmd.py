@@ -206,7 +206,8 @@ def report_json(rep: Any, html: str) -> dict[str, Any]:
             for row, view in zip(rep.table, rep.questions, strict=True)
         ],
     }
-    return data
+    out: dict[str, Any] = data
+    return out
 
 
 def show_command(

@@ -230,7 +230,7 @@ def _image_limit(text: str | None) -> int | None:
         key, _, value = value.partition("=")
         value = value if key.strip() == "image" else None
     try:
-        n = int(value)  # type: ignore[arg-type]
+        n = int(str(value))
     except (TypeError, ValueError):
         n = -1
     if n < 0:

@@ -44,7 +44,7 @@ def _pyplot() -> Any:
     except ModuleNotFoundError as exc:
         from boe.errors import MissingExtraError
 
-        raise MissingExtraError("--png needs matplotlib: pip install 'best-of-evidence[agent]'") from exc
+        raise MissingExtraError("agent", "matplotlib", "--png") from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -87,7 +87,7 @@ def factor_code_command(
     cal = fit_calibration(ledger(train, seed + 1), policies)
     mc = replay_success(cal, ledger(n, seed), policies, budgets)
     by = {(r.policy, r.budget): r for r in mc}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for b in budgets:
         qf, qc = int(b // factor_cost), int(b // whole_cost)
         rows.append(
@@ -216,7 +216,7 @@ def noisy_command(
         raise ConfigError("--rho: accuracies must lie in [0.5, 1]")
     k = 2**m
     budget = m * factor_cost
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in rhos:
 
         def ledger(count: int, s: int, r: float = r) -> Any:

@@ -204,7 +204,7 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
         # wrong answers follow a skewed distribution so that a wrong plurality happens
         wrong_w = 1.0 / np.arange(1, len(answers))
         wrong_w /= wrong_w.sum()
-        candidates = []
+        candidates: list[dict[str, Any]] = []
         slots_of: list[dict[str, str | None]] = []
         for i in range(spec.k):
             if rng.random() < spec.invalid:

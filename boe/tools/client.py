@@ -717,7 +717,8 @@ def _error_field(exc: Exception, name: str) -> str | None:
     if value is None:
         body = getattr(exc, "body", None)
         if isinstance(body, dict):
-            inner = body.get("error") if isinstance(body.get("error"), dict) else body
+            err = body.get("error")
+            inner = err if isinstance(err, dict) else body
             value = inner.get(name)
     return None if value is None else str(value)
 

@@ -357,7 +357,8 @@ def _window_8bit(arr: np.ndarray) -> np.ndarray:
     if hi <= lo:
         return np.zeros(a.shape, np.uint8)
     out = np.clip((a - lo) * (255.0 / (hi - lo)), 0, 255)
-    return np.nan_to_num(out, nan=0.0).round().astype(np.uint8)
+    eight: np.ndarray = np.nan_to_num(out, nan=0.0).round().astype(np.uint8)
+    return eight
 
 
 def _read_dicom(
@@ -445,7 +446,7 @@ def _read_dicom(
 
 def _dicom_frame(ds: Any, index: int) -> np.ndarray:
     """One frame of a multi-frame DICOM dataset, decoded alone."""
-    from pydicom.pixels import pixel_array
+    from pydicom.pixels import pixel_array  # type: ignore[attr-defined]
 
     return np.asarray(pixel_array(ds, index=index))
 
