@@ -50,10 +50,14 @@ def build_record(
     outcomes: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> LedgerRecord:
-    """A ledger-v1 record; actions without an entry in ``outcomes`` carry the placeholder outcome."""
+    """A ledger record; actions without an entry in ``outcomes`` carry the placeholder outcome.
+
+    The format is ``boe-ledger/1.1`` when the menu holds an answer-level check, else ``boe-ledger/1``.
+    """
     outcomes = outcomes or {}
+    answer_level = any(a.get("kind") == "answer_response" for a in actions)
     data: dict[str, Any] = {
-        "format": "boe-ledger/1",
+        "format": "boe-ledger/1.1" if answer_level else "boe-ledger/1",
         "question_id": question_id,
         "dataset": dataset,
         "task": {"question": question, "image": image, "options": dict(options) if options else None},

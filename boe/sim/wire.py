@@ -47,6 +47,7 @@ class ChatRequest:
     seed: int | None
     max_tokens: int | None
     response_format: dict[str, Any] | None
+    model: str = ""
 
 
 def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
@@ -156,7 +157,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
     if max_tokens is None:
         max_tokens = _integer(data, "max_tokens", 1)
     return ChatRequest("\n".join(system), "\n\n".join(user), tuple(images), n, temperature, seed, max_tokens,
-                       _response_format(data))
+                       _response_format(data), data["model"])
 
 
 def text_tokens(text: str) -> int:

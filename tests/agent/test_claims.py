@@ -147,3 +147,40 @@ def test_claims_of_a_several_figure_question_carry_their_figure():
     menu = build_menu([claim], unbound, COSTS, KINDS, q, design={**COSTS, "vlm_factor": 5.0})
     assert [a["kind"] for a in menu] == ["structured", "vlm_factor", "whole_response"]  # nothing to ground on
     assert menu[1]["cost"] == 4.0 and menu[1]["design_cost"] == 5.0
+
+
+def test_one_answer_check_per_distinct_short_answer_shown_by_its_first_candidate():
+    q = analyse_question("what modality is this?")
+    cands = pool(
+        q,
+        [
+            "garbage",
+            reply("MRI", modality="MRI"),
+            reply("CT", modality="CT"),
+            reply("CT scan", modality="CT"),
+            reply("mr", modality="MRI"),
+            reply("CT", modality="CT"),
+        ],
+    )
+    claims, _ = build_graph(cands)
+    costs = {**COSTS, "answer_response": 6.0}
+    menu = build_menu(claims, cands, costs, (*KINDS, "answer_response"), q, design={**costs, "answer_response": 8.0})
+    answers = [a for a in menu if a["kind"] == "answer_response"]
+    assert menu[-len(answers) :] == answers  # last in the tie-breaking order
+    assert [(a["id"], a["candidate"], a["answer"], a["share"]) for a in answers] == [
+        ("a:1", 1, "mr", 2),
+        ("a:2", 2, "ct", 3),
+    ]
+    assert all(a["claim"] is None and a["group"] == "answer" for a in answers)
+    assert {(a["cost"], a["design_cost"]) for a in answers} == {(6.0, 8.0)}
+    assert not [a for a in build_menu(claims, cands, costs, KINDS, q) if a["kind"] == "answer_response"]
+
+
+def test_long_free_text_answers_get_no_answer_check():
+    q = analyse_question("what is the most likely diagnosis here?")
+    long = "an appearance consistent with a benign process of uncertain origin"
+    cands = pool(q, [reply(long), reply(long), reply("nodule", finding="nodule")])
+    claims, _ = build_graph(cands)
+    costs = {**COSTS, "answer_response": 8.0}
+    answers = [a for a in build_menu(claims, cands, costs, ("answer_response",), q) if a["kind"] == "answer_response"]
+    assert [(a["candidate"], a["answer"]) for a in answers] == [(2, "nodule")]
