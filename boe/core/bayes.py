@@ -654,7 +654,8 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
                 wc[c, gi] = (t.given_true, t.given_false)
     cal = state.calibration.astype(np.intp) if state.calibrations else np.zeros(n, dtype=np.intp)
     grp = np.where(state.group >= 0, state.group, g)
-    channel = np.where(state.whole[:, :, None, None], wc[cal[:, None], grp], fc[cal[:, None], grp])  # (Q, A, 2, 3)
+    response = (state.whole | state.answer)[:, :, None, None]
+    channel = np.where(response, wc[cal[:, None], grp], fc[cal[:, None], grp])  # (Q, A, 2, 3)
     prior = np.empty((n, 4))
     free_true = np.empty(n)
     theta = np.empty((n, 2, 2, 3))
@@ -768,7 +769,7 @@ class Bayes:
         right[d] = False
         rho_v = np.where(right[None], v[:, 0, None, None], v[:, 1, None, None])  # (Q, d + 1, H)
         target = np.take_along_axis(state.answer_id, np.maximum(state.target, 0), axis=1)
-        latent = np.where(state.whole, m + np.where(target >= 0, target, d), np.maximum(state.claim, 0))
+        latent = np.where(state.whole | state.answer, m + np.where(target >= 0, target, d), np.maximum(state.claim, 0))
         ch = tabs["channel"]
         state.extra.update(
             bayes_lpost=lpost,

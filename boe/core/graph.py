@@ -3,7 +3,9 @@
 `Question.from_record` turns a validated ledger record into the arrays the
 replay engine and the policies work on: the signed incidence matrix B
 (claims x candidates), the per-action signed effect of a *confirm* outcome
-(`alpha`, actions x candidates; a reject is its negation, unresolved is 0),
+(`alpha`, actions x candidates; a reject is its negation, unresolved is 0;
+an answer-level check moves every valid candidate sharing its representative's
+answer, spec section 8),
 costs, calibration groups and the stored outcomes (kept apart from what
 policies see).
 """
@@ -15,12 +17,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from boe.core.ledger import KINDS, LedgerRecord, RecordDict, check_graph
+from boe.core.ledger import ALL_KINDS, ANSWER_KIND, FACTOR_KINDS, LedgerRecord, RecordDict, check_graph, valid_flags
 
-__all__ = ["KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
+__all__ = ["ANSWER_CODE", "KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
 
-KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(KINDS)}
+KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(ALL_KINDS)}
 WHOLE_CODE = KIND_CODES["whole_response"]
+ANSWER_CODE = KIND_CODES[ANSWER_KIND]
+#: Factor kinds have the lowest codes.
+N_FACTOR_CODES = len(FACTOR_KINDS)
 # Outcome codes double as the sign of the update relative to a confirm.
 OUTCOME_CODES: dict[str, int] = {"confirm": 1, "reject": -1, "unresolved": 0}
 
@@ -72,7 +77,7 @@ class Question:
     action_ids: list[str]
     kind: I8  # (A,) index into KINDS
     action_claim: I32  # (A,) claim index or -1
-    action_candidate: I32  # (A,) candidate index or -1
+    action_candidate: I32  # (A,) target (whole-response) or representative (answer check) candidate, or -1
     cost: F64  # (A,)
     group: I32  # (A,) global calibration-group id
     alpha: I8  # (A, K) signed effect of a confirm outcome
@@ -89,7 +94,13 @@ class Question:
 
     @property
     def is_factor(self) -> B_:
-        out: B_ = self.kind != WHOLE_CODE
+        out: B_ = self.kind < N_FACTOR_CODES
+        return out
+
+    @property
+    def is_answer(self) -> B_:
+        """Answer-level response checks (format 1.1)."""
+        out: B_ = self.kind == ANSWER_CODE
         return out
 
     @property
@@ -128,7 +139,9 @@ class Question:
             for a in rec.get("actions", ())
         ]
         if check:
-            check_graph([c["index"] for c in cands], claim_ids, edges, actions)
+            check_graph(
+                [c["index"] for c in cands], claim_ids, edges, actions, valid=valid_flags(cands), fmt=rec["format"]
+            )
         acts = rec.get("actions", ())
         unobserved = [a.get("observed") is False for a in acts]
         q = cls._build(
@@ -183,10 +196,14 @@ class Question:
         outcome = np.array([OUTCOME_CODES[a[6]] for a in actions], dtype=np.int8)
         alpha = np.zeros((n_act, k), dtype=np.int8)
         if n_act:
-            factor = kind != WHOLE_CODE
+            factor = kind < N_FACTOR_CODES
             alpha[factor] = incidence[a_claim[factor]]
-            whole = np.nonzero(~factor)[0]
+            whole = np.nonzero(kind == WHOLE_CODE)[0]
             alpha[whole, a_cand[whole]] = 1
+            answer = np.nonzero(kind == ANSWER_CODE)[0]
+            if answer.size:  # every valid candidate with the representative's answer (validated: rep is valid)
+                rep = answer_id[a_cand[answer]]
+                alpha[answer] = (answer_id[None, :] == rep[:, None]) & (rep[:, None] >= 0)
         return cls(
             question_id=question_id,
             dataset=dataset,

@@ -29,8 +29,12 @@ from typing_extensions import TypedDict
 from boe.errors import LedgerError, RecordError
 
 __all__ = [
+    "ALL_KINDS",
+    "ANSWER_KIND",
     "FACTOR_KINDS",
     "FORMAT",
+    "FORMATS",
+    "FORMAT_1_1",
     "KINDS",
     "OUTCOMES",
     "Action",
@@ -43,10 +47,12 @@ __all__ = [
     "FieldRuleError",
     "check_graph",
     "dump_record",
+    "format_for",
     "iter_ledger",
     "parse_record",
     "parse_record_dict",
     "read_ledger",
+    "valid_flags",
 ]
 
 FORMAT = "boe-ledger/1"
@@ -54,8 +60,22 @@ OUTCOMES: tuple[str, str, str] = ("confirm", "reject", "unresolved")
 FACTOR_KINDS: tuple[str, str, str] = ("structured", "vlm_factor", "grounded_factor")
 KINDS: tuple[str, ...] = (*FACTOR_KINDS, "whole_response")
 
+# Revision 1.1 (spec section 8): answer-level response checks. A record that
+# contains one carries FORMAT_1_1; every other record stays FORMAT.
+FORMAT_1_1 = "boe-ledger/1.1"
+FORMATS: tuple[str, str] = (FORMAT, FORMAT_1_1)
+ANSWER_KIND = "answer_response"
+#: Every action kind a 1.1 reader accepts (`KINDS` are those of format 1).
+ALL_KINDS: tuple[str, ...] = (*KINDS, ANSWER_KIND)
+
 Outcome = Literal["confirm", "reject", "unresolved"]
-Kind = Literal["structured", "vlm_factor", "grounded_factor", "whole_response"]
+Kind = Literal["structured", "vlm_factor", "grounded_factor", "whole_response", "answer_response"]
+Format = Literal["boe-ledger/1", "boe-ledger/1.1"]
+
+
+def format_for(kinds: Iterable[str]) -> str:
+    """The format a record with actions of these kinds must carry (1.1 only with an answer check)."""
+    return FORMAT_1_1 if ANSWER_KIND in kinds else FORMAT
 
 
 class _Open(BaseModel):
@@ -115,11 +135,11 @@ class Action(_Open):
 
     @property
     def is_factor(self) -> bool:
-        return self.kind != "whole_response"
+        return self.kind in FACTOR_KINDS
 
 
 class LedgerRecord(_Open):
-    format: Literal["boe-ledger/1"]
+    format: Format
     question_id: str = Field(min_length=1)
     dataset: str = Field(min_length=1)
     task: Task = Field(default_factory=Task)
@@ -136,6 +156,8 @@ class LedgerRecord(_Open):
             [c.id for c in self.claims],
             [(e.candidate, e.claim) for e in self.edges],
             [(a.id, a.kind, a.claim, a.candidate) for a in self.actions],
+            valid=[c.valid and c.answer is not None for c in self.candidates],
+            fmt=self.format,
         )
         return self
 
@@ -158,10 +180,15 @@ def check_graph(
     claim_ids: list[str],
     edges: list[tuple[int, str]] | list[tuple[int, str, int]],
     actions: list[tuple[str, str, str | None, int | None]] | list[tuple[Any, ...]],
+    *,
+    valid: list[bool] | None = None,
+    fmt: str | None = None,
 ) -> None:
     """The cross-field rules of ledger-v1; raises `_FieldError` naming the first offending field.
 
     Edges are (candidate, claim, ...) and actions (id, kind, claim, candidate, ...) tuples.
+    ``valid`` (candidate valid and answer not null) and ``fmt`` (the record's format)
+    enable the rules of revision 1.1 on answer-level checks.
     """
     k = len(indexes)
     ids = set(claim_ids)
@@ -173,13 +200,23 @@ def check_graph(
         and len({a[0] for a in actions}) == len(actions)
         and all(
             (a[2] is None and a[3] is not None and 0 <= a[3] < k)
-            if a[1] == "whole_response"
+            if a[1] == "whole_response" or a[1] == ANSWER_KIND
             else (a[3] is None and a[2] in ids)
             for a in actions
         )
+        and _answer_checks_ok(actions, valid, fmt)
     ):
         return
-    _explain_graph(indexes, claim_ids, edges, actions)
+    _explain_graph(indexes, claim_ids, edges, actions, valid, fmt)
+
+
+def _answer_checks_ok(actions: list[tuple[Any, ...]] | list[tuple[str, str, str | None, int | None]],
+                      valid: list[bool] | None, fmt: str | None) -> bool:
+    """Revision 1.1: an answer check needs format 1.1 and a valid representative."""
+    for a in actions:
+        if a[1] == ANSWER_KIND and ((fmt is not None and fmt != FORMAT_1_1) or (valid is not None and not valid[a[3]])):
+            return False
+    return True
 
 
 def _explain_graph(
@@ -187,6 +224,8 @@ def _explain_graph(
     claim_ids: list[str],
     edges: list[tuple[int, str]] | list[tuple[int, str, int]],
     actions: list[tuple[str, str, str | None, int | None]] | list[tuple[Any, ...]],
+    valid: list[bool] | None = None,
+    fmt: str | None = None,
 ) -> None:
     for pos, idx in enumerate(indexes):
         if idx != pos:
@@ -213,7 +252,9 @@ def _explain_graph(
         if aid in action_ids:
             raise _FieldError(f"actions[{pos}].id", f"duplicate action id {aid!r}")
         action_ids.add(aid)
-        if kind == "whole_response":
+        if kind == ANSWER_KIND:
+            _explain_answer_check(pos, claim, cand, k, valid, fmt)
+        elif kind == "whole_response":
             if cand is None or not 0 <= cand < k:
                 raise _FieldError(
                     f"actions[{pos}].candidate", f"whole_response needs a candidate index in 0..{k - 1}, got {cand}"
@@ -225,6 +266,26 @@ def _explain_graph(
                 raise _FieldError(f"actions[{pos}].claim", f"{kind} needs a known claim, got {claim!r}")
             if cand is not None:
                 raise _FieldError(f"actions[{pos}].candidate", f"{kind} targets a claim, not a candidate")
+
+
+def _explain_answer_check(
+    pos: int, claim: str | None, cand: int | None, k: int, valid: list[bool] | None, fmt: str | None
+) -> None:
+    if fmt is not None and fmt != FORMAT_1_1:
+        raise _FieldError(
+            f"actions[{pos}].kind", f"{ANSWER_KIND} is a kind of format {FORMAT_1_1!r}; this record says {fmt!r}"
+        )
+    if cand is None or not 0 <= cand < k:
+        raise _FieldError(
+            f"actions[{pos}].candidate", f"{ANSWER_KIND} needs a representative candidate in 0..{k - 1}, got {cand}"
+        )
+    if valid is not None and not valid[cand]:
+        raise _FieldError(
+            f"actions[{pos}].candidate",
+            f"{ANSWER_KIND} needs a valid representative (valid, answer not null); candidate {cand} is not",
+        )
+    if claim is not None:
+        raise _FieldError(f"actions[{pos}].claim", f"{ANSWER_KIND} targets an answer, not a claim")
 
 
 # The fast path: the same rules as typed dicts, validated by pydantic-core in one
@@ -279,7 +340,7 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
 
     @with_config(cfg)
     class RecordD(TypedDict):
-        format: Literal["boe-ledger/1"]
+        format: Format
         question_id: _NonEmpty
         dataset: _NonEmpty
         task: NotRequired[TaskD]
@@ -302,7 +363,14 @@ def _check_dict(d: RecordDict) -> None:
         [c["id"] for c in d.get("claims", ())],
         [(e["candidate"], e["claim"]) for e in d.get("edges", ())],
         [(a["id"], a["kind"], a.get("claim"), a.get("candidate")) for a in d.get("actions", ())],
+        valid=valid_flags(d["candidates"]),
+        fmt=d["format"],
     )
+
+
+def valid_flags(candidates: Iterable[dict[str, Any]]) -> list[bool]:
+    """Per candidate of a record dict: valid and answer not null (spec section 3)."""
+    return [bool(c.get("valid", True)) and c.get("answer") is not None for c in candidates]
 
 
 def parse_record_dict(
@@ -364,9 +432,9 @@ def parse_record(
     qid = obj.get("question_id")
     qid = qid if isinstance(qid, str) else None
     fmt = obj.get("format")
-    if fmt != FORMAT:
+    if fmt not in FORMATS:
         raise RecordError(
-            f"unknown format {fmt!r}; this reader understands {FORMAT!r}",
+            f"unknown format {fmt!r}; this reader understands {FORMAT!r} and {FORMAT_1_1!r}",
             source=source, line=line, question_id=qid, field="format",
         )
     try:

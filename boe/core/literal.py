@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 from boe.core.ledger import FACTOR_KINDS, OUTCOMES, LedgerRecord
 
+RESPONSE_KINDS = ("whole_response", "answer_response")
+
 __all__ = ["literal_calibration", "literal_replay"]
 
 TOL = 1e-12
@@ -38,6 +40,14 @@ def _alpha(rec: LedgerRecord, action_pos: int, outcome: str) -> list[int]:
         for e in rec.edges:
             if e.claim == act.claim:
                 out[e.candidate] = flip * e.sign
+    elif act.kind == "answer_response":
+        # spec section 8: every valid candidate whose normalised answer equals the representative's
+        rep = rec.candidates[act.candidate]  # type: ignore[index]
+        assert rep.valid and rep.answer is not None
+        key = rep.answer.strip().lower()
+        for i, c in enumerate(rec.candidates):
+            if c.valid and c.answer is not None and c.answer.strip().lower() == key:
+                out[i] = flip
     else:
         out[act.candidate] = flip  # type: ignore[index]
     return out
@@ -133,13 +143,13 @@ def literal_replay(
         if policy in ("boe-factor", "random-factor", "label-guided"):
             feasible = [a for a in feasible if rec.actions[a].kind in FACTOR_KINDS]
         elif policy == "whole":
-            feasible = [a for a in feasible if rec.actions[a].kind == "whole_response"]
+            feasible = [a for a in feasible if rec.actions[a].kind in RESPONSE_KINDS]
         if not feasible:
             break
         if policy in ("boe", "boe-factor"):
             values = [evsi(logit, a) / rec.actions[a].cost for a in feasible]
             j = _first_max(values)
-            if values[j] <= eta:
+            if values[j] <= eta + TOL:
                 break
             choice = feasible[j]
         elif policy == "random-factor":

@@ -151,9 +151,11 @@ def plugin_values(state: EvidenceState) -> npt.NDArray[np.float64]:
     it by -w and leaves the rest, so its best hypothetical logit is
     max(P + w, Z, N - w) with P, Z, N the best current logits of the three
     parts, computed once per claim; a whole-response check moves only its
-    target (P = its logit, Z = the best of the others, no N). Rounding is
-    monotone, so this equals the candidate-by-candidate maximum exactly. The
-    sum runs over outcomes in the order confirm, reject, unresolved.
+    target (P = its logit, Z = the best of the others, no N), and an
+    answer-level check moves the candidates holding its answer (P = their best
+    logit, Z = the best of the others, no N). Rounding is monotone, so this
+    equals the candidate-by-candidate maximum exactly. The sum runs over
+    outcomes in the order confirm, reject, unresolved.
     """
     part = state.partition  # (3, K, M, Q)
     lt = state.logit.T  # (K, Q)
@@ -177,6 +179,13 @@ def plugin_values(state: EvidenceState) -> npt.NDArray[np.float64]:
         p_best = np.where(whole, np.take_along_axis(logit, tgt, axis=1), p_best)
         z_best = np.where(whole, np.where(tgt == first[:, None], top2[:, None], top1[:, None]), z_best)
         n_best = np.where(whole, -np.inf, n_best)
+    if state.answer.any():
+        qa, aa = np.nonzero(state.answer)
+        moved = state.alpha[qa, aa] == 1  # (n, K)
+        lg = state.logit[qa]
+        p_best[qa, aa] = np.where(moved, lg, -np.inf).max(axis=1)
+        z_best[qa, aa] = np.where(moved, -np.inf, lg).max(axis=1)
+        n_best[qa, aa] = -np.inf
     w = state.weight
     m_conf = np.maximum(np.maximum(p_best + w, z_best), n_best - w)
     m_rej = np.maximum(np.maximum(p_best - w, z_best), n_best + w)
@@ -200,7 +209,7 @@ def _literal_value(logit: list[float], alpha: list[int], w: float, p: tuple[floa
 
 @register_policy("boe")
 class BoE(ScorePolicy):
-    """Greedy plug-in EVSI per cost; stop when the chosen value is <= eta."""
+    """Greedy plug-in EVSI per cost; stop when the chosen value is <= eta + 1e-12 (the tie tolerance)."""
 
     name = "boe"
     OPTIONS: ClassVar[tuple[str, ...]] = ("eta", "factor_only")
@@ -219,10 +228,11 @@ class BoE(ScorePolicy):
         choice = first_max(value, feasible)
         rows = np.nonzero(choice >= 0)[0]
         chosen = value[rows, choice[rows]]
-        stop = chosen <= self.eta
-        # Near eta the sign of a value can hinge on the last bit of exp(); decide
+        limit = self.eta + TIE_TOL
+        stop = chosen <= limit
+        # Near the limit the comparison can hinge on the last bit of exp(); decide
         # those few cases with scalar arithmetic, the way a literal reading computes them.
-        close = np.nonzero(np.abs(chosen - self.eta) <= 1e-9)[0]
+        close = np.nonzero(np.abs(chosen - limit) <= 1e-9)[0]
         for j in close:
             q, a = int(rows[j]), int(choice[rows[j]])
             k = state.candidate[q]
@@ -233,7 +243,7 @@ class BoE(ScorePolicy):
                 (float(state.p[q, a, 0]), float(state.p[q, a, 1]), float(state.p[q, a, 2])),
                 float(state.cost[q, a]),
             )
-            stop[j] = v <= self.eta
+            stop[j] = v <= limit
         choice[rows[stop]] = -1
         return choice
 
@@ -297,12 +307,15 @@ class RandomFactor(ScorePolicy):
 
 @register_policy("whole")
 class Whole(ScorePolicy):
-    """Whole-response checks on the currently best-scored candidate until none is feasible."""
+    """Response checks on the currently best-scored candidate until none is feasible.
+
+    Answer-level checks count as response checks on their representative.
+    """
 
     name = "whole"
 
     def choose(self, state: EvidenceState) -> IntArr:
-        feasible = state.feasible() & state.whole
+        feasible = state.feasible() & (state.whole | state.answer)
         s = state.scores()
         s_target = np.take_along_axis(s, np.maximum(state.target, 0), axis=1)
         s_target = np.where(feasible, s_target, -np.inf)

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from boe.core.calibration import Calibration
-from boe.core.graph import WHOLE_CODE, Question
+from boe.core.graph import ANSWER_CODE, N_FACTOR_CODES, WHOLE_CODE, Question
 from boe.core.scoring import binary_entropy, cheap_logits, first_max, sigmoid, wt
 
 __all__ = ["EvidenceState", "Labels", "bind_questions"]
@@ -50,8 +50,9 @@ class EvidenceState:
     p: F64  # (Q, A, 3) pooled outcome masses (confirm, reject, unresolved)
     available: B_  # (Q, A) real menu entries
     factor: B_  # (Q, A)
-    whole: B_  # (Q, A)
-    target: I32  # (Q, A) whole-response candidate, -1 for factor actions
+    whole: B_  # (Q, A) whole-response checks
+    answer: B_  # (Q, A) answer-level response checks (format 1.1)
+    target: I32  # (Q, A) whole-response candidate or answer check's representative, -1 for factor actions
     group: I32  # (Q, A) global calibration-group id, -1 for padding
     claim: I32  # (Q, A) claim index of factor actions within their question, -1 otherwise
     candidate: B_  # (Q, K) real candidates
@@ -223,6 +224,7 @@ def bind_questions(
             outcome[i, :na] = q.outcome
     partition = _partition(qs, k_max)
     whole = kind == WHOLE_CODE
+    answer = kind == ANSWER_CODE
     s = _log_width(cost, available, budget)
     return EvidenceState(
         rows=rows.astype(np.int32),
@@ -236,8 +238,9 @@ def bind_questions(
         cost=cost,
         p=p,
         available=available,
-        factor=available & ~whole,
+        factor=available & (kind >= 0) & (kind < N_FACTOR_CODES),
         whole=available & whole,
+        answer=available & answer,
         target=target,
         group=group,
         claim=claim,

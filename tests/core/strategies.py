@@ -1,4 +1,4 @@
-"""Hypothesis strategies for random ledger-v1 records."""
+"""Hypothesis strategies for random ledger records (format 1, and 1.1 with answer-level checks)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,17 @@ FACTOR = ("structured", "vlm_factor", "grounded_factor")
 
 @st.composite
 def records(
-    draw: st.DrawFn, max_k: int = 6, max_claims: int = 5, max_actions: int = 12, qid: str = "q"
+    draw: st.DrawFn,
+    max_k: int = 6,
+    max_claims: int = 5,
+    max_actions: int = 12,
+    qid: str = "q",
+    answer_checks: bool = True,
 ) -> dict[str, Any]:
-    """A valid record with random pool, signed graph, costed menu and outcomes."""
+    """A valid record with random pool, signed graph, costed menu and outcomes.
+
+    With ``answer_checks`` some records hold answer-level checks (and format 1.1).
+    """
     k = draw(st.integers(1, max_k))
     alphabet = ["a", "b", "c", "A ", " b"]
     candidates = []
@@ -35,11 +43,25 @@ def records(
     n_act = draw(st.integers(0, max_actions))
     actions = []
     groups = ["g1", "g2", "structured/s0"]
+    valid = [i for i, c in enumerate(candidates) if c["valid"]]
+    with_answers = answer_checks and bool(valid) and draw(st.booleans())
     for a in range(n_act):
         whole = m == 0 or draw(st.integers(0, 3)) == 0
         cost = draw(st.sampled_from([1, 1, 2, 4, 8, 0.5, 3]))
         outcome = draw(st.sampled_from(OUTCOMES))
-        if whole:
+        if with_answers and draw(st.integers(0, 2)) == 0:
+            actions.append(
+                {
+                    "id": f"a{a}",
+                    "kind": "answer_response",
+                    "claim": None,
+                    "candidate": draw(st.sampled_from(valid)),
+                    "cost": cost,
+                    "group": draw(st.sampled_from(["answer", "whole"])),
+                    "outcome": outcome,
+                }
+            )
+        elif whole:
             actions.append(
                 {
                     "id": f"w{a}",
@@ -63,8 +85,9 @@ def records(
                     "outcome": outcome,
                 }
             )
+    answer = any(x["kind"] == "answer_response" for x in actions)
     return {
-        "format": "boe-ledger/1",
+        "format": "boe-ledger/1.1" if answer else "boe-ledger/1",
         "question_id": qid,
         "dataset": draw(st.sampled_from(["d1", "d2"])),
         "task": {"question": "?", "image": None, "options": None},
@@ -77,6 +100,8 @@ def records(
 
 
 @st.composite
-def ledgers(draw: st.DrawFn, min_size: int = 1, max_size: int = 6) -> list[dict[str, Any]]:
+def ledgers(
+    draw: st.DrawFn, min_size: int = 1, max_size: int = 6, answer_checks: bool = True
+) -> list[dict[str, Any]]:
     n = draw(st.integers(min_size, max_size))
-    return [draw(records(qid=f"q{i}")) for i in range(n)]
+    return [draw(records(qid=f"q{i}", answer_checks=answer_checks)) for i in range(n)]

@@ -145,3 +145,27 @@ def test_calibration_default_is_neutral():
     cal = Calibration()
     kappa, p = cal.arrays(["x/y"])
     assert kappa.tolist() == [0.5] and np.allclose(p, 1 / 3)
+
+
+def test_answer_check_kappa_pairs_span_every_affected_candidate():
+    """An answer check's pairs are all valid candidates with the representative's normalised answer."""
+    cands = [("no", 0.0), ("No ", 0.0), ("no", 0.0), ("yes", 1.0), ("no", 1.0)]
+    rec = {
+        "format": "boe-ledger/1.1",
+        "question_id": "q",
+        "dataset": "d",
+        "candidates": [
+            {"index": i, "answer": a, "valid": i != 4, "utility": u} for i, (a, u) in enumerate(cands)
+        ],
+        "actions": [
+            {"id": "a", "kind": "answer_response", "candidate": 1, "cost": 8, "group": "answer", "outcome": "reject"},
+            {"id": "b", "kind": "answer_response", "candidate": 3, "cost": 8, "group": "answer", "outcome": "confirm"},
+        ],
+    }
+    plan, _ = _fit([rec])
+    g = plan.calibrations[0].group("d/answer")
+    # reject of "no": -1 pairs are candidates 0, 1, 2 (U 0; 4 is invalid); confirm of "yes": +1 pair U 1
+    assert g.pairs == {"support": 1.0, "contradict": 3.0, "actions": 2.0}
+    assert g.kappa == 0.999
+    lit = literal_calibration([parse_record(rec)])
+    assert lit["groups"]["d/answer"]["kappa"] == g.kappa and lit["groups"]["d/answer"]["p"] == g.p

@@ -200,3 +200,86 @@ def test_models_and_dicts_agree(rec):
     model = parse_record(text)
     d = parse_record_dict(text)
     assert json.loads(dump_record(model)) == json.loads(json.dumps(d))
+
+
+# --------------------------------------------------------------------------- revision 1.1: answer-level checks
+
+
+def _with_answer_check(candidate: int = 0, fmt: str = "boe-ledger/1.1") -> dict:
+    rec = copy.deepcopy(GOOD)
+    rec["format"] = fmt
+    rec["candidates"].append({"index": 3, "answer": " CT ", "valid": True, "utility": 1.0})
+    rec["actions"].append(
+        {"id": "a:ct", "kind": "answer_response", "claim": None, "candidate": candidate, "cost": 8,
+         "group": "answer", "outcome": "confirm"}
+    )
+    return rec
+
+
+def test_answer_check_parses_in_format_1_1():
+    rec = _with_answer_check()
+    model = parse_record(json.dumps(rec))
+    d = parse_record_dict(json.dumps(rec))
+    assert model.format == "boe-ledger/1.1" and d["format"] == "boe-ledger/1.1"
+    assert model.actions[3].is_factor is False
+    assert json.loads(dump_record(model)) == rec
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        pytest.param({"fmt": "boe-ledger/1"}, "actions[3].kind", "boe-ledger/1.1", id="kind-needs-1.1"),
+        pytest.param({"candidate": 2}, "actions[3].candidate", "valid representative", id="invalid-representative"),
+        pytest.param({"candidate": 4}, "actions[3].candidate", "0..3", id="representative-out-of-range"),
+    ],
+)
+def test_bad_answer_check_names_the_field(change, field, words):
+    rec = _with_answer_check(**change)
+    for parse in (parse_record, parse_record_dict):
+        with pytest.raises(RecordError) as info:
+            parse(json.dumps(rec), source="x.jsonl", line=3)
+        assert info.value.field == field and words in str(info.value), info.value.describe()
+        assert info.value.question_id == "q1"
+
+
+def test_answer_check_with_a_claim_or_a_null_answer_is_rejected():
+    rec = _with_answer_check()
+    rec["actions"][3]["claim"] = "modality=ct"
+    with pytest.raises(RecordError) as info:
+        parse_record_dict(json.dumps(rec))
+    assert info.value.field == "actions[3].claim"
+    rec = _with_answer_check()
+    rec["candidates"][0]["answer"] = None  # valid flag but no answer: not a valid representative
+    with pytest.raises(RecordError) as info:
+        parse_record(json.dumps(rec))
+    assert info.value.field == "actions[3].candidate"
+
+
+def test_format_1_1_without_answer_checks_reads_like_format_1():
+    rec = copy.deepcopy(GOOD)
+    rec["format"] = "boe-ledger/1.1"
+    assert parse_record_dict(json.dumps(rec))["actions"] == parse_record_dict(json.dumps(GOOD))["actions"]
+
+
+def test_format_for():
+    from boe.core.ledger import format_for
+
+    assert format_for(["structured", "whole_response"]) == "boe-ledger/1"
+    assert format_for(["structured", "answer_response"]) == "boe-ledger/1.1"
+
+
+def test_loader_checks_answer_checks_like_the_model(tmp_path):
+    good = _with_answer_check()
+    bad = _with_answer_check(candidate=2)
+    bad["question_id"] = "q2"
+    path = tmp_path / "l.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    errors: list[RecordError] = []
+    qs, _ = load_ledgers([path], on_error=errors.append)
+    assert [q.question_id for q in qs] == ["q1"]
+    assert len(errors) == 1 and errors[0].field == "actions[3].candidate" and errors[0].question_id == "q2"
+    # the answer check moves every valid candidate answering "ct" after strip().lower(): 0 and 3
+    q = qs[0]
+    assert q.alpha[3].tolist() == [1, 0, 0, 1]
+    assert q.is_answer.tolist() == [False, False, False, True]
+    assert q.is_factor.tolist() == [True, True, False, False]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from boe.core.calibration import Calibration
 from boe.core.experiment import load_questions
-from boe.core.ledger import parse_record_dict
+from boe.core.ledger import parse_record, parse_record_dict
 from boe.core.literal import literal_calibration, literal_replay
 from boe.core.replay import plan_calibration, replay, transcripts
 from boe.sim.ledgers import factor_code_ledger, pool_ledger
@@ -339,3 +339,110 @@ def test_saturated_scores_follow_the_tie_rule():
     for (pol, budget), lines in got.items():
         for rec, x in zip(models, lines, strict=True):
             _same(x, literal_replay(rec, lit, pol, budget))
+
+
+# --- revision 1.1: answer-level checks and the stop rule's tie tolerance --------------
+
+
+def _majority_record(n_wrong=13, n_right=3, outcomes=("reject", "confirm")):
+    """A wrong majority ("no", many candidates) and a right minority ("yes"), one answer check each."""
+    answers = ["no"] * n_wrong + [" Yes"] * n_right
+    k = len(answers)
+    reps = (0, n_wrong)  # the first candidate of each answer
+    return {
+        "format": "boe-ledger/1.1",
+        "question_id": "m",
+        "dataset": "d",
+        "reference": "yes",
+        "candidates": [
+            {"index": i, "answer": a, "valid": True, "utility": float(a.strip().lower() == "yes")}
+            for i, a in enumerate(answers)
+        ]
+        + [{"index": k, "answer": "yes", "valid": False, "utility": 1.0}],
+        "claims": [],
+        "edges": [],
+        "actions": [
+            {"id": f"a:{i}", "kind": "answer_response", "candidate": r, "cost": 8, "group": "answer", "outcome": o}
+            for i, (r, o) in enumerate(zip(reps, outcomes, strict=True))
+        ]
+        + [{"id": f"w:{i}", "kind": "whole_response", "candidate": i, "cost": 8, "group": "whole", "outcome": "reject"}
+           for i in range(3)],
+    }
+
+
+def test_truthful_answer_checks_overturn_a_wrong_majority_within_answers_times_cost():
+    rec = _majority_record()
+    p = {"confirm": 0.4, "reject": 0.4, "unresolved": 0.2}
+    cal = Calibration(groups={"d/answer": {"kappa": 0.95, "p": p}, "d/whole": {"kappa": 0.95, "p": p}})
+    got = _engine([rec], ["raw", "whole"], [16], cal=cal)
+    assert got["raw", 16.0][0]["selected"] == 0
+    # 2 distinct answers x cost 8: with the answer checks alone, both fit in 16 and the minority answer wins
+    answers_only = dict(rec, actions=rec["actions"][:2])
+    boe = _engine([answers_only], ["boe"], [16], cal=cal)["boe", 16.0][0]
+    assert boe["actions"] == ["a:1", "a:0"] and boe["cost"] == 16
+    assert boe["selected"] == 13 and boe["utility"] == 1.0
+    # the whole policy treats an answer check as a response check on its representative
+    whole = got["whole", 16.0][0]
+    assert whole["actions"][0] == "a:0"  # leader 0: its answer check comes first in file order
+    # one reject moves all 13 "no" candidates (the invalid "yes" and the others are untouched)
+    w = math.log(0.95 / 0.05)
+    lg0 = [W55 * (13 - 17 / 2)] * 13 + [W55 * (3 - 17 / 2)] * 3 + [W55 * (0 - 17 / 2)]
+    after = _engine([rec], ["whole"], [8], cal=cal)["whole", 8.0][0]
+    want = [1 / (1 + math.exp(-(x - w))) for x in lg0[:13]] + [1 / (1 + math.exp(-x)) for x in lg0[13:]]
+    assert after["actions"] == ["a:0"] and np.allclose(after["scores"], want, atol=1e-12)
+    models = [parse_record(rec)]
+    lit = literal_calibration(models)
+    for pol in DETERMINISTIC:
+        for b in (8, 16, 24):
+            _same(_engine([rec], [pol], [b])[pol, float(b)][0], literal_replay(models[0], lit, pol, b))
+
+
+def test_v1_records_replay_the_same_under_format_1_1():
+    recs = list(pool_ledger(40, seed=21))
+    relabelled = copy.deepcopy(recs)
+    for r in relabelled:
+        r["format"] = "boe-ledger/1.1"
+    a = _engine(recs, DETERMINISTIC + ["random-factor"], [4, 16])
+    b = _engine(relabelled, DETERMINISTIC + ["random-factor"], [4, 16])
+    assert a == b
+
+
+def _stop_record():
+    return _golden([{"id": "v:x", "kind": "vlm_factor", "claim": "x", "cost": 4, "group": "vlm", "outcome": "confirm"}])
+
+
+def test_stop_rule_uses_the_tie_tolerance():
+    """boe stops when the best value per cost is <= eta + 1e-12, in the engine and the literal reading."""
+    from boe.core.policies import plugin_values
+    from boe.core.state import bind_questions
+
+    rec = _stop_record()
+    cal = Calibration(groups={"d/vlm": {"kappa": 0.8, "p": {"confirm": 0.5, "reject": 0.3, "unresolved": 0.2}}})
+    qs, groups = _questions([rec])
+    state = bind_questions(qs, [0], [cal], None, groups.keys, budget=4)
+    value = float(plugin_values(state)[0, 0]) / 4
+    lit_cal = {"cheap_kappa": 0.55, "groups": {"d/vlm": cal.groups["d/vlm"].model_dump()}}
+    assert value > 1e-3
+    for eta, bought in ((value - 0.5e-12, False), (value - 1e-13, False), (value - 3e-12, True)):
+        got = _engine([rec], ["boe"], [4], cal=cal, eta=eta)["boe", 4.0][0]
+        lit = literal_replay(parse_record(rec), lit_cal, "boe", 4, eta=eta)
+        assert (got["actions"] == ["v:x"]) is bought, eta - value
+        assert got["actions"] == lit["actions"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(ledgers(), st.sampled_from([8, 16]))
+def test_answer_checks_move_whole_answers(recs, budget):
+    """After any purchase, candidates sharing a valid normalised answer differ only by their own response checks."""
+    got = _engine(recs, ["boe", "whole"], [budget])
+    for lines in got.values():
+        for rec, x in zip(recs, lines, strict=True):
+            bought = {a["id"] for a in rec["actions"] if a["id"] in x["actions"]}
+            touched = {a["candidate"] for a in rec["actions"] if a["id"] in bought and a["kind"] == "whole_response"}
+            touched |= {e["candidate"] for e in rec["edges"]}
+            by_key: dict[str, list[float]] = {}
+            for c, s in zip(rec["candidates"], x["scores"], strict=True):
+                if c["valid"] and c["answer"] is not None and c["index"] not in touched:
+                    by_key.setdefault(c["answer"].strip().lower(), []).append(s)
+            for scores in by_key.values():
+                assert max(scores) - min(scores) <= 1e-12
