@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from boe.core.calibration import Calibration, load_calibration
-from boe.core.ledger import KINDS
+from boe.core.ledger import ALL_KINDS as KINDS
 from boe.errors import ConfigError
 from boe.util import redact_url
 

@@ -259,7 +259,8 @@ def ask_command(
     costs: Optional[str] = typer.Option(
         None,
         "--costs",
-        help="paper (1,4,4,8), four numbers (structured,vlm_factor,grounded_factor,whole_response), measured "
+        help="paper (1,4,4,8,8), four or five numbers (structured,vlm_factor,grounded_factor,whole_response"
+        "[,answer_response]), measured "
         "(from this run's earlier questions; measured:seconds for time), or a FILE (boe costs --out FILE).",
     ),
     sam_checkpoint: Optional[Path] = typer.Option(
@@ -492,7 +493,7 @@ def _parse_costs(text: str | None) -> dict[str, Any]:
     if text is None or text.strip() == "paper":
         return {}
     text = text.strip()
-    kinds = ("structured", "vlm_factor", "grounded_factor", "whole_response")
+    kinds = ("structured", "vlm_factor", "grounded_factor", "whole_response", "answer_response")
     mode, _, basis = text.partition(":")
     if mode == "measured":
         if basis not in ("", "tokens", "seconds"):
@@ -513,9 +514,9 @@ def _parse_costs(text: str | None) -> dict[str, Any]:
         values = [float(p) for p in parts]
     except ValueError:
         raise ConfigError(f"--costs: four numbers separated by commas, got {text!r}") from None
-    if len(values) != 4:
-        raise ConfigError(f"--costs: four numbers ({', '.join(kinds)}), got {len(values)}")
-    return {"costs": dict(zip(kinds, values, strict=True))}
+    if len(values) not in (4, 5):
+        raise ConfigError(f"--costs: four or five numbers ({', '.join(kinds)}), got {len(values)}")
+    return {"costs": dict(zip(kinds, values, strict=False))}
 
 
 def _images(image: Path, more: list[Path], figures: str | None) -> Any:

@@ -258,7 +258,8 @@ def test_costs_come_from_the_configuration(scan):
         FakeVLM(POOL, TRUTH), scan, costs={"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7}
     )
     costs = {a["kind"]: a["cost"] for a in res.record["actions"]}
-    assert costs == {"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7}
+    # answer-level checks keep their design cost (8) when the four paper kinds are given
+    assert costs == {"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7, "answer_response": 8}
 
 
 def test_every_call_is_recorded_with_its_prompt_version(scan, tmp_path):

@@ -238,7 +238,8 @@ def test_measured_costs_come_from_the_run_and_are_what_the_ledger_plans_with(sim
     cfg = config(sim, demo_data(), ledger="full", k=8, cost_mode="measured")
     db = f"sqlite:///{tmp_path / 'costs.db'}"
     results = ask_all(cfg, [(q["images"][0], q["question"], q.get("options")) for q in qs], store=db, run_name="m")
-    design = {"structured": 1.0, "vlm_factor": 4.0, "grounded_factor": 4.0, "whole_response": 8.0}
+    design = {"structured": 1.0, "vlm_factor": 4.0, "grounded_factor": 4.0, "whole_response": 8.0,
+              "answer_response": 8.0}
     meter = CostMeter()
     for i, r in enumerate(results):
         costs = r.record["costs"]
@@ -251,8 +252,8 @@ def test_measured_costs_come_from_the_run_and_are_what_the_ledger_plans_with(sim
             assert costs["source"].startswith("measured (tokens") and expect != design
             # the model kinds keep their design total; structured stays the unit
             assert expect["structured"] == 1.0
-            model = ("vlm_factor", "grounded_factor", "whole_response")
-            assert sum(expect[k] for k in model) == pytest.approx(16.0, abs=1e-3)
+            model = ("vlm_factor", "grounded_factor", "whole_response", "answer_response")
+            assert sum(expect[k] for k in model) == pytest.approx(24.0, abs=1e-3)
         for a in r.record["actions"]:
             assert a["cost"] == expect[a["kind"]] and a["design_cost"] == design[a["kind"]]
             assert a["tokens"] >= 0 and a["seconds"] >= 0
