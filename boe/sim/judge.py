@@ -8,22 +8,25 @@ this model plays that part. It reads the same pixel beliefs (the same trained
 heads, so what is hard to see stays somewhat hard for both) but
 
 * its fixed per-image errors are its own: the bias and the rare confident
-  misreadings are drawn from a seed salted with its name, independent of the
-  generator's;
-* it is sharper, most of all on small structures: a finding counts as fully
-  visible at 2% of the view (the generator: 5%) and a small one is overlooked
-  half as much; its slot heads are weighed twice as strongly against its bias.
+  misreadings (same sizes as the generator's: logit bias std 1.2, a fixed
+  misreading in 12% of image-slot pairs) are drawn from a seed salted with its
+  name, independent of the generator's;
+* it is sharper on small structures: a finding counts as fully visible at 2%
+  of the view (the generator: 5%), a small one is overlooked half as much,
+  and which lesion a blob is reads a little more sharply. Everything else
+  (modality, region, plane, sides, sizes) it reads as the generator does.
 
 **Error rates, from the paper's channel table** (`tab:full_reliability`):
 whole-response kappa 0.61-0.72 and factor-judge kappa 0.50-0.61 over five
-medical VQA sets, i.e. a useful whole-answer judge that is far from an oracle,
-and claim judges only a little better than chance. The knobs below were set
-once so that, on the simulator's questions with the generator at T = 1.1,
-its answer verdicts land in that range (`benchmarks/sim_evidence.py` prints
-the fitted kappa per calibration group: answer and whole-response groups
-0.6-0.75, factor groups above 0.5) and then left alone; they were not tuned
-to make any selection policy win. It still makes confident per-image errors
-(about 8% per slot and image) and misses small findings on the whole image.
+medical VQA sets: a useful whole-answer judge that is far from an oracle, and
+claim judges a little better than chance. The three knobs above were chosen
+so that its answer verdicts land near that range on the simulator's questions
+(generator at T = 1.1, K = 16), checked once and then left alone; they were
+not tuned to make any selection policy win (a sharper variant, with its slot
+heads weighed twice as strongly, gave whole-response kappa 0.83 and was
+dropped as outside the paper's range). `benchmarks/sim_evidence.py` prints the
+fitted kappa of every calibration group for this judge and for the generator
+judging itself.
 """
 
 from __future__ import annotations
@@ -35,19 +38,11 @@ __all__ = ["JUDGE_MODEL_NAME", "JUDGE_NOISE", "make_judge"]
 
 JUDGE_MODEL_NAME = "boe-sim-judge"
 
-#: The judge's perception (compare the generator's `NoiseConfig()` defaults in the comments).
+#: The judge's perception: the generator's `NoiseConfig()` except where it is sharper on small structures.
 JUDGE_NOISE = NoiseConfig(
-    modality=0.5,  # 0.25: slot heads weigh twice as much against the bias
-    region=0.5,  # 0.25
-    plane=0.5,  # 0.25
-    lesion=2.5,  # 2.0
-    finding=3.5,  # 2.5
-    size=3.0,  # 2.0
-    side=8.0,  # 6.0
-    visible_area=0.02,  # 0.05: small findings are seen in full
-    notice_power=0.75,  # 1.5: and overlooked half as much
-    bias=1.1,  # 1.2: its own per-image bias (independent seed), a little smaller
-    confusion_rate=0.10,  # 0.12: its own rare confident misreadings
+    finding=3.0,  # 2.5: which lesion a blob is, read a little more sharply
+    visible_area=0.02,  # 0.05: a finding is seen in full at 2% of the view
+    notice_power=0.75,  # 1.5: and a small one is overlooked half as much
 )
 
 #: Seeds the judge's per-image bias apart from the generator's.
