@@ -28,22 +28,32 @@ def ledger_command(
     whole_cost: float = typer.Option(8, "--whole-cost"),
     no_whole: bool = typer.Option(False, "--no-whole", help="factor-code: no candidate checks."),
     profile: str = typer.Option(
-        "default", "--profile", help="pool: default | easy | hard | weak-judge | strong-structured | whole-strong"
+        "default",
+        "--profile",
+        help="pool: default | easy | hard | weak-judge | strong-structured | whole-strong | answers | echo | "
+        "echo-answers",
     ),
     k: Optional[int] = typer.Option(None, "--k", help="pool: candidates per question [16]."),
     structured_acc: Optional[float] = typer.Option(None, "--structured-acc"),
     vlm_acc: Optional[float] = typer.Option(None, "--vlm-acc"),
     grounded_acc: Optional[float] = typer.Option(None, "--grounded-acc"),
     whole_acc: Optional[float] = typer.Option(None, "--whole-acc"),
+    answer_acc: Optional[float] = typer.Option(
+        None, "--answer-acc", help="pool: add answer-level checks (format 1.1) of this accuracy [profile's]."
+    ),
+    answer_cost: Optional[float] = typer.Option(None, "--answer-cost", help="pool: cost of an answer-level check [8]."),
+    echo: Optional[float] = typer.Option(
+        None, "--echo", help="pool: P(a model channel reports what most candidates say instead of looking) [0]."
+    ),
     unresolved: Optional[float] = typer.Option(None, "--unresolved", help="pool: unresolved rate of every channel."),
     costs: Optional[str] = typer.Option(None, "--costs", help="pool: structured,vlm,grounded,whole costs [1,4,4,8]."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Dataset name written in each record."),
 ) -> None:
-    """Write a synthetic ledger-v1 (JSONL) to stdout."""
+    """Write a synthetic ledger (JSONL; format 1.1 where a record has answer-level checks) to stdout."""
     from dataclasses import replace
 
     from boe.errors import ConfigError
-    from boe.sim.ledgers import factor_code_ledger, pool_ledger, pool_spec, write_jsonl
+    from boe.sim.ledgers import ChannelSpec, factor_code_ledger, pool_ledger, pool_spec, write_jsonl
 
     if kind == "factor-code":
         if not 1 <= m <= 12:
@@ -83,6 +93,21 @@ def ledger_command(
             if not (0 <= ch.acc <= 1 and 0 <= ch.unresolved <= 1 and ch.cost > 0):
                 raise ConfigError(f"{name} channel: accuracy and unresolved rate in [0, 1], cost > 0")
             spec = replace(spec, **{name: ch})
+        if answer_acc is not None or answer_cost is not None or (unresolved is not None and spec.answer):
+            base = spec.answer or ChannelSpec(0.8, 0.05, 8)
+            ans = replace(
+                base,
+                acc=base.acc if answer_acc is None else answer_acc,
+                unresolved=base.unresolved if unresolved is None else unresolved,
+                cost=base.cost if answer_cost is None else answer_cost,
+            )
+            if not (0 <= ans.acc <= 1 and 0 <= ans.unresolved <= 1 and ans.cost > 0):
+                raise ConfigError("answer channel: accuracy and unresolved rate in [0, 1], cost > 0")
+            spec = replace(spec, answer=ans)
+        if echo is not None:
+            if not 0 <= echo <= 1:
+                raise ConfigError("--echo must lie in [0, 1]")
+            spec = replace(spec, echo=echo)
         recs = pool_ledger(n, seed=seed, spec=spec)
     else:
         raise ConfigError(f"--kind must be factor-code or pool, got {kind!r}")

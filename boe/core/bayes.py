@@ -39,9 +39,25 @@ v_wrong = 0 is a judge whose checks are independent given correctness.)
 
 Channels. Every action reads one binary latent through the channel of its
 calibration group: a factor action reads its claim's truth, a whole-response
-action its answer's verdict: P(o | latent = t) = C_g(o | t) for o in
-(confirm, reject, unresolved). Latents are independent given H, the actions
-reading one latent independent given it.
+or answer-level action (format 1.1) its answer's verdict:
+P(o | latent = t, s) = C_g(o | t, s) for o in (confirm, reject, unresolved),
+where s is the latent's *standing* in the pool: whether it is on top (a claim
+asserted by more valid candidates than deny it; an answer held by the most
+candidates) and the share of valid candidates asserting it, binned at
+`STANDING_EDGES`. The standing is known before any check, so conditioning on
+it is legitimate; it lets the model learn a judge that tends to confirm what
+most candidates say (a confirm of a top claim is then weak evidence, a
+confirm of a minority claim strong). Latents are independent given H, the
+actions reading one latent independent given it.
+
+Partial pooling. C_g(. | t, s) is the posterior mean of a Dirichlet centred
+on the group's table C_g(. | t), and the group's table the posterior mean of
+a Dirichlet centred on its parent -- all groups of the same action kind in
+the dataset. Each parent's pseudo-count is chosen by empirical Bayes (the
+Dirichlet-multinomial evidence of its children, on `TAU_GRID`): where the
+standings (or the groups of a kind) behave alike the pseudo-count is large
+and the children share one table; where they differ -- an echoing judge --
+it is small and each speaks for itself.
 
 Posterior and prediction are exact under this model. The state keeps, for every
 latent j, ``rho_j(H) = P(latent_j = 1 | H, stances, history)``; the predictive
@@ -64,7 +80,11 @@ whether the current choice is right (``fallback="info"``; ``"stop"`` stops).
 `bayes-lookahead` also values pairs of checks that only pay together.
 
 All parameters are fitted on labelled ledgers (`fit_bayes_model`, EM over the
-latent claim truths and verdicts) and stored in a calibration's ``extra["bayes"]``.
+latent claim truths and verdicts, the shrinkage inside every M-step) and
+stored in a calibration's ``extra["bayes"]``. `Bayes.explain` gives, for
+every purchase, the latent read, its standing, the likelihood of the outcome
+under a true and a false latent, and the selected answer's posterior before
+and after (what the evidence log prints).
 """
 
 from __future__ import annotations
@@ -116,6 +136,16 @@ SMOOTHING = 0.5
 RIDGE = 1e-3
 #: Smallest slope of the prior's log-weight in the answer count (keeps the mode at the majority).
 MIN_SLOPE = 1e-3
+#: Share-of-pool bin edges of a latent's standing; standings are (not top, top) x these bins.
+STANDING_EDGES: tuple[float, ...] = (0.2, 0.4, 0.6)
+N_SHARE = len(STANDING_EDGES) + 1
+N_STANDING = 2 * N_SHARE
+#: Pseudo-count of every parent table in the first EM phase.
+TAU_START = 20.0
+#: Candidate pseudo-counts of a parent table (partial pooling; chosen by empirical Bayes per parent).
+TAU_GRID = np.array([2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1e3, 2e3, 5e3, 1e4, 1e5, 1e6])
+#: Action kinds (the parents of the groups): codes of `boe.core.graph.KIND_CODES`.
+N_KINDS = 5
 
 
 # --------------------------------------------------------------------------- model
@@ -150,17 +180,28 @@ class ClaimParams(BaseModel):
         ((1 / 3, 1 / 3, 1 / 3), (1 / 3, 1 / 3, 1 / 3)),
     )
     claims: float = 0.0  # training claims (diagnostic)
+    # weight of the stance evidence log P(stances_j | H) (a calibrated composite likelihood, see `_fit_stance_weight`)
+    stance_weight: float = Field(default=1.0, ge=0.0)
 
 
 class ChannelTable(BaseModel):
     """P(confirm, reject, unresolved | claim true / false) of a factor group, or
-    P(. | verdict on the judged answer positive / negative) of a whole-response group."""
+    P(. | verdict on the judged answer positive / negative) of a response group;
+    optionally per standing of the latent in the pool (`standing_bin` order)."""
 
     model_config = ConfigDict(extra="forbid")
 
     given_true: Triple
     given_false: Triple
     actions: float = 0.0  # training actions (diagnostic)
+    standing: list[tuple[Triple, Triple]] | None = None  # (given_true, given_false) per standing bin
+    standing_actions: list[float] | None = None  # training actions per standing bin (diagnostic)
+
+    def at(self, standing: int) -> tuple[Triple, Triple]:
+        """(given_true, given_false) for a latent of this standing (the group table without standings)."""
+        if self.standing is None or not 0 <= standing < len(self.standing):
+            return self.given_true, self.given_false
+        return self.standing[standing]
 
 
 class BayesModel(BaseModel):
@@ -194,6 +235,16 @@ UNINFORMATIVE: tuple[Triple, Triple] = ((1 / 3, 1 / 3, 1 / 3), (1 / 3, 1 / 3, 1 
 DEFAULT_PRIOR = PriorParams()
 #: Unseen dataset: aligned claims keep their meaning, free claims carry no stance evidence.
 DEFAULT_CLAIMS = ClaimParams()
+
+
+def standing_bin(n_assert: npt.ArrayLike, top: npt.ArrayLike, n_valid: npt.ArrayLike) -> I64:
+    """Standing of latents: ``N_SHARE * top + bin(n_assert / n_valid)`` (see the module docstring)."""
+    share = np.asarray(n_assert, dtype=np.float64) / np.maximum(np.asarray(n_valid, dtype=np.float64), 1.0)
+    b = np.zeros(share.shape, dtype=np.int64)
+    for edge in STANDING_EDGES:
+        b += share >= edge - 1e-12
+    out: I64 = N_SHARE * np.asarray(top, dtype=np.int64) + b
+    return out
 
 
 def _sigmoid(x: F64) -> F64:
@@ -307,11 +358,13 @@ class _FitData:
     c_aligned: B_  # no stance model: aligned claims and verdicts
     c_cls: I64  # aligned class 0-2 (see `stance_counts`); verdict of H's answer 3, of another answer 4
     c_w: F64
-    # actions: latent row, group, outcome index, whole-response or not
+    # actions: latent row, group, outcome index, response check (whole or answer) or not, standing, kind
     f_row: I64
     f_group: I64
     f_out: I64
     f_whole: B_
+    f_bin: I64
+    f_kind: I64
     dataset: list[str]  # of each question
 
 
@@ -337,11 +390,13 @@ class _LatentRows:
     """Accumulates the latent rows and their actions of `_FitData`."""
 
     def __init__(self) -> None:
-        self.parts: dict[str, list[Any]] = {k: [] for k in ("cq", "cc", "ca", "ck", "cw", "fr", "fg", "fo", "fw")}
+        keys = ("cq", "cc", "ca", "ck", "cw", "fr", "fg", "fo", "fw", "fb", "fk")
+        self.parts: dict[str, list[Any]] = {k: [] for k in keys}
         self.n = 0
 
     def add(
-        self, qi: int, weight: float, counts: F64, aligned: B_, cls: I64, local: Any, group: Any, out: I64, whole: bool
+        self, qi: int, weight: float, counts: F64, aligned: B_, cls: I64, local: Any, group: Any, out: I64, whole: bool,
+        bins: I64, kinds: Any,
     ) -> None:
         p, size = self.parts, cls.size
         p["cq"].append(np.full(size, qi, dtype=np.int64))
@@ -353,6 +408,8 @@ class _LatentRows:
         p["fg"].append(np.asarray(group, dtype=np.int64))
         p["fo"].append(out)
         p["fw"].append(np.full(out.size, whole))
+        p["fb"].append(np.asarray(bins, dtype=np.int64))
+        p["fk"].append(np.asarray(kinds, dtype=np.int64))
         self.n += size
 
 
@@ -371,23 +428,30 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         out = _outcome_index(q.outcome)
         fac = np.nonzero(q.is_factor)[0]
         whole = np.nonzero(~q.is_factor)[0]
+        n_valid = float(valid.sum())
         if fac.size:
             claims, local = np.unique(q.action_claim[fac], return_inverse=True)
             counts, aligned, cls = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
+            inc = q.incidence[q.action_claim[fac]][:, valid]
+            n_a, n_d = (inc == 1).sum(axis=1), (inc == -1).sum(axis=1)
+            fbins = standing_bin(n_a, n_a > n_d, n_valid)
         if whole.size:
             judged = q.answer_id[q.action_candidate[whole]]  # -1: an invalid response, never right
             answers, wlocal = np.unique(judged, return_inverse=True)
+            held = np.where(judged >= 0, n_ans[np.maximum(judged, 0)] if d else 0.0, 0.0)
+            wbins = standing_bin(held, (judged >= 0) & (held == (n_ans.max() if d else 0.0)), n_valid)
         for h in hyps:
             if fac.size:
                 col = h if h >= 0 else d
                 rows.add(
-                    qi, weight, counts[0, :, col], aligned[0], cls[0, :, col], local, q.group[fac], out[fac], False
+                    qi, weight, counts[0, :, col], aligned[0], cls[0, :, col], local, q.group[fac], out[fac], False,
+                    fbins, q.kind[fac],
                 )
             if whole.size:
                 verdict_cls = np.where((answers == h) & (answers >= 0), 3, 4).astype(np.int64)
                 no_stance = np.zeros((answers.size, 2, 3))
                 rows.add(qi, weight, no_stance, np.ones(answers.size, bool), verdict_cls, wlocal, q.group[whole],
-                         out[whole], True)
+                         out[whole], True, wbins, q.kind[whole])
     dmax = max((r[1].size for r in prior), default=0)
     p_counts = np.zeros((len(prior), max(dmax, 1)))
     for i, r in enumerate(prior):
@@ -407,6 +471,8 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         f_group=_cat(rows.parts["fg"], np.int64),
         f_out=_cat(rows.parts["fo"], np.int64),
         f_whole=_cat(rows.parts["fw"], bool),
+        f_bin=_cat(rows.parts["fb"], np.int64),
+        f_kind=_cat(rows.parts["fk"], np.int64),
         dataset=[q.dataset for q in questions],
     )
 
@@ -453,23 +519,8 @@ def _fit_prior(data: _FitData, rows: B_) -> PriorParams:
         present = c > 0
         with np.errstate(divide="ignore"):
             f = np.stack([c, np.where(present, np.log(np.where(present, c, 1.0)), 0.0)], axis=2)  # (R, D, 2)
-        f_true = f[np.arange(t.size), t]
-        b0 = b.copy()
-        for _ in range(50):
-            z = np.where(present, f @ b, -np.inf)
-            p = np.exp(z - z.max(axis=1, keepdims=True))
-            p /= p.sum(axis=1, keepdims=True)
-            mean = np.einsum("rd,rdf->rf", p, f)
-            grad = (wt_[:, None] * (f_true - mean)).sum(axis=0) - RIDGE * (b - b0)
-            cov = np.einsum("rd,rdf,rdg->rfg", p, f, f) - mean[:, :, None] * mean[:, None, :]
-            hess = (wt_[:, None, None] * cov).sum(axis=0) + RIDGE * np.eye(2)
-            step = np.linalg.solve(hess, grad)
-            b = b + step
-            if float(np.abs(step).max()) < 1e-10:
-                break
         k_max = float(max(k.max(), 1.0))
-        if min(b[0] + b[1], b[0] + b[1] / k_max) < MIN_SLOPE:  # keep the mode at the majority
-            b = np.array([0.0, max(float(b[1]), MIN_SLOPE)]) if b[1] > 0 else np.array([MIN_SLOPE, 0.0])
+        b = _count_logit(f, present, t, wt_, k_max)
     return PriorParams(
         count_coef=float(b[0]),
         log_count_coef=float(b[1]),
@@ -477,6 +528,52 @@ def _fit_prior(data: _FitData, rows: B_) -> PriorParams:
         none_slope=float(beta[1]),
         questions=float(w.sum()),
     )
+
+
+def _count_logit(f: F64, present: B_, t: I64, w: F64, k_max: float) -> F64:
+    """Conditional logit of the true answer in features ``f`` (R, D, 2) = (n_d, log n_d), by Newton's
+    method with a ridge towards (0, 1), constrained to a log-weight increasing in the count on 1..k_max.
+
+    The slope b1 + b2 / n is monotone in n, so the constraint holds on 1..k_max when it holds at n = 1
+    and n = k_max; if the free optimum breaks it, the optimum lies on one of these two lines.
+    """
+    f_true = f[np.arange(t.size), t]
+    b0 = np.array([0.0, 1.0])
+
+    def newton(origin: F64, basis: F64) -> tuple[F64, float]:
+        """Maximise the penalised likelihood over b = origin + basis @ x."""
+        x = np.zeros(basis.shape[1])
+        ll = -math.inf
+        for _ in range(60):
+            b = origin + basis @ x
+            z = np.where(present, f @ b, -np.inf)
+            top = z.max(axis=1, keepdims=True)
+            e = np.exp(z - top)
+            tot = e.sum(axis=1, keepdims=True)
+            p = e / tot
+            ll = float((w * (f_true @ b - top[:, 0] - np.log(tot[:, 0]))).sum() - 0.5 * RIDGE * ((b - b0) ** 2).sum())
+            mean = np.einsum("rd,rdf->rf", p, f)
+            grad = (w[:, None] * (f_true - mean)).sum(axis=0) - RIDGE * (b - b0)
+            cov = np.einsum("rd,rdf,rdg->rfg", p, f, f) - mean[:, :, None] * mean[:, None, :]
+            hess = (w[:, None, None] * cov).sum(axis=0) + RIDGE * np.eye(2)
+            step = np.linalg.solve(basis.T @ hess @ basis + 1e-12 * np.eye(basis.shape[1]), basis.T @ grad)
+            x = x + step
+            if float(np.abs(step).max()) < 1e-10:
+                break
+        return origin + basis @ x, ll
+
+    def ok(b: F64) -> bool:
+        return bool(min(b[0] + b[1], b[0] + b[1] / k_max) >= MIN_SLOPE - 1e-12)
+
+    b, _ = newton(np.zeros(2), np.eye(2))
+    if ok(b):
+        return b
+    best, best_ll = np.array([MIN_SLOPE, 0.0]), -math.inf
+    for direction in (np.array([[-1.0], [1.0]]), np.array([[-1.0 / k_max], [1.0]])):
+        cand, ll = newton(np.array([MIN_SLOPE, 0.0]), direction)
+        if ok(cand) and ll > best_ll:
+            best, best_ll = cand, ll
+    return best
 
 
 def _normalise(counts: F64) -> F64:
@@ -508,65 +605,161 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, steps: int = 60)
     return out
 
 
+def gammaln(x: npt.ArrayLike) -> F64:
+    """log Gamma(x) for x > 0, elementwise (recurrence up to 8, then Stirling's series; error < 1e-12)."""
+    y = np.array(x, dtype=np.float64)
+    shift = np.zeros_like(y)
+    for _ in range(8):
+        low = y < 8.0
+        if not low.any():
+            break
+        shift += np.where(low, np.log(np.where(low, y, 1.0)), 0.0)
+        y = np.where(low, y + 1.0, y)
+    inv = 1.0 / y
+    inv2 = inv * inv
+    series = inv * (1 / 12 - inv2 * (1 / 360 - inv2 * (1 / 1260 - inv2 / 1680)))
+    out: F64 = (y - 0.5) * np.log(y) - y + 0.5 * math.log(2 * math.pi) + series - shift
+    return out
+
+
+def _evidence(m: F64, parent: F64, owner: I64, n_owner: int) -> F64:
+    """log Dirichlet-multinomial evidence of the children's counts ``m`` (n, 3) around their parent
+    tables (n, 3), summed per owner, for every pseudo-count of `TAU_GRID`: shape (T, n_owner)."""
+    tau = TAU_GRID[:, None, None]
+    a = tau * np.clip(parent, 1e-6, None)[None]  # (T, n, 3)
+    ev = gammaln(tau[:, :, 0]) - gammaln(tau[:, :, 0] + m.sum(axis=1)[None]) + (gammaln(a + m[None]) - gammaln(a)).sum(
+        axis=2
+    )  # (T, n)
+    out = np.zeros((TAU_GRID.size, n_owner))
+    for t in range(TAU_GRID.size):
+        out[t] = np.bincount(owner, weights=ev[t], minlength=n_owner)
+    return out
+
+
+def _shrink(m: F64, chan_of_cell: I64, par_of_chan: I64, n_chan: int, tau_g: F64, tau_s: F64) -> tuple[F64, F64]:
+    """Outcome tables of standing cells and of their channels from expected counts ``m`` (cells, 3).
+
+    Partial pooling: kind -> group -> standing cell, each level the posterior mean of a Dirichlet
+    around its parent with ``tau_g`` (per kind) and ``tau_s`` (per channel) pseudo-actions.
+    """
+    mc, tp = _parents(m, chan_of_cell, par_of_chan, n_chan)
+    tg = tau_g[par_of_chan][:, None]
+    tc = (mc + tg * tp[par_of_chan]) / (mc.sum(axis=1, keepdims=True) + tg)
+    ts = tau_s[chan_of_cell][:, None]
+    cell: F64 = (m + ts * tc[chan_of_cell]) / (m.sum(axis=1, keepdims=True) + ts)
+    return cell, tc
+
+
+def _parents(m: F64, chan_of_cell: I64, par_of_chan: I64, n_chan: int) -> tuple[F64, F64]:
+    """Channel counts (channels, 3) and the kind tables (kinds, 3) of cell counts ``m``."""
+    mc = np.zeros((n_chan, 3))
+    np.add.at(mc, chan_of_cell, m)
+    mp = np.zeros((N_KINDS, 3))
+    np.add.at(mp, par_of_chan, mc)
+    return mc, _normalise(mp)
+
+
+def _pooling(ms: list[F64], chan_of_cell: I64, par_of_chan: I64, n_chan: int) -> tuple[F64, F64]:
+    """Empirical-Bayes pseudo-counts per kind (for its groups) and per channel (for its standing cells)
+    from the expected cell counts of both latent values (``ms``)."""
+    ev_g = np.zeros((TAU_GRID.size, N_KINDS))
+    ev_s = np.zeros((TAU_GRID.size, n_chan))
+    for m in ms:
+        mc, tp = _parents(m, chan_of_cell, par_of_chan, n_chan)
+        ev_g += _evidence(mc, tp[par_of_chan], par_of_chan, N_KINDS)
+        ev_s += _evidence(m, _normalise(mc)[chan_of_cell], chan_of_cell, n_chan)
+    return TAU_GRID[np.argmax(ev_g, axis=0)], TAU_GRID[np.argmax(ev_s, axis=0)]
+
+
+@dataclass
+class _Channels:
+    """Fitted channels of one dataset: ids (group id, + n_groups for response checks), tables, counts."""
+
+    ids: I64
+    given_true: F64  # (C, 3)
+    given_false: F64
+    actions: F64  # (C,)
+    standing_true: F64  # (C, N_STANDING, 3)
+    standing_false: F64
+    standing_actions: F64  # (C, N_STANDING)
+
+
 def _fit_claims(
     data: _FitData, claim_rows: B_, act_rows: B_, n_groups: int, iters: int = 500, tol: float = 1e-9
-) -> tuple[ClaimParams, F64, F64, F64]:
-    """EM over the latent claim truths and verdicts for the claim model and the channel of every group.
+) -> tuple[ClaimParams, _Channels]:
+    """EM over the latent claim truths and verdicts for the claim model and every channel.
 
-    Channels are indexed by group id, whole-response groups after the factor
-    ones (id + n_groups). Returns the claim parameters and, per channel, the
-    expected outcome counts given a positive and a negative latent, and the
-    action count.
+    Channels are indexed by group id, response-check groups after the factor
+    ones (id + n_groups), and split by the standing of the latent they read;
+    the M-step pools cells towards their channel and channels towards their
+    kind (`_shrink`).
     """
     idx = np.nonzero(claim_rows)[0]
     remap = np.full(claim_rows.size, -1, dtype=np.int64)
     remap[idx] = np.arange(idx.size)
     arow = remap[data.f_row[act_rows]]
-    groups, grp = np.unique(data.f_group[act_rows] + n_groups * data.f_whole[act_rows], return_inverse=True)
-    g = groups.size
-    # outcome counts of each claim by (group, outcome): the sufficient statistic of the channels
-    x = np.zeros((idx.size, g * 3))
-    np.add.at(x, (arow, grp * 3 + data.f_out[act_rows]), 1.0)
+    chan_act = data.f_group[act_rows] + n_groups * data.f_whole[act_rows]
+    cells, cidx = np.unique(chan_act * N_STANDING + data.f_bin[act_rows], return_inverse=True)
+    nc = cells.size
+    chans, chan_of_cell = np.unique(cells // N_STANDING, return_inverse=True)
+    n_chan = chans.size
+    tally = np.zeros((n_chan, N_KINDS))
+    np.add.at(tally, (chan_of_cell[cidx], np.clip(data.f_kind[act_rows], 0, N_KINDS - 1)), 1.0)
+    par_of_chan = tally.argmax(axis=1)
+    # outcome counts of each latent by (cell, outcome): the sufficient statistic of the channels
+    x = np.zeros((idx.size, nc * 3))
+    np.add.at(x, (arow, cidx * 3 + data.f_out[act_rows]), 1.0)
     w = data.c_w[idx]
     aligned = data.c_aligned[idx]
     fr, al = np.nonzero(~aligned)[0], np.nonzero(aligned)[0]
     counts_f, x_f, w_f = data.c_counts[idx][fr].reshape(-1, 6), x[fr], w[fr]
     cls_a, x_a, w_a = data.c_cls[idx][al], x[al], w[al]
     # start: assertions by correct candidates and confirmations go with truth
-    c1 = np.tile([0.6, 0.2, 0.2], (g, 1))
-    c0 = np.tile([0.2, 0.6, 0.2], (g, 1))
+    c1 = np.tile([0.6, 0.2, 0.2], (nc, 1))
+    c0 = np.tile([0.2, 0.6, 0.2], (nc, 1))
     theta = np.array([[[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]], [[0.45, 0.35, 0.2], [0.35, 0.45, 0.2]]])
     free_true = 0.3
     al_true = np.array([0.9, 0.1, 0.1, 0.9, 0.1])  # aligned classes, then the verdicts
-    prev = -math.inf
-    m1 = m0 = np.zeros(g * 3)
-    for _ in range(iters):
-        logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3g, 2)
-        a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f @ logc
-        a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a @ logc
-        ll = float(w_f @ np.logaddexp(a_f[:, 0], a_f[:, 1]) + w_a @ np.logaddexp(a_a[:, 0], a_a[:, 1]))
-        g_f = _sigmoid(a_f[:, 0] - a_f[:, 1])
-        g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
-        # M-step: every table in closed form from expected counts
-        t_f, t_a = w_f * g_f, w_a * g_a
-        m1 = t_f @ x_f + t_a @ x_a
-        m0 = (w_f - t_f) @ x_f + (w_a - t_a) @ x_a
-        c1, c0 = _normalise(m1.reshape(g, 3)), _normalise(m0.reshape(g, 3))
-        free_true = (float(t_f.sum()) + SMOOTHING) / (float(w_f.sum()) + 2 * SMOOTHING)
-        theta = _normalise(np.stack([t_f @ counts_f, (w_f - t_f) @ counts_f]).reshape(2, 2, 3).swapaxes(0, 1))
-        # aligned truth rates: the exact maximiser of the observed likelihood given the new
-        # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
-        logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
-        al_true = _mixture_weights(x_a @ logc, cls_a, w_a, 5)
-        if ll - prev <= tol * max(1.0, abs(ll)):
-            break
-        prev = ll
-    n1 = np.zeros((2 * n_groups, 3))
-    n0 = np.zeros((2 * n_groups, 3))
-    n1[groups] = m1.reshape(g, 3)
-    n0[groups] = m0.reshape(g, 3)
-    acts = np.zeros(2 * n_groups)
-    acts[groups] = np.bincount(grp, weights=w[arow], minlength=g)
+    m1 = m0 = np.zeros(nc * 3)
+    g1 = g0 = np.zeros((n_chan, 3))
+    # two phases: EM with moderate pooling, then the pooling chosen by empirical Bayes on its
+    # expected counts, then EM again from there (pseudo-counts fixed within a phase, so each converges)
+    tau_g = np.full(N_KINDS, TAU_START)
+    tau_s = np.full(n_chan, TAU_START)
+    for phase in range(2):
+        if phase:
+            tau_g, tau_s = _pooling([m1.reshape(nc, 3), m0.reshape(nc, 3)], chan_of_cell, par_of_chan, n_chan)
+        prev = -math.inf
+        for _ in range(iters):
+            logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3 nc, 2)
+            a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f @ logc
+            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a @ logc
+            ll = float(w_f @ np.logaddexp(a_f[:, 0], a_f[:, 1]) + w_a @ np.logaddexp(a_a[:, 0], a_a[:, 1]))
+            g_f = _sigmoid(a_f[:, 0] - a_f[:, 1])
+            g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
+            # M-step: every table in closed form from expected counts
+            t_f, t_a = w_f * g_f, w_a * g_a
+            m1 = t_f @ x_f + t_a @ x_a
+            m0 = (w_f - t_f) @ x_f + (w_a - t_a) @ x_a
+            c1, g1 = _shrink(m1.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s)
+            c0, g0 = _shrink(m0.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s)
+            free_true = (float(t_f.sum()) + SMOOTHING) / (float(w_f.sum()) + 2 * SMOOTHING)
+            theta = _normalise(np.stack([t_f @ counts_f, (w_f - t_f) @ counts_f]).reshape(2, 2, 3).swapaxes(0, 1))
+            # aligned truth rates: the exact maximiser of the observed likelihood given the new
+            # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
+            logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
+            al_true = _mixture_weights(x_a @ logc, cls_a, w_a, 5)
+            if ll - prev <= tol * max(1.0, abs(ll)):
+                break
+            prev = ll
+    acts_cell = np.bincount(cidx, weights=w[arow], minlength=nc)
+    st1 = np.repeat(g1[:, None, :], N_STANDING, axis=1)
+    st0 = np.repeat(g0[:, None, :], N_STANDING, axis=1)
+    st_n = np.zeros((n_chan, N_STANDING))
+    bins = cells % N_STANDING
+    st1[chan_of_cell, bins] = c1
+    st0[chan_of_cell, bins] = c0
+    st_n[chan_of_cell, bins] = acts_cell
     params = ClaimParams(
         aligned_true=_triple(al_true),
         verdict=(float(al_true[3]), float(al_true[4])),
@@ -574,7 +767,52 @@ def _fit_claims(
         stance=((_triple(theta[0, 0]), _triple(theta[0, 1])), (_triple(theta[1, 0]), _triple(theta[1, 1]))),
         claims=float(w.sum()),
     )
-    return params, n1, n0, acts
+    return params, _Channels(chans, g1, g0, st_n.sum(axis=1), st1, st0, st_n)
+
+
+#: Candidate stance weights (`_fit_stance_weight`).
+STANCE_WEIGHTS = np.round(np.arange(0.0, 1.501, 0.05), 2)
+
+
+def _fit_stance_weight(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> float:
+    """The weight lambda of the claims' stance evidence that best predicts the true answer.
+
+    The stance model treats the claims of a question as independent given H, but
+    the stances of one candidate on related claims (the values of one slot) are
+    not, so the summed evidence counts some of it more than once. The posterior
+    uses P(H) P(stances | H)^lambda, a calibrated composite likelihood: lambda
+    maximises sum_q log P(true H_q | all stances of q) on the training questions
+    (over `STANCE_WEIGHTS`); lambda = 1 when the claims are independent.
+    """
+    pri = np.array([[prior.count_coef, prior.log_count_coef, prior.none_intercept, prior.none_slope]])
+    theta = _stance_matrix(np.log(np.clip(np.array(claims.stance), EPS, 1.0)))
+    al = np.clip(np.array(claims.aligned_true), EPS, 1 - EPS)
+    ft = min(max(claims.free_true, EPS), 1 - EPS)
+    total = np.zeros(STANCE_WEIGHTS.size)
+    for q in questions:
+        if not q.labelled:
+            continue
+        valid = q.answer_id >= 0
+        d = int(q.answer_id.max()) + 1 if valid.any() else 0
+        claim_ids = np.unique(q.action_claim[q.is_factor])
+        if d == 0 or claim_ids.size == 0:
+            continue
+        right, weight = _true_answers(q)
+        n_ans = np.bincount(q.answer_id[valid], minlength=d).astype(np.float64)[None]
+        lp, _ = prior_log(n_ans, np.array([float(q.k)]), pri)
+        counts, aligned, cls = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
+        h = d + 1
+        m = claim_ids.size
+        w = _claim_weights(
+            counts.reshape(-1, 6), np.repeat(aligned.reshape(-1), h), cls.reshape(-1), np.full(1, ft), theta, al
+        ).reshape(m, h, 2)
+        ev = np.where(aligned[0][:, None], 0.0, np.logaddexp(w[..., 0], w[..., 1])).sum(axis=0)  # (H,)
+        z = lp[0][None, :] + STANCE_WEIGHTS[:, None] * ev[None, :]  # (L, H)
+        top = z.max(axis=1, keepdims=True)
+        lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
+        for t in right if right else [d]:
+            total += weight * (z[:, t] - lse)
+    return float(STANCE_WEIGHTS[int(np.argmax(total))])
 
 
 def fit_bayes_model(
@@ -602,11 +840,21 @@ def fit_bayes_model(
         crow = in_ds[data.cq]
         frow = crow[data.f_row]
         if crow.any() and frow.any():
-            claims, n1, n0, acts = _fit_claims(data, crow, frow, n_groups)
+            claims, ch = _fit_claims(data, crow, frow, n_groups)
+            claims.stance_weight = _fit_stance_weight(
+                [questions[int(i)] for i in np.nonzero(in_ds)[0]], model.priors.get(ds, DEFAULT_PRIOR), claims
+            )
             model.claims[ds] = claims
-            for g in np.nonzero(acts > 0)[0].tolist():
-                t1, t0 = _triple(_normalise(n1[g])), _triple(_normalise(n0[g]))
-                table = ChannelTable(given_true=t1, given_false=t0, actions=float(acts[g]))
+            for c, g in enumerate(ch.ids.tolist()):
+                table = ChannelTable(
+                    given_true=_triple(ch.given_true[c]),
+                    given_false=_triple(ch.given_false[c]),
+                    actions=float(ch.actions[c]),
+                    standing=[
+                        (_triple(ch.standing_true[c, b]), _triple(ch.standing_false[c, b])) for b in range(N_STANDING)
+                    ],
+                    standing_actions=[float(x) for x in ch.standing_actions[c]],
+                )
                 if g < n_groups:
                     model.factor_channels[group_keys[g]] = table
                 else:
@@ -640,27 +888,29 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     n_cal = max(len(state.calibrations), 1)
     g = len(state.group_keys)
     models = [model_of(c) for c in state.calibrations] if state.calibrations else [BayesModel()]
-    fc = np.empty((n_cal, g + 1, 2, 3))  # last group: padding
-    wc = np.empty((n_cal, g + 1, 2, 3))
+    fc = np.empty((n_cal, g + 1, N_STANDING, 2, 3))  # last group: padding
+    wc = np.empty((n_cal, g + 1, N_STANDING, 2, 3))
     fc[:] = np.array(UNINFORMATIVE)
     wc[:] = np.array(UNINFORMATIVE)
     for c, m in enumerate(models):
         for gi, key in enumerate(state.group_keys):
-            t = m.factor_channels.get(key)
-            if t is not None:
-                fc[c, gi] = (t.given_true, t.given_false)
-            t = m.whole_channels.get(key)
-            if t is not None:
-                wc[c, gi] = (t.given_true, t.given_false)
+            for tab, channels in ((fc, m.factor_channels), (wc, m.whole_channels)):
+                t = channels.get(key)
+                if t is not None:
+                    tab[c, gi] = [t.at(b) for b in range(N_STANDING)]
     cal = state.calibration.astype(np.intp) if state.calibrations else np.zeros(n, dtype=np.intp)
     grp = np.where(state.group >= 0, state.group, g)
+    standing = action_standing(state)
     response = (state.whole | state.answer)[:, :, None, None]
-    channel = np.where(response, wc[cal[:, None], grp], fc[cal[:, None], grp])  # (Q, A, 2, 3)
+    channel = np.where(
+        response, wc[cal[:, None], grp, standing], fc[cal[:, None], grp, standing]
+    )  # (Q, A, 2, 3)
     prior = np.empty((n, 4))
     free_true = np.empty(n)
     theta = np.empty((n, 2, 2, 3))
     aligned_true = np.empty((n, 3))
     verdict = np.empty((n, 2))
+    stance_weight = np.empty(n)
     cache: dict[tuple[int, str], tuple[PriorParams, ClaimParams]] = {}
     for r in range(n):
         ck = (int(cal[r]), state.dataset[r])
@@ -674,14 +924,37 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         theta[r] = cp.stance
         aligned_true[r] = cp.aligned_true
         verdict[r] = cp.verdict
+        stance_weight[r] = cp.stance_weight
     return {
+        "standing": standing.astype(np.float64),
         "channel": np.clip(channel, EPS, 1.0),
         "prior": prior,
         "free_true": np.clip(free_true, EPS, 1 - EPS),
         "log_theta": np.log(np.clip(theta, EPS, 1.0)),
         "aligned_true": np.clip(aligned_true, EPS, 1 - EPS),
         "verdict": np.clip(verdict, EPS, 1 - EPS),
+        "stance_weight": stance_weight,
     }
+
+
+def action_standing(state: EvidenceState) -> I64:
+    """Standing (`standing_bin`) of the latent each action of a state reads, shape (Q, A)."""
+    aid = state.answer_id
+    valid = aid >= 0
+    n_valid = valid.sum(axis=1)[:, None]
+    al = state.alpha
+    vv = valid[:, None, :]
+    n_a = ((al == 1) & vv).sum(axis=2)
+    top = n_a > ((al == -1) & vv).sum(axis=2)
+    resp = state.whole | state.answer
+    if resp.any():
+        d = int(aid.max()) + 1 if aid.size else 0
+        n_ans = (aid[:, :, None] == np.arange(max(d, 1))[None, None, :]).sum(axis=1)  # (Q, D)
+        judged = np.take_along_axis(aid, np.maximum(state.target, 0), axis=1)
+        held = np.where(judged >= 0, np.take_along_axis(n_ans, np.maximum(judged, 0), axis=1), 0)
+        n_a = np.where(resp, held, n_a)
+        top = np.where(resp, (judged >= 0) & (held == n_ans.max(axis=1)[:, None]), top)
+    return standing_bin(n_a, top, n_valid)
 
 
 @register_policy("bayes")
@@ -762,6 +1035,7 @@ class Bayes:
             tabs["aligned_true"][rows],
         ).reshape(n, m, h, 2)
         evidence = np.where(aligned[:, :, None], 0.0, np.logaddexp(weights[..., 0], weights[..., 1]))
+        evidence *= tabs["stance_weight"][:, None, None]
         rho = _sigmoid(weights[..., 0] - weights[..., 1])
         # the verdicts on the answers (latents m .. m + d - 1) and on invalid responses (m + d)
         v = tabs["verdict"]
@@ -781,6 +1055,9 @@ class Bayes:
             bayes_c1=ch[:, :, 0, :].copy(),
             bayes_c0=ch[:, :, 1, :].copy(),
             bayes_claim=latent.astype(np.intp),  # the latent each action reads
+            bayes_standing=tabs["standing"],
+            # per bought action: P(o | latent true), P(o | latent false), P(leading answer) before and after
+            bayes_why=np.zeros((n, state.cost.shape[1], 4)),
         )
 
     def observe(self, state: EvidenceState, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
@@ -794,9 +1071,45 @@ class Bayes:
         ex["bayes_seen"][rows, j] = True
         rho = ex["bayes_rho"][rows, j]
         c1 = ex["bayes_c1"][rows, actions, o][:, None]
-        lik = rho * c1 + (1 - rho) * ex["bayes_c0"][rows, actions, o][:, None]
+        c0 = ex["bayes_c0"][rows, actions, o][:, None]
+        lik = rho * c1 + (1 - rho) * c0
         ex["bayes_rho"][rows, j] = np.clip(rho * c1 / lik, EPS, 1 - EPS)
+        real = ex["bayes_real"][rows]
+        before = np.where(real, np.exp(ex["bayes_lpost"][rows]), 0.0).max(axis=1)
         ex["bayes_lpost"][rows] = _log_normalise(lp + np.log(lik))
+        after = np.where(real, np.exp(ex["bayes_lpost"][rows]), 0.0).max(axis=1)
+        ex["bayes_why"][rows, actions] = np.stack([c1[:, 0], c0[:, 0], before, after], axis=1)
+
+    def explain(self, state: EvidenceState, row: int) -> list[dict[str, Any]]:
+        """Why each purchase of ``row`` moved the decision: one dict per bought action, in order.
+
+        Keys: ``action`` (menu index), ``latent`` ("claim" or "answer"), ``top`` and
+        ``share`` (the latent's standing in the pool: on top or not, and the share
+        bin's lower edge), ``p_true`` / ``p_false`` (P(outcome | latent true / false)
+        under the fitted channel), ``weight`` (their log ratio, nats), ``lead_before``
+        / ``lead_after`` (posterior of the leading answer before and after).
+        """
+        ex = state.extra
+        out: list[dict[str, Any]] = []
+        m = int(ex["bayes_stance"].shape[1] - ex["bayes_lpost"].shape[1])  # claims (verdict latents follow)
+        for step in range(int(state.steps[row])):
+            a = int(state.log[row, step])
+            c1, c0, before, after = (float(x) for x in ex["bayes_why"][row, a])
+            b = int(ex["bayes_standing"][row, a])
+            out.append(
+                {
+                    "action": a,
+                    "latent": "answer" if int(ex["bayes_claim"][row, a]) >= m else "claim",
+                    "top": b >= N_SHARE,
+                    "share": (0.0, *STANDING_EDGES)[b % N_SHARE],
+                    "p_true": c1,
+                    "p_false": c0,
+                    "weight": math.log(c1 / c0),
+                    "lead_before": before,
+                    "lead_after": after,
+                }
+            )
+        return out
 
     def choose(self, state: EvidenceState) -> IntArr:
         feasible = state.feasible()

@@ -8,7 +8,13 @@
   answers (plurality can be wrong), five slots whose values are exclusive
   (+1 for the asserted value, -1 for the rivals a candidate asserts
   against), and four channels (structured, VLM, grounded, whole response)
-  with configurable accuracy, unresolved rate and cost.
+  with configurable accuracy, unresolved rate and cost. Optionally
+  answer-level checks (one per distinct valid answer, ledger format 1.1) and
+  an *echoing* judge: with probability ``echo`` a model channel (VLM,
+  grounded, whole response, answer check) does not look and reports what
+  most candidates say (a claim asserted by more candidates than deny it, an
+  answer with the largest count), the way a judge that shares the
+  generator's view behaves.
 
 Both are deterministic functions of their parameters and seed.
 """
@@ -33,9 +39,13 @@ SLOT_VALUES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _outcome(rng: np.random.Generator, truth: bool, acc: float, unresolved: float) -> str:
+def _outcome(
+    rng: np.random.Generator, truth: bool, acc: float, unresolved: float, echo: float = 0.0, pool: bool = False
+) -> str:
     if rng.random() < unresolved:
         return "unresolved"
+    if echo > 0 and rng.random() < echo:  # drawn only for echoing channels: echo 0 keeps the old stream
+        return "confirm" if pool else "reject"
     correct = rng.random() < acc
     return "confirm" if truth == correct else "reject"
 
@@ -145,6 +155,9 @@ class PoolSpec:
     vlm: ChannelSpec = ChannelSpec(0.7, 0.15, 4)
     grounded: ChannelSpec = ChannelSpec(0.78, 0.2, 4)
     whole: ChannelSpec = ChannelSpec(0.72, 0.1, 8)
+    answer: ChannelSpec | None = None  # answer-level checks, one per distinct valid answer (format 1.1)
+    echo: float = 0.0  # P(a model channel reports the pool's view instead of looking)
+    echo_kinds: tuple[str, ...] = ("vlm_factor", "grounded_factor", "whole_response", "answer_response")
     dataset: str = "pool"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -160,6 +173,10 @@ POOL_PROFILES: dict[str, dict[str, Any]] = {
     },
     "strong-structured": {"structured": ChannelSpec(0.97, 0.1, 1), "slot_bad": 0.35},
     "whole-strong": {"whole": ChannelSpec(0.9, 0.05, 8), "vlm": ChannelSpec(0.6, 0.2, 4)},
+    # issue 18: answer-level checks, and model channels that echo the pool part of the time
+    "answers": {"answer": ChannelSpec(0.8, 0.05, 8)},
+    "echo": {"echo": 0.35},
+    "echo-answers": {"echo": 0.35, "answer": ChannelSpec(0.8, 0.05, 8)},
 }
 
 
@@ -238,8 +255,24 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                     continue
                 edges.append({"candidate": i, "claim": claim["id"], "sign": 1 if v == claim["value"] else -1})
         actions: list[dict[str, Any]] = []
+        # what the pool says, for an echoing judge
+        n_pos: dict[str, int] = {}
+        n_neg: dict[str, int] = {}
+        for e in edges:
+            tally = n_pos if e["sign"] == 1 else n_neg
+            tally[e["claim"]] = tally.get(e["claim"], 0) + 1
+        answer_count: dict[str, int] = {}
+        for c in candidates:
+            if c["valid"]:
+                answer_count[c["answer"]] = answer_count.get(c["answer"], 0) + 1
+        top_count = max(answer_count.values(), default=0)
+
+        def echo_of(kind: str) -> float:
+            return spec.echo if kind in spec.echo_kinds else 0.0
+
         for claim in claims:
             true = truth_slots[claim["slot"]] == claim["value"]
+            pool_says = n_pos.get(claim["id"], 0) > n_neg.get(claim["id"], 0)
             if claim["slot"] in spec.structured_slots:
                 ch = spec.structured
                 actions.append(
@@ -262,7 +295,7 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                         "candidate": None,
                         "cost": ch.cost,
                         "group": "vlm" if tag == "v" else "grounded",
-                        "outcome": _outcome(rng, true, ch.acc, ch.unresolved),
+                        "outcome": _outcome(rng, true, ch.acc, ch.unresolved, echo_of(kind), pool_says),
                     }
                 )
         for i, c in enumerate(candidates):
@@ -277,11 +310,35 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                     "candidate": i,
                     "cost": ch.cost,
                     "group": "whole",
-                    "outcome": _outcome(rng, c["utility"] == 1.0, ch.acc, ch.unresolved),
+                    "outcome": _outcome(
+                        rng, c["utility"] == 1.0, ch.acc, ch.unresolved, echo_of("whole_response"),
+                        answer_count[c["answer"]] == top_count,
+                    ),
                 }
             )
+        if spec.answer is not None:
+            ch = spec.answer
+            first: dict[str, int] = {}
+            for i, c in enumerate(candidates):
+                if c["valid"]:
+                    first.setdefault(c["answer"], i)
+            for ans, rep_i in first.items():
+                actions.append(
+                    {
+                        "id": f"a:{rep_i}",
+                        "kind": "answer_response",
+                        "claim": None,
+                        "candidate": rep_i,
+                        "cost": ch.cost,
+                        "group": "answer",
+                        "outcome": _outcome(
+                            rng, ans == true_answer, ch.acc, ch.unresolved, echo_of("answer_response"),
+                            answer_count[ans] == top_count,
+                        ),
+                    }
+                )
         yield {
-            "format": "boe-ledger/1",
+            "format": "boe-ledger/1.1" if any(a["kind"] == "answer_response" for a in actions) else "boe-ledger/1",
             "question_id": f"{spec.dataset}-{seed}-{q:06d}",
             "dataset": spec.dataset,
             "task": {"question": "what is shown?", "image": None, "options": None},

@@ -158,3 +158,37 @@ def test_replay_warns_when_a_policy_buys_checks_an_online_run_never_ran(tmp_path
     assert "warning:" in res.stderr and "placeholders" in res.stderr
     res = boe("replay", str(ledger), "--policy", "raw", "--budget", "8", "--json")
     assert json.loads(res.stdout)["warnings"] == []
+
+
+def _console(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed `boe` console script (what users run)."""
+    script = Path(sys.executable).parent / "boe"
+    return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=600)
+
+
+def test_sim_ledger_answer_checks_and_an_echoing_judge_then_replay(tmp_path):
+    out = _console("sim", "ledger", "--kind", "pool", "--profile", "echo-answers", "--n", "300", "--seed", "4")
+    assert out.returncode == 0, out.stderr
+    recs = [json.loads(x) for x in out.stdout.splitlines()]
+    for r in recs:
+        assert r["format"] == "boe-ledger/1.1"
+        answers = {c["answer"] for c in r["candidates"] if c["valid"]}
+        checks = [a for a in r["actions"] if a["kind"] == "answer_response"]
+        assert {r["candidates"][a["candidate"]]["answer"] for a in checks} == answers and len(checks) == len(answers)
+    # a judge that always echoes confirms exactly the claims more candidates assert than deny
+    out = _console("sim", "ledger", "--kind", "pool", "--n", "40", "--echo", "1", "--unresolved", "0", "--seed", "4")
+    for r in map(json.loads, out.stdout.splitlines()):
+        assert r["format"] == "boe-ledger/1"
+        for a in r["actions"]:
+            if a["kind"] == "vlm_factor":
+                signs = [e["sign"] for e in r["edges"] if e["claim"] == a["claim"]]
+                assert (a["outcome"] == "confirm") == (signs.count(1) > signs.count(-1))
+    ledger = tmp_path / "echo.jsonl"
+    ledger.write_text(_console("sim", "ledger", "--kind", "pool", "--profile", "echo-answers", "--n", "300").stdout)
+    res = _console("replay", str(ledger), "--policy", "raw,boe,bayes,whole", "--budget", "16", "--json",
+                   "--calibration", "crossfit:3", "--resamples", "200")
+    assert res.returncode == 0, res.stderr
+    acc = {r["policy"]: r["accuracy"] for r in json.loads(res.stdout)["results"]}
+    assert acc["bayes"] > acc["raw"] and acc["boe"] >= acc["raw"] - 0.02
+    bad = _console("sim", "ledger", "--kind", "pool", "--n", "2", "--answer-acc", "1.5")
+    assert bad.returncode != 0 and "answer channel" in bad.stderr and "Traceback" not in bad.stderr

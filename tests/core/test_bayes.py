@@ -124,7 +124,37 @@ def _lik_claim(q, model, j, h, outcomes):
         for ch, o in outcomes:
             w *= (ch.given_true if t == 1 else ch.given_false)[o]
         total += w
+    if not aligned:  # the stance evidence enters with weight lambda: P(stances | h)^lambda P(outcomes | h, stances)
+        ev = 0.0
+        for t in (1, 0):
+            w = cp.free_true if t == 1 else 1 - cp.free_true
+            for i in np.nonzero(valid)[0]:
+                w *= cp.stance[0 if aid[i] == h else 1][1 - t][{1: 0, -1: 1, 0: 2}[int(s[i])]]
+            ev += w
+        total *= ev ** (cp.stance_weight - 1.0)
     return total
+
+
+def _literal_standing(q, a):
+    """The standing bin of the latent action ``a`` reads, from its definition (top x share of the pool)."""
+    aid = q.answer_id
+    valid = aid >= 0
+    n_valid = max(int(valid.sum()), 1)
+    if q.is_factor[a]:
+        s = q.incidence[q.action_claim[a]][valid]
+        n_a, top = int((s == 1).sum()), int((s == 1).sum()) > int((s == -1).sum())
+    else:
+        judged = int(aid[q.action_candidate[a]])
+        counts = [int((aid == x).sum()) for x in range(int(aid.max()) + 1)] if valid.any() else [0]
+        n_a = counts[judged] if judged >= 0 else 0
+        top = judged >= 0 and n_a == max(counts)
+    share = n_a / n_valid
+    return 4 * int(top) + sum(share >= e for e in (0.2, 0.4, 0.6))
+
+
+class _Cell:
+    def __init__(self, table, b):
+        self.given_true, self.given_false = table.at(b)
 
 
 def _literal_joint(q, model, group_keys, history, extra=None):
@@ -144,10 +174,13 @@ def _literal_joint(q, model, group_keys, history, extra=None):
     by_answer: dict[int, list] = {}
     for a, o in history:
         key = group_keys[q.group[a]]
+        b = _literal_standing(q, a)
         if q.is_factor[a]:
-            by_claim.setdefault(int(q.action_claim[a]), []).append((model.factor_channels[key], OUT[o]))
+            by_claim.setdefault(int(q.action_claim[a]), []).append((_Cell(model.factor_channels[key], b), OUT[o]))
         else:
-            by_answer.setdefault(int(aid[q.action_candidate[a]]), []).append((model.whole_channels[key], OUT[o]))
+            by_answer.setdefault(int(aid[q.action_candidate[a]]), []).append(
+                (_Cell(model.whole_channels[key], b), OUT[o])
+            )
     if extra is not None:
         by_claim.setdefault(extra, [])
     cp = model.claims.get(q.dataset, ClaimParams())
@@ -383,3 +416,88 @@ def test_options_are_validated():
     with pytest.raises(ConfigError):
         BayesLookahead(shortlist=1)
     assert isinstance(make_policy("bayes-lookahead", shortlist=4, seed=3), BayesLookahead)
+
+
+# --------------------------------------------------------------------------- issue 18: correlated channels
+
+
+def test_standing_channels_learn_an_echoing_judge_and_pool_when_there_is_none():
+    """With an echoing judge a false top claim is confirmed far more often than a false minority claim;
+    without one, empirical-Bayes pooling keeps every standing cell at its group's table."""
+    from boe.core.bayes import N_SHARE
+
+    echo = model_of(_fitted(list(pool_ledger(800, seed=71, spec=pool_spec("echo")))))
+    ch = echo.factor_channels["pool-echo/vlm"]
+    top = [ch.standing[b][1][0] for b in range(N_SHARE, 2 * N_SHARE) if ch.standing_actions[b] > 200]
+    low = [ch.standing[b][1][0] for b in range(N_SHARE) if ch.standing_actions[b] > 200]
+    assert top and low and min(top) > max(low) + 0.05
+    plain = model_of(_fitted(list(pool_ledger(800, seed=71))))
+    ch = plain.factor_channels["pool/vlm"]
+    for b, (t1, t0) in enumerate(ch.standing):
+        assert np.allclose(t1, ch.given_true, atol=0.03) and np.allclose(t0, ch.given_false, atol=0.03), b
+
+
+def test_prior_is_fitted_under_its_constraint_and_stays_raw_at_budget_zero():
+    """Questions of any difficulty (Beta(1, 1)): the count logit hits its monotonicity bound; the prior
+    is neither flat nor decreasing, and `bayes` at budget 0 is raw BoN."""
+    spec = pool_spec("default", difficulty=(1.0, 1.0))
+    recs = list(pool_ledger(600, seed=81, spec=spec))
+    cal = _fitted(recs)
+    p = model_of(cal).priors["pool"]
+    assert p.count_coef + p.log_count_coef >= 1e-3 - 1e-9 and p.count_coef + p.log_count_coef / 16 >= 1e-3 - 1e-9
+    assert p.count_coef > 0.1  # the old fallback was a flat prior (0.001, 0)
+    got = _engine(recs, ["raw", "bayes"], [0], cal=cal)
+    assert [x["selected"] for x in got["bayes", 0.0]] == [x["selected"] for x in got["raw", 0.0]]
+    # the prior is calibrated in-sample: the top answer's mean probability is its frequency of being right
+    qs, runs = _replay(recs, ["bayes"], [0], cal)
+    conf = np.mean([runs["bayes", 0.0].scores[i, runs["bayes", 0.0].selected[i]] for i in range(len(qs))])
+    assert abs(conf - _success(qs, runs["bayes", 0.0])) < 0.05
+
+
+def test_stance_weight_discounts_redundant_claims():
+    cp = model_of(_fitted(list(pool_ledger(600, seed=91)))).claims["pool"]
+    assert 0.0 < cp.stance_weight < 1.0  # the values of one slot are one choice, not independent claims
+
+
+def test_explain_reports_every_purchase():
+    recs = list(pool_ledger(40, seed=95, spec=pool_spec("echo-answers")))
+    cal = _fitted(list(pool_ledger(400, seed=96, spec=pool_spec("echo-answers"))))
+    qs, groups = _questions(recs)
+    pol = Bayes()
+    state = bind_questions(qs, np.arange(len(qs)), [cal], None, groups.keys, 16, with_labels=True)
+    outcomes = state.labels.outcome
+    state.labels = None
+    pol.start(state)
+    while True:
+        choice = pol.choose(state)
+        go = np.nonzero(choice >= 0)[0]
+        if go.size == 0:
+            break
+        state.reveal(go, choice[go], outcomes[go, choice[go]])
+        pol.observe(state, go, choice[go], outcomes[go, choice[go]])
+    post = pol.posterior(state)
+    kinds = set()
+    for r in range(len(qs)):
+        why = pol.explain(state, r)
+        assert [w["action"] for w in why] == state.log[r, : state.steps[r]].tolist()
+        for w in why:
+            assert math.isclose(w["weight"], math.log(w["p_true"] / w["p_false"]))
+            assert 0 <= w["lead_before"] <= 1 and 0 <= w["lead_after"] <= 1
+            kinds.add(w["latent"])
+        if why:
+            d = int(qs[r].answer_id.max()) + 1
+            assert math.isclose(why[-1]["lead_after"], post[r, :d].max(), rel_tol=1e-9)
+    assert kinds == {"claim", "answer"}
+
+
+def test_truthful_answer_checks_overturn_wrong_majorities_in_bayes():
+    """A near-truthful answer judge: bayes rescues most wrong majorities that hold a correct candidate."""
+    spec = pool_spec("answers", answer=pool_spec("answers").answer.__class__(0.98, 0.0, 8))
+    cal = _fitted(list(pool_ledger(500, seed=97, spec=spec)))
+    recs = list(pool_ledger(400, seed=98, spec=spec))
+    qs, runs = _replay(recs, ["raw", "bayes"], [16], cal)
+    raw, bayes = runs["raw", 16.0], runs["bayes", 16.0]
+    fixable = [i for i in range(len(qs)) if qs[i].utility[raw.selected[i]] == 0 and qs[i].utility.max() == 1]
+    rescued = sum(qs[i].utility[bayes.selected[i]] == 1 for i in fixable)
+    assert fixable and rescued >= 0.8 * len(fixable)
+    assert _success(qs, bayes) > _success(qs, raw) + 0.1
