@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration", default="crossfit:5")
     ap.add_argument("--keep", type=Path, default=None, help="keep the dataset and the store in this folder")
     ap.add_argument("--runs", default="judge,same", help="judge (independent), same (the generator), or both")
+    ap.add_argument("--prefix", default="", help="prefix of the run names (a new pair of runs in a kept store)")
     args = ap.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="sim-evidence-"))
@@ -179,18 +180,18 @@ def main(argv: list[str] | None = None) -> int:
                 judge = ["--judge-model", "boe-sim-judge"] if run == "judge" else []
                 t0 = time.perf_counter()
                 _run(["batch", str(data_dir), "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "boe-sim",
-                      *judge, "--db", db, "--run", run, "--ledger", "full", "--k", str(args.k), "--no-progress",
-                      "--json"], env={**os.environ, "NO_COLOR": "1"})
+                      *judge, "--db", db, "--run", args.prefix + run, "--ledger", "full", "--k", str(args.k),
+                      "--no-progress", "--json"], env={**os.environ, "NO_COLOR": "1"})
                 print(f"[{run}] full ledger of {args.n} questions in {time.perf_counter() - t0:.0f} s", flush=True)
         finally:
             server.terminate()
             server.wait(10)
-        print(f"boe replay --db {db} --run RUN --policy {args.policies} --budget {args.budgets} "
+        print(f"boe replay --db {db} --run {args.prefix}RUN --policy {args.policies} --budget {args.budgets} "
               f"--calibration {args.calibration}")
         for run in runs:
-            data = _replay(db, run, args.policies, args.budgets, args.calibration)
+            data = _replay(db, args.prefix + run, args.policies, args.budgets, args.calibration)
             title = "independent judge (boe-sim-judge)" if run == "judge" else "same-model judge (boe-sim-vlm)"
-            summaries[run] = report(title, data, _groups(db, run, tmp))
+            summaries[run] = report(title, data, _groups(db, args.prefix + run, tmp))
         top = max(float(b) for b in args.budgets.split(","))
         print(f"\nat budget {top:g}:")
         for run, s in summaries.items():

@@ -11,9 +11,10 @@
 * `build_graph`: canonical claims, +1 edges to the candidates asserting a
   claim and -1 edges to those asserting a rival value of an exclusive slot.
 * `build_menu`: structured (closed slots and options), vlm_factor and
-  grounded_factor per claim, whole_response per valid candidate, and
-  answer_response per distinct short answer (its verdict counts for every
-  candidate giving that answer).
+  grounded_factor per claim, answer_response per distinct short answer (its
+  verdict counts for every candidate giving that answer), and whole_response
+  per valid candidate whose answer has no answer check (every valid
+  candidate when answer checks are not on the menu).
 """
 
 from __future__ import annotations
@@ -326,6 +327,10 @@ def build_menu(
     ``costs`` are what the policy plans with (each action's ``cost``);
     ``design`` (default: the same) is recorded beside them as ``design_cost``.
     A grounded check needs a figure to look at: claims bound to none get none.
+    With answer checks on the menu, a candidate whose (short) answer has one
+    gets no whole-response check of its own: a response verdict judges the
+    answer, and one verdict on it moves every candidate giving it, where a
+    verdict on one response would leave its many twins on top.
     """
     design = design or costs
     menu: list[dict[str, Any]] = []
@@ -338,9 +343,11 @@ def build_menu(
             for c in claims:
                 if c["slot"] in SLOTS and (kind != "grounded_factor" or c.get("figure") is not None):
                     menu.append(_factor(prefix, kind, c, costs, design, claim_group(channel, c, q)))
+    answers = answer_actions(cands, costs, design) if "answer_response" in kinds else []
+    judged = {a["answer"] for a in answers}
     if "whole_response" in kinds:
         for cand in cands:
-            if cand["valid"]:
+            if cand["valid"] and answer_key(cand) not in judged:
                 menu.append(
                     {
                         "id": f"w:{cand['index']}",
@@ -352,9 +359,7 @@ def build_menu(
                         "group": "whole",
                     }
                 )
-    if "answer_response" in kinds:
-        menu += answer_actions(cands, costs, design)
-    return menu
+    return menu + answers
 
 
 #: An answer is short enough for an answer-level check up to this many words and characters.

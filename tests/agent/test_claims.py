@@ -172,6 +172,8 @@ def test_one_answer_check_per_distinct_short_answer_shown_by_its_first_candidate
         ("a:2", 2, "ct", 3),
     ]
     assert all(a["claim"] is None and a["group"] == "answer" for a in answers)
+    # every valid answer is short and judged as an answer: no candidate keeps a whole-response check of its own
+    assert not [a for a in menu if a["kind"] == "whole_response"]
     assert {(a["cost"], a["design_cost"]) for a in answers} == {(6.0, 8.0)}
     assert not [a for a in build_menu(claims, cands, costs, KINDS, q) if a["kind"] == "answer_response"]
 
@@ -184,3 +186,6 @@ def test_long_free_text_answers_get_no_answer_check():
     costs = {**COSTS, "answer_response": 8.0}
     answers = [a for a in build_menu(claims, cands, costs, ("answer_response",), q) if a["kind"] == "answer_response"]
     assert [(a["candidate"], a["answer"]) for a in answers] == [(2, "nodule")]
+    both = build_menu(claims, cands, costs, ("whole_response", "answer_response"), q)
+    assert [(a["kind"], a["candidate"]) for a in both] == [("whole_response", 0), ("whole_response", 1),
+                                                           ("answer_response", 2)]
