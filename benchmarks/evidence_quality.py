@@ -108,23 +108,19 @@ def main() -> None:
         oracle = exp.rows[0].oracle_at_k
         gap = oracle - raw_acc
         tab = Table(title=f"{prof}: N={len(qs)}, raw {raw_acc:.3f}, Oracle@K {oracle:.3f} ({secs:.0f} s)")
-        tab.add_column("policy")
-        for b in budgets:
-            tab.add_column(f"C={b:g}: acc±SE (cost)", justify="right")
-            tab.add_column("gap closed", justify="right")
-            tab.add_column("corr/harm", justify="right")
-            tab.add_column("- raw [95% CI]", justify="right")
+        for col in ("policy", "C", "accuracy ± SE", "mean cost", "gap closed", "corr / harm", "- raw [95% CI]"):
+            tab.add_column(col, justify="left" if col == "policy" else "right")
         for pol in policies:
-            cells = []
             for b in budgets:
                 r = by[pol, b]
                 se = math.sqrt(r.accuracy * (1 - r.accuracy) / r.n)
                 c = compare(qs, exp.run(pol, b), exp.raw, args.resamples, args.seed)[0]
-                cells += [f"{r.accuracy:.3f}±{se:.3f} ({r.mean_cost:.1f})",
-                          f"{100 * (r.accuracy - raw_acc) / gap:.0f}%" if gap > 0 else "-",
-                          f"{r.corrections}/{r.harms}",
-                          f"[{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}]"]
-            tab.add_row(pol, *cells)
+                tab.add_row(
+                    pol, f"{b:g}", f"{r.accuracy:.3f} ± {se:.3f}", f"{r.mean_cost:.1f}",
+                    f"{100 * (r.accuracy - raw_acc) / gap:.0f}%" if gap > 0 else "-",
+                    f"{r.corrections} / {r.harms}",
+                    f"{100 * c.diff:+.1f} pp [{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}]",
+                )
         con.print(tab)
         for b in budgets:
             cells = {p: by[p, b].accuracy for p in policies}

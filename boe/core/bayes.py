@@ -12,7 +12,9 @@ Prior, from the cheap context (answer counts n_d among K candidates)::
 
 with b1 + b2 / n > 0 on 1..K, so the prior's mode is the raw majority answer
 and `bayes` at budget 0 is raw BoN. (b1, b2) is a conditional logit and
-(c0, c1) a logistic regression, fitted by maximum likelihood of the truth.
+(c0, c1) a logistic regression, fitted by maximum likelihood of the truth;
+the conditional logit is maximised under its constraint (on the active
+boundary when the free optimum breaks it).
 
 Claims. Claim j has a latent truth T_j. A claim is *aligned* when it is a
 function of the answer (every valid candidate takes a stance and candidates
@@ -28,13 +30,18 @@ whether the candidate is correct under H::
 
 so P(T_j = t | H, stances) follows from Bayes' rule and P(stances_j | H) is
 evidence about H. Stance evidence enters with a claim's first check, so the
-cheap context stays the answer counts.
+cheap context stays the answer counts. Claims are not independent given H
+(one candidate's stances on the values of one slot are a single choice), so
+the stance evidence enters as P(stances_j | H)^lambda, lambda fitted to
+predict the true answer (a calibrated composite likelihood).
 
 Verdicts. A whole-response judge may judge equal answers alike, so checks of
 candidates sharing an answer are not independent. Each answer d has a latent
 verdict V_d (the judge's view of that answer) with
 ``P(V_d = 1 | H) = v_right`` if H = d and ``v_wrong`` otherwise; a
-whole-response check of a candidate holding d reads V_d. (v_right = 1,
+whole-response check of a candidate holding d reads V_d, and so does an
+answer-level check of d (ledger format 1.1): a direct observation of the
+hypothesis H = d through its own channel. (v_right = 1,
 v_wrong = 0 is a judge whose checks are independent given correctness.)
 
 Channels. Every action reads one binary latent through the channel of its
