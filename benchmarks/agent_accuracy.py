@@ -4,6 +4,10 @@
     python benchmarks/agent_accuracy.py --n 200 --seed 7 --budget 8 --policy boe-factor
     python benchmarks/agent_accuracy.py --full           # also replay other policies on the full ledger
     python benchmarks/agent_accuracy.py --dicom          # the same scans as DICOM files (record checks read tags)
+    python benchmarks/agent_accuracy.py --judge-model same   # the generator judges its own pool
+
+The judge is the simulator's independent judge ``boe-sim-judge`` unless
+``--judge-model same`` (the generator at T = 0, the same model).
 
 The questions are generated with a seed that neither the shipped calibration
 (seed 101) nor the demo set uses, so the calibration is held out. Every
@@ -60,6 +64,7 @@ async def answer(
     cfg = make_config(
         base_url=base_url,
         model="boe-sim",
+        judge_model=None if args.judge_model == "same" else args.judge_model,
         dataset=args.dataset,
         k=args.k,
         budget=args.budget,
@@ -82,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="also run the full ledger and replay other policies")
     ap.add_argument("--db", default=None, help="keep the runs in this SQLite file")
     ap.add_argument("--dicom", action="store_true", help="ask with the DICOM files (dataset boe-sim-dicom)")
+    ap.add_argument("--judge-model", default="boe-sim-judge", help="boe-sim-judge (independent) or same")
     args = ap.parse_args(argv)
     args.dataset = "boe-sim-dicom" if args.dicom else "boe-sim"
 
@@ -110,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         cal = cfg.load_calibration().source
         print(
             f"{n} simulator questions ({'DICOM' if args.dicom else 'PNG'}, seed {args.seed}), K={args.k}, "
-            f"budget {args.budget:g}, policy {args.policy}, calibration {cal}"
+            f"budget {args.budget:g}, policy {args.policy}, judge {args.judge_model}, calibration {cal}"
         )
         rows = [
             ["raw majority", f"{raw_ok / n:.3f}", f"{raw_ok}/{n}", "", "", "0.00"],

@@ -2,6 +2,9 @@
 
     python -m boe.agent.calibrate --n 400 --seed 101 --out boe/agent/data/sim-calibration.json
 
+The judge is the simulator's independent judge `boe-sim-judge` (what `boe demo`
+uses); ``--judge-model same`` fits the generator judging its own pool.
+
 1. generate ``n`` simulator questions (seed ``seed``; the demo set and the
    accuracy benchmark use other seeds, so they are held out);
 2. start the simulator on loopback and run the agent over real HTTP in
@@ -83,7 +86,9 @@ def fit_questions(
     return cal
 
 
-async def _ledger(n: int, seed: int, db: str, workdir: Path, run_name: str, *, dicom: bool = False) -> list[Any]:
+async def _ledger(
+    n: int, seed: int, db: str, workdir: Path, run_name: str, *, dicom: bool = False, judge: str | None = None
+) -> list[Any]:
     """The full ledger of ``n`` fresh questions (reused when ``db`` already holds the run)."""
     from boe.agent.configuration import make_config
     from boe.agent.demo import run_questions, simulator
@@ -103,6 +108,7 @@ async def _ledger(n: int, seed: int, db: str, workdir: Path, run_name: str, *, d
         cfg = make_config(
             base_url=base_url,
             model="boe-sim",
+            judge_model=judge,
             dataset="boe-sim-dicom" if dicom else "boe-sim",
             ledger="full",
             calibration="neutral",
@@ -120,16 +126,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="calibration file to write")
     ap.add_argument("--dicom-n", type=int, default=0, help="also DICOM questions (dataset boe-sim-dicom) [0]")
     ap.add_argument("--db", default=None, help="keep the full ledger in this store (default: a temporary file)")
+    ap.add_argument("--judge-model", default="boe-sim-judge", help="the judge: boe-sim-judge, or same [boe-sim-judge]")
     args = ap.parse_args(argv)
+    judge = None if args.judge_model == "same" else args.judge_model
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or f"sqlite:///{Path(tmp) / 'ledger.db'}"
-        run_name = f"calibration-ledger-n{args.n}-seed{args.seed}"
-        records = asyncio.run(_ledger(args.n, args.seed, db, Path(tmp), run_name))
+        run_name = f"calibration-ledger-n{args.n}-seed{args.seed}-{args.judge_model}"
+        records = asyncio.run(_ledger(args.n, args.seed, db, Path(tmp), run_name, judge=judge))
         if args.dicom_n:
             seed = args.seed + 1
-            run_name = f"calibration-ledger-dicom-n{args.dicom_n}-seed{seed}"
-            records += asyncio.run(_ledger(args.dicom_n, seed, db, Path(tmp), run_name, dicom=True))
-    cmd = f"python -m boe.agent.calibrate --n {args.n} --seed {args.seed} --dicom-n {args.dicom_n} --out {args.out}"
+            run_name = f"calibration-ledger-dicom-n{args.dicom_n}-seed{seed}-{args.judge_model}"
+            records += asyncio.run(_ledger(args.dicom_n, seed, db, Path(tmp), run_name, dicom=True, judge=judge))
+    cmd = (
+        f"python -m boe.agent.calibrate --n {args.n} --seed {args.seed} --dicom-n {args.dicom_n}"
+        f" --judge-model {args.judge_model} --out {args.out}"
+    )
     cal = fit_calibration(records, fitted_on=[f"{args.n} + {args.dicom_n} simulator questions"], command=cmd)
     save_calibration(cal, args.out)
     print(f"fitted {len(cal.groups)} groups on {len(records)} questions -> {args.out}")

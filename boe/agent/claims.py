@@ -11,7 +11,10 @@
 * `build_graph`: canonical claims, +1 edges to the candidates asserting a
   claim and -1 edges to those asserting a rival value of an exclusive slot.
 * `build_menu`: structured (closed slots and options), vlm_factor and
-  grounded_factor per claim, whole_response per valid candidate.
+  grounded_factor per claim, answer_response per distinct short answer (its
+  verdict counts for every candidate giving that answer), and whole_response
+  per valid candidate whose answer has no answer check (every valid
+  candidate when answer checks are not on the menu).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from boe.vocab import CLOSED_SLOTS, SLOTS, Canon, normalise, vocabulary
 
 __all__ = [
     "analyse_question",
+    "answer_actions",
+    "answer_key",
     "answer_of",
     "build_graph",
     "build_menu",
@@ -330,11 +335,16 @@ def build_menu(
     q: Mapping[str, Any],
     design: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """The action menu in tie-breaking order: structured, vlm_factor, grounded_factor, whole_response.
+    """The action menu in tie-breaking order: structured, vlm_factor, grounded_factor, whole_response,
+    answer_response.
 
     ``costs`` are what the policy plans with (each action's ``cost``);
     ``design`` (default: the same) is recorded beside them as ``design_cost``.
     A grounded check needs a figure to look at: claims bound to none get none.
+    With answer checks on the menu, a candidate whose (short) answer has one
+    gets no whole-response check of its own: a response verdict judges the
+    answer, and one verdict on it moves every candidate giving it, where a
+    verdict on one response would leave its many twins on top.
     """
     design = design or costs
     menu: list[dict[str, Any]] = []
@@ -348,9 +358,11 @@ def build_menu(
             for c in claims:
                 if c["slot"] in SLOTS and (kind != "grounded_factor" or c.get("figure") is not None):
                     menu.append(_factor(prefix, kind, c, costs, design, claim_group(channel, c, q)))
+    answers = answer_actions(cands, costs, design) if "answer_response" in kinds else []
+    judged = {a["answer"] for a in answers}
     if "whole_response" in kinds:
         for cand in cands:
-            if cand["valid"]:
+            if cand["valid"] and answer_key(cand) not in judged:
                 menu.append(
                     {
                         "id": f"w:{cand['index']}",
@@ -362,7 +374,58 @@ def build_menu(
                         "group": "whole",
                     }
                 )
-    return menu
+    return menu + answers
+
+
+#: An answer is short enough for an answer-level check up to this many words and characters.
+SHORT_WORDS = 5
+SHORT_CHARS = 48
+
+
+def answer_key(cand: Mapping[str, Any]) -> str | None:
+    """The normalised answer an answer-level verdict is shared by (``strip().lower()``); None if invalid."""
+    if not cand.get("valid") or cand.get("answer") is None:
+        return None
+    return str(cand["answer"]).strip().lower()
+
+
+def answer_actions(
+    cands: Sequence[Mapping[str, Any]], costs: Mapping[str, float], design: Mapping[str, float]
+) -> list[dict[str, Any]]:
+    """One answer_response check per distinct short valid answer, in order of first appearance.
+
+    Its candidate is the representative shown to the judge: the first valid
+    candidate giving that answer. The verdict applies to every valid candidate
+    with the same normalised answer (spec: ``answer_response``). Long free-text
+    answers get none: two of them rarely coincide, so a check would move one
+    candidate, as a whole-response check does.
+    """
+    first: dict[str, int] = {}
+    share: Counter[str] = Counter()
+    for cand in cands:
+        key = answer_key(cand)
+        if key is None or not key:
+            continue
+        share[key] += 1
+        first.setdefault(key, int(cand["index"]))
+    out = []
+    for key, rep in first.items():
+        if len(key) > SHORT_CHARS or len(key.split()) > SHORT_WORDS:
+            continue
+        out.append(
+            {
+                "id": f"a:{rep}",
+                "kind": "answer_response",
+                "claim": None,
+                "candidate": rep,
+                "cost": float(costs["answer_response"]),
+                "design_cost": float(design["answer_response"]),
+                "group": "answer",
+                "answer": key,
+                "share": share[key],
+            }
+        )
+    return out
 
 
 def _factor(

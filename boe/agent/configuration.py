@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from boe.core.calibration import Calibration, load_calibration
-from boe.core.ledger import KINDS
+from boe.core.ledger import ALL_KINDS as KINDS
 from boe.errors import ConfigError
 from boe.util import redact_url
 
@@ -29,7 +29,8 @@ NEUTRAL = "neutral"
 
 
 class Costs(BaseModel):
-    """Design cost of each action kind (the paper's 1 / 4 / 4 / 8)."""
+    """Design cost of each action kind (the paper's 1 / 4 / 4 / 8; an answer-level check costs what a
+    whole-response check does: one judge call on one response)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -37,6 +38,7 @@ class Costs(BaseModel):
     vlm_factor: float = Field(default=4.0, gt=0)
     grounded_factor: float = Field(default=4.0, gt=0)
     whole_response: float = Field(default=8.0, gt=0)
+    answer_response: float = Field(default=8.0, gt=0)
 
     def of(self, kind: str) -> float:
         return float(getattr(self, kind))

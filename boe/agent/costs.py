@@ -51,8 +51,8 @@ __all__ = [
 ]
 
 COST_FORMAT = "boe-costs/1"
-KINDS = ("structured", "vlm_factor", "grounded_factor", "whole_response")
-MODEL_KINDS = ("vlm_factor", "grounded_factor", "whole_response")
+KINDS = ("structured", "vlm_factor", "grounded_factor", "whole_response", "answer_response")
+MODEL_KINDS = ("vlm_factor", "grounded_factor", "whole_response", "answer_response")
 Basis = Literal["tokens", "seconds"]
 
 
@@ -122,8 +122,8 @@ class CostMeter:
 def measured_costs(design: Mapping[str, float], meter: CostMeter, basis: Basis = "tokens") -> dict[str, float]:
     """Costs from measurements (module docstring): structured keeps its design cost; measured model kinds
     share their design total in proportion to their mean tokens (or seconds); unmeasured kinds keep design."""
-    out = {k: float(design[k]) for k in KINDS}
-    measured = [k for k in MODEL_KINDS if k in meter.sums and meter.sums[k].actions > 0]
+    out = {k: float(design[k]) for k in KINDS if k in design}
+    measured = [k for k in MODEL_KINDS if k in out and k in meter.sums and meter.sums[k].actions > 0]
     total = sum(meter.sums[k].mean(basis) for k in measured)
     if not measured or total <= 0:
         return out

@@ -30,6 +30,9 @@ __all__ = ["DEMO_QUESTIONS", "DemoRun", "demo_questions", "run_questions", "simu
 DEMO_QUESTIONS: tuple[str, ...] = ("sim-0-00012", "sim-0-00027", "sim-0-00024", "sim-0-00020:dicom")
 
 SIM_MODEL = "boe-sim"
+#: The demo's judge: the simulator's second model, which looks for itself (`boe.sim.judge`); the generator's own
+#: name (or "same") judges with the generator instead.
+SIM_JUDGE = "boe-sim-judge"
 
 
 @contextmanager
@@ -134,9 +137,18 @@ def demo_data() -> Path:
 
 
 def demo_config(base_url: str, **overrides: Any) -> AgentConfig:
-    """The demo's configuration: K=16, budget 16, `boe`, the shipped calibration, the demo folder as root."""
-    values: dict[str, Any] = {"base_url": base_url, "model": SIM_MODEL, "dataset": "boe-sim", "root": str(demo_data())}
+    """The demo's configuration: K=16, budget 16, `boe`, the independent judge, the shipped calibration, the demo
+    folder as root (``judge_model="same"`` judges with the generator)."""
+    values: dict[str, Any] = {
+        "base_url": base_url,
+        "model": SIM_MODEL,
+        "judge_model": SIM_JUDGE,
+        "dataset": "boe-sim",
+        "root": str(demo_data()),
+    }
     values.update({k: v for k, v in overrides.items() if v is not None})
+    if values["judge_model"] in ("same", values["model"]):
+        values["judge_model"] = None
     values["root"] = str(Path(values["root"]).resolve())
     return make_config(**values)
 

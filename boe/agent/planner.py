@@ -24,7 +24,7 @@ import numpy as np
 
 from boe.core.calibration import Calibration
 from boe.core.graph import OUTCOME_CODES, GroupIndex, Question
-from boe.core.ledger import LedgerRecord
+from boe.core.ledger import LedgerRecord, format_for
 from boe.core.policies import Policy, make_policy
 from boe.core.replay import plan_calibration, replay, transcripts
 from boe.core.state import EvidenceState, bind_questions
@@ -50,10 +50,13 @@ def build_record(
     outcomes: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> LedgerRecord:
-    """A ledger-v1 record; actions without an entry in ``outcomes`` carry the placeholder outcome."""
+    """A ledger record; actions without an entry in ``outcomes`` carry the placeholder outcome.
+
+    The format is ``boe-ledger/1.1`` when the menu holds an answer-level check, else ``boe-ledger/1``.
+    """
     outcomes = outcomes or {}
     data: dict[str, Any] = {
-        "format": "boe-ledger/1",
+        "format": format_for(a.get("kind", "") for a in actions),
         "question_id": question_id,
         "dataset": dataset,
         "task": {"question": question, "image": image, "options": dict(options) if options else None},

@@ -9,9 +9,13 @@ the tokens of one call of each purpose come from one of two places:
 * *defaults* otherwise: ``factor claims = 5 + 2.5 log2 K`` per question
   (fitted on the built-in simulator, 30 questions at K = 1, 4, 8, 16; a
   claim gets one ``vlm_factor`` and one ``grounded_factor`` call, a
-  structured check calls no model), one whole-response call per candidate,
-  one generation call (``n = K``). Prompt tokens are the prompt text
-  (generation 229, factor 159, grounded 159, whole 174 as the simulator
+  structured check calls no model), one answer-level call per distinct
+  answer (``1 + 0.3 log2 K``: 2.23 a question measured at K = 16 on 400
+  simulator questions) and, assuming short answers, no whole-response call
+  (a candidate whose answer has an answer check gets none; without answer
+  checks, one whole-response call per candidate), one generation call
+  (``n = K``). Prompt tokens are the prompt text
+  (generation 229, factor 159, grounded 159, whole 174, answer 214 as the simulator
   counts 1.3 tokens a word) plus ``ceil(w/28) * ceil(h/28)`` per image, from
   the mean size of up to 32 of the batch's images (a grounded crop counted
   at half the image). Completion tokens: 80 per sampled candidate and 40 per
@@ -22,7 +26,8 @@ the tokens of one call of each purpose come from one of two places:
 ``floor(budget / cheapest model-judged cost)`` judge calls per question,
 which is what the estimate counts (an upper bound: a policy may stop
 earlier). The upper bound of a full ledger assumes every candidate asserts
-its own value in every one of the five slots (``1 + 11 K`` calls).
+its own value in every one of the five slots and gives its own answer (``1 + 11 K`` calls: a
+candidate gets either a whole-response check or a share of an answer check).
 """
 
 from __future__ import annotations
@@ -39,9 +44,18 @@ from boe.datasets import Dataset, DatasetItem
 __all__ = ["BatchItem", "Estimate", "Measured", "estimate", "image_tokens", "measure_records", "select_items"]
 
 #: Calls by prompt purpose, in the order they are shown.
-PURPOSES = ("generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge", "answer_grading")
-_JUDGE = {"vlm_factor": "factor_judge", "grounded_factor": "grounded_factor_judge", "whole_response": "whole_judge"}
-_TEXT_TOKENS = {"generation": 229, "factor_judge": 159, "grounded_factor_judge": 159, "whole_judge": 174}
+PURPOSES = (
+    "generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge", "answer_judge",
+    "answer_grading",
+)
+_JUDGE = {
+    "vlm_factor": "factor_judge",
+    "grounded_factor": "grounded_factor_judge",
+    "whole_response": "whole_judge",
+    "answer_response": "answer_judge",
+}
+_TEXT_TOKENS = {"generation": 229, "factor_judge": 159, "grounded_factor_judge": 159, "whole_judge": 174,
+                "answer_judge": 214}
 _GENERATION_TOKENS = 80  # per sampled candidate
 _VERDICT_TOKENS = 40
 _SLOTS = 5
@@ -211,8 +225,10 @@ def estimate(
             per_q["factor_judge"] = claims
         if "grounded_factor" in kinds:
             per_q["grounded_factor_judge"] = claims
-        if "whole_response" in kinds:
+        if "whole_response" in kinds and "answer_response" not in kinds:
             per_q["whole_judge"] = float(k)
+        if "answer_response" in kinds:
+            per_q["answer_judge"] = min(float(k), 1.0 + 0.3 * math.log2(k))
         if config.ledger == "online":
             judged = sum(v for p, v in per_q.items() if p != "generation")
             scale = min(1.0, max_judged / judged) if judged else 1.0
@@ -227,21 +243,25 @@ def estimate(
             "factor_judge": _TEXT_TOKENS["factor_judge"] + img,
             "grounded_factor_judge": _TEXT_TOKENS["grounded_factor_judge"] + img / 2,
             "whole_judge": _TEXT_TOKENS["whole_judge"] + img * figures,
+            "answer_judge": _TEXT_TOKENS["answer_judge"] + img * figures,
         }
         completion = {
             "generation": float(_GENERATION_TOKENS * k),
             "factor_judge": float(_VERDICT_TOKENS),
             "grounded_factor_judge": float(_VERDICT_TOKENS),
             "whole_judge": float(_VERDICT_TOKENS),
+            "answer_judge": float(_VERDICT_TOKENS),
         }
         notes.append("slot-less replies add a claim-extraction call per candidate (not counted)")
+        if "answer_response" in kinds and "whole_response" in kinds:
+            notes.append("long free-text answers get a whole-response call per candidate instead (not counted)")
     if semantic_grader and "answer_grading" not in per_q:
         notes.append(f"the LLM grader adds up to {k} calls per question for undecided open answers (not counted)")
     calls = {p: v * todo for p, v in per_q.items()}
     pt = sum(calls[p] * prompt.get(p, 0.0) for p in calls)
     ct = sum(calls[p] * completion.get(p, 0.0) for p in calls)
     menu = sum(_SLOTS * k for kd in ("vlm_factor", "grounded_factor") if kd in kinds)
-    menu += k if "whole_response" in kinds else 0
+    menu += k if "whole_response" in kinds or "answer_response" in kinds else 0
     upper = todo * (1 + (menu if config.ledger == "full" else min(max_judged, menu)))
     if semantic_grader:
         upper += todo * k

@@ -154,6 +154,7 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         "vlm_factor": "judge, whole image",
         "grounded_factor": "judge, crop",
         "whole_response": "judge, whole response",
+        "answer_response": "judge, answer",
     }
     narration = _narration(result)
     for n, e in enumerate(result.evidence):
@@ -167,6 +168,10 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             words = " ".join(view.get("location") or []) or "body"
             seg = (view.get("segmentation") or {}).get("segmenter")
             where = f" of the {words} x{x0}-{x1} y{y0}-{y1}" + (f", {seg}" if seg else "")
+        if e["kind"] == "answer_response" and e.get("candidate") is not None:
+            rep = e["candidate"]
+            answer = cands[rep].get("answer") if 0 <= rep < len(cands) else None
+            where = f" on answer {_short(answer, 24)!r}: every candidate giving it, shown as #{rep}"
         if multi and view.get("figures"):
             where += f" on figures {','.join(view['figures'])}"
         elif multi and view.get("figure") is not None:
@@ -293,7 +298,8 @@ def ask_command(
     costs: Optional[str] = typer.Option(
         None,
         "--costs",
-        help="paper (1,4,4,8), four numbers (structured,vlm_factor,grounded_factor,whole_response), measured "
+        help="paper (1,4,4,8,8), four or five numbers (structured,vlm_factor,grounded_factor,whole_response"
+        "[,answer_response]), measured "
         "(from this run's earlier questions; measured:seconds for time), or a FILE (boe costs --out FILE).",
     ),
     sam_checkpoint: Optional[Path] = typer.Option(
@@ -403,6 +409,12 @@ def demo_command(
     k: int = typer.Option(16, "--k", help="Candidates sampled."),
     budget: float = typer.Option(16, "--budget", help="Evidence budget."),
     policy: str = typer.Option("boe", "--policy", help="Selection policy."),
+    judge_model: str = typer.Option(
+        "boe-sim-judge", "--judge-model", help="The simulator's independent judge, or 'same' (the generator)."
+    ),
+    same_model: bool = typer.Option(
+        True, "--same-model/--no-same-model", help="Also run with the generator as its own judge and report it."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON document."),
 ) -> None:
     """Run the agent against the built-in simulator on a few shipped questions; store the run in ./boe-demo.db."""
@@ -443,8 +455,13 @@ def demo_command(
             console.print(
                 f"[dim]simulator at {base_url}; K={k}, budget {_num(budget)}, policy {policy}[/]", highlight=False
             )
-        cfg = demo_config(base_url, k=k, budget=budget, policy=policy, root=None if data is None else str(data))
+        root = None if data is None else str(data)
+        cfg = demo_config(base_url, k=k, budget=budget, policy=policy, judge_model=judge_model, root=root)
         run = asyncio.run(run_questions(cfg, qs, db=url, run_name=default_run_name("demo"), on_result=show))
+        same = None
+        if same_model and cfg.judge_model is not None:
+            same_cfg = cfg.model_copy(update={"judge_model": None})
+            same = asyncio.run(run_questions(same_cfg, qs, db=url, run_name=default_run_name("demo-same-judge")))
     raw_acc, sel_acc = run.accuracy()
     use = run.per_question_usage()
     summary = {
@@ -458,7 +475,15 @@ def demo_command(
         "run": run.run,
         "db": str(db),
         "calibration": cfg.load_calibration().source,
+        "judge": cfg.judge,
     }
+    if same is not None:
+        summary["same_model_judge"] = {
+            "selected_accuracy": same.accuracy()[1],
+            "rescued": sum(1 for r in same.results if r.correct and not r.raw_correct),
+            "harmed": sum(1 for r in same.results if r.raw_correct and not r.correct),
+            "run": same.run,
+        }
     if as_json:
         out = {"summary": summary, "results": [_with_words(r) for r in run.results]}
         sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
@@ -496,6 +521,15 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
         f"{summary['seconds']:.1f} s",
         highlight=False,
     )
+    console.print(f"judged by {escape(str(summary['judge']))}", highlight=False)
+    same = summary.get("same_model_judge")
+    if same is not None:
+        right = round(same["selected_accuracy"] * n)
+        console.print(
+            f"with the generator as its own judge (the same model): BoE on {right}/{n} "
+            f"(rescued {same['rescued']}, harmed {same['harmed']}; run {escape(str(same['run']))})",
+            highlight=False,
+        )
     console.print(
         "[dim]The demo questions were chosen to show a rescue; this is a demonstration, not a measurement "
         "(python benchmarks/agent_accuracy.py measures 100 fresh simulator questions).[/]",
@@ -517,7 +551,7 @@ def _parse_costs(text: str | None) -> dict[str, Any]:
     if text is None or text.strip() == "paper":
         return {}
     text = text.strip()
-    kinds = ("structured", "vlm_factor", "grounded_factor", "whole_response")
+    kinds = ("structured", "vlm_factor", "grounded_factor", "whole_response", "answer_response")
     mode, _, basis = text.partition(":")
     if mode == "measured":
         if basis not in ("", "tokens", "seconds"):
@@ -538,9 +572,9 @@ def _parse_costs(text: str | None) -> dict[str, Any]:
         values = [float(p) for p in parts]
     except ValueError:
         raise ConfigError(f"--costs: four numbers separated by commas, got {text!r}") from None
-    if len(values) != 4:
-        raise ConfigError(f"--costs: four numbers ({', '.join(kinds)}), got {len(values)}")
-    return {"costs": dict(zip(kinds, values, strict=True))}
+    if len(values) not in (4, 5):
+        raise ConfigError(f"--costs: four or five numbers ({', '.join(kinds)}), got {len(values)}")
+    return {"costs": dict(zip(kinds, values, strict=False))}
 
 
 def _images(image: Path, more: list[Path], figures: str | None) -> Any:

@@ -64,7 +64,9 @@ def batch_command(
     judge_temperature: float = typer.Option(0.0, "--judge-temperature", help="Judge temperature."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed sent to the endpoint."),
     costs: Optional[str] = typer.Option(
-        None, "--costs", help="Design costs structured,vlm_factor,grounded_factor,whole_response (1,4,4,8)."
+        None,
+        "--costs",
+        help="Design costs structured,vlm_factor,grounded_factor,whole_response[,answer_response] (1,4,4,8,8).",
     ),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds per request."),
     max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (429/5xx/timeouts)."),

@@ -48,7 +48,9 @@ __all__ = [
     "with_figure_key",
 ]
 
-PROMPT_NAMES = ("generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge")
+PROMPT_NAMES = (
+    "generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge", "answer_judge"
+)
 
 #: Placeholders that may be left out of `PromptTemplate.render` (they render empty).
 OPTIONAL = frozenset({"figures_block"})

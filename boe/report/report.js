@@ -74,7 +74,7 @@
 
   var KIND = {
     structured: "record check", vlm_factor: "VLM check", grounded_factor: "grounded check",
-    whole_response: "whole-response check", factor: "factor check"
+    whole_response: "whole-response check", answer_response: "answer check", factor: "factor check"
   };
   var OUT = { c: "confirm", r: "reject", u: "unresolved" };
   var OUT_MARK = { c: "\u2713", r: "\u2717", u: "?" };
@@ -332,6 +332,8 @@
       spent += st.cost || 0;
       var kind = S(st.kind) || "", mv = moved(q, st);
       var target = st.cl >= 0 ? h("code", { text: S(q.claims[st.cl]) || "" }) :
+        st.ca >= 0 && kind === "answer_response" ? h("span", null, "answer ", h("b", { text: answerOf(q, st.ca) }),
+          " (every candidate giving it; shown as #" + st.ca + ")") :
         st.ca >= 0 ? h("span", null, "candidate #" + st.ca + " ", h("b", { text: answerOf(q, st.ca) })) : null;
       var li = h("li", { "class": "step o-" + st.o, "data-step": n + 1 },
         h("div", { "class": "num", text: String(n + 1) }),

@@ -60,13 +60,16 @@ class SimModel:
     synonym_rate: float = 0.3  # at T = 1: how often a surface form other than the plain one is used
     invalid_rate: float = 0.02  # at T = 1: how often a generation is malformed or invalid
     cache_size: int = 256
-    # perceived views by content, with their fixed per-image bias (both read-only once made)
-    _cache: OrderedDict[bytes, tuple[Belief, dict[str, np.ndarray]]] = field(default_factory=OrderedDict, repr=False)
+    name: str = MODEL_NAME
+    # seeds this model's fixed per-image bias apart from another model's (b"": the generator's own)
+    salt: bytes = b""
+    # perceived views by content (read-only once made); models that share it perceive each view once
+    _cache: OrderedDict[bytes, Belief] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _inflight: dict[bytes, threading.Event] = field(default_factory=dict, repr=False)
 
     def view(self, data: bytes, kind: str = "whole") -> View:
-        """Decode and perceive an image (cached by content); raises ValueError if it is not an image.
+        """Decode and perceive an image (cached by content) with this model's fixed bias; ValueError if not an image.
 
         Requests about one image arriving together wait for the first to
         perceive it instead of each doing the work.
@@ -93,9 +96,10 @@ class SimModel:
                     done = self._inflight.pop(key, None)
                 if done is not None:
                     done.set()
-        return View(belief[0], belief[1], kind)
+        bias_key = hashlib.sha256(key + self.salt).digest() if self.salt else key
+        return View(belief, image_bias(bias_key, len(belief.blobs), self.noise), kind)
 
-    def _perceive(self, data: bytes, kind: str, key: bytes) -> tuple[Belief, dict[str, np.ndarray]]:
+    def _perceive(self, data: bytes, kind: str, key: bytes) -> Belief:
         gray = decode_image(data)
         if gray is None:
             raise ValueError("image_url does not hold a decodable image")
@@ -103,19 +107,18 @@ class SimModel:
             raise ValueError(f"image of {gray.shape[1]}x{gray.shape[0]} pixels is too small")
         crop = kind != "whole"
         seen = perceive(gray, crop=crop, ref=DEFAULT_REF if crop else None)
-        entry = (seen, image_bias(key, len(seen.blobs), self.noise))
         with self._lock:
-            self._cache[key] = entry
+            self._cache[key] = seen
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return entry
+        return seen
 
     def complete(self, inp: ModelInput, n: int) -> list[str]:
         """n reply texts; choice k is drawn from a generator seeded by (seed, k).
 
         With several images named by a ``<figures>`` block, the model looks at
         one figure per reply: the one the ``<view>`` marker names (judges), the
-        one the candidate names (whole-response judge), the one the question
+        one the candidate names (whole-response and answer judges), the one the question
         names ("... in figure B"), or else, for a generation, a figure drawn per
         reply (and says which in its ``figure`` key). Otherwise it looks at the
         first image.
@@ -154,7 +157,7 @@ class SimModel:
         """The index of the figure a request is about, or None: a generation that names none (drawn per reply)."""
         if markers.figure in figures and task != "boe_generation":
             return figures.index(markers.figure)
-        if task == "boe_whole_verdict":
+        if task in ("boe_whole_verdict", "boe_answer_verdict"):
             named = parse_candidate(markers.candidate or "").get("figure")
             return figures.index(named) if named in figures else 0
         q = markers.question or ""
@@ -173,14 +176,17 @@ class SimModel:
         if view is None:
             percept = None
         else:
+            # a question that presupposes a finding ("which side is the lesion on?") is read as presupposing
+            # it by the answer judges too, so a judge's verdict agrees with the answer it would give itself
+            presupposes = task in ("boe_generation", "boe_whole_verdict", "boe_answer_verdict")
             percept = sample_percept(view.belief, view.bias, t, rng, self.noise,
-                                     assume_lesion=task == "boe_generation" and intent.asks in _PRESUPPOSE)
+                                     assume_lesion=presupposes and intent.asks in _PRESUPPOSE)
         if task == "boe_generation":
             spec = (inp.response_format or {}).get("json_schema") or {}
             return self._generation(intent, percept, t, rng, strict=bool(spec.get("strict")))
         if task == "boe_factor_verdict":
             return json.dumps(_factor_verdict(markers, intent, percept, view, self.noise))
-        if task == "boe_whole_verdict":
+        if task in ("boe_whole_verdict", "boe_answer_verdict"):
             return json.dumps(_whole_verdict(markers, intent, percept))
         answer_text = _answer_text(intent, percept, rng, 0.0) if percept else "I cannot see an image."
         fmt = inp.response_format or {}

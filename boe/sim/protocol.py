@@ -21,7 +21,7 @@ __all__ = [
     "task_of",
 ]
 
-TASKS = ("boe_generation", "boe_claim_extraction", "boe_factor_verdict", "boe_whole_verdict")
+TASKS = ("boe_generation", "boe_claim_extraction", "boe_factor_verdict", "boe_whole_verdict", "boe_answer_verdict")
 
 _QUESTION = re.compile(r"<question>(.*?)</question>", re.S)
 _OPTIONS = re.compile(r"<options>(.*?)</options>", re.S)

@@ -1,6 +1,9 @@
 """`boe sim serve`: an OpenAI-compatible HTTP endpoint for the simulated VLM `boe-sim-vlm`.
 
-Routes: GET /v1/models, GET /v1/models/boe-sim-vlm, POST /v1/chat/completions,
+It also serves the independent judge `boe-sim-judge` (`boe.sim.judge`): a request naming that model is
+answered by it; any other model name by the generator.
+
+Routes: GET /v1/models, GET /v1/models/{boe-sim-vlm,boe-sim-judge}, POST /v1/chat/completions,
 GET /v1/sim/stats (request, response and fault counters), GET /health.
 Standard library HTTP (ThreadingHTTPServer); one thread per connection.
 
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from boe.sim.faults import FaultPlan, Stats
+from boe.sim.judge import JUDGE_MODEL_NAME, make_judge
 from boe.sim.model import MODEL_NAME, ModelInput, SimModel
 from boe.sim.wire import (
     PIXEL_LIMIT,
@@ -130,9 +134,10 @@ class SimServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], model: SimModel, faults: FaultPlan, verbose: bool = False,
-                 options: SimOptions | None = None) -> None:
+                 options: SimOptions | None = None, judge: SimModel | None = None) -> None:
         super().__init__(address, _Handler)
         self.model = model
+        self.judge = judge or make_judge(model)
         self.faults = faults
         self.stats = Stats()
         self.verbose = verbose
@@ -182,11 +187,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?", 1)[0].rstrip("/")
-        model = {"id": MODEL_NAME, "object": "model", "created": self.server.started, "owned_by": "boe-simulator"}
+        models = {name: {"id": name, "object": "model", "created": self.server.started, "owned_by": "boe-simulator"}
+                  for name in (MODEL_NAME, JUDGE_MODEL_NAME)}
         if path == "/v1/models":
-            self._send(200, {"object": "list", "data": [model]})
-        elif path == f"/v1/models/{MODEL_NAME}":
-            self._send(200, model)
+            self._send(200, {"object": "list", "data": list(models.values())})
+        elif path.startswith("/v1/models/") and path.removeprefix("/v1/models/") in models:
+            self._send(200, models[path.removeprefix("/v1/models/")])
         elif path == "/v1/sim/stats":
             self._send(200, self.server.stats.snapshot())
         elif path in ("/health", "/v1/health"):
@@ -249,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
         opts = self.server.options
         req = parse_chat_request(body, opts.pixel_limit)
         seed = req.seed if req.seed is not None else secrets.randbits(63)
-        model = self.server.model
+        model = self.server.judge if req.model == JUDGE_MODEL_NAME else self.server.model
         temperature, max_tokens = _effective(req, opts)
         prompt = sum(seg.tokens for seg in req.segments)
         _check_limits(req, opts, prompt, max_tokens)
@@ -281,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
             "id": f"chatcmpl-{digest}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": MODEL_NAME,
+            "model": model.name,
             "system_fingerprint": "boe-sim-0.1",
             "choices": choices,
             "usage": usage,

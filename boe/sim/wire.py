@@ -64,6 +64,7 @@ class ChatRequest:
     sampling: dict[str, Any] = field(default_factory=dict)  # the sampling fields the request sets (absent: unset)
     segments: tuple[Segment, ...] = ()
     image_sizes: tuple[tuple[int, int], ...] = ()  # width, height of each image (from its header)
+    model: str = ""
 
 
 def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
@@ -224,7 +225,7 @@ def parse_chat_request(body: bytes, pixel_limit: int | None = PIXEL_LIMIT) -> Ch
     if max_tokens is None:
         max_tokens = _integer(data, "max_tokens", 1)
     return ChatRequest("\n".join(system), "\n\n".join(user), tuple(images), n, temperature, seed, max_tokens,
-                       _response_format(data), sampling, tuple(segments), tuple(sizes))
+                       _response_format(data), sampling, tuple(segments), tuple(sizes), data["model"])
 
 
 def text_tokens(text: str) -> int:

@@ -1,4 +1,5 @@
-"""The model-judge evidence tools: one claim on its whole figure, one claim on a segmented view, one whole candidate.
+"""The model-judge evidence tools: one claim on its whole figure, one claim on a segmented view, one whole candidate,
+one distinct answer (through a representative candidate that gives it).
 
 Each judge renders its prompt (candidate text only ever inside escaped
 markers), calls the judge model at its own temperature, and reads the
@@ -26,7 +27,7 @@ from boe.tools.parse import ReplyError, read_verdict
 from boe.tools.protocol import ToolRequest, ToolResult, register_tool
 from boe.tools.segment import VIEW_KINDS, OpenCVSegmenter, Segmentation, Segmenter, View, make_view
 
-__all__ = ["GroundedFactorJudge", "VlmFactorJudge", "WholeResponseJudge"]
+__all__ = ["AnswerResponseJudge", "GroundedFactorJudge", "VlmFactorJudge", "WholeResponseJudge"]
 
 T = TypeVar("T")
 
@@ -256,7 +257,7 @@ class WholeResponseJudge(_Judge):
     async def run(self, request: ToolRequest) -> ToolResult:
         cand = request.candidate
         if cand is None:
-            raise ValueError(f"action {request.action.get('id')!r} is a whole-response action without a candidate")
+            raise ValueError(f"action {request.action.get('id')!r} of kind {self.kind} has no candidate")
         text = cand.get("raw_text")
         if not text:
             text = str(cand.get("answer_text") or cand.get("answer") or "")
@@ -273,3 +274,16 @@ class WholeResponseJudge(_Judge):
         if len(figures) > 1:
             view["figures"] = ids
         return await self._ask(rendered, [f.data_url for f in figures], request, view)
+
+
+@register_tool("answer_response")
+class AnswerResponseJudge(WholeResponseJudge):
+    """The judge on one distinct answer of the pool, shown the representative response that gives it (cost 8).
+
+    The action's candidate is the representative; its verdict counts for every
+    valid candidate with the same normalised answer (the replay engine applies
+    it). The prompt asks about the answer only, not the response's other remarks.
+    """
+
+    kind = "answer_response"
+    prompt_name = "answer_judge"

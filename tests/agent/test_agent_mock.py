@@ -270,11 +270,14 @@ def test_a_stored_run_never_mixes_configurations(scan, tmp_path):
 
 
 def test_costs_come_from_the_configuration(scan):
-    res = ask(
-        FakeVLM(POOL, TRUTH), scan, costs={"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7}
-    )
+    given = {"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7}
+    res = ask(FakeVLM(POOL, TRUTH), scan, costs=given)
     costs = {a["kind"]: a["cost"] for a in res.record["actions"]}
-    assert costs == {"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "whole_response": 7}
+    # answer checks (design cost 8 when the four paper kinds are given) stand in for whole-response checks
+    assert costs == {"structured": 2, "vlm_factor": 3, "grounded_factor": 5, "answer_response": 8}
+    paper = ("structured", "vlm_factor", "grounded_factor", "whole_response")
+    res = ask(FakeVLM(POOL, TRUTH), scan, costs=given, kinds=paper)
+    assert {a["kind"]: a["cost"] for a in res.record["actions"]} == given
 
 
 def test_every_call_is_recorded_with_its_prompt_version(scan, tmp_path):

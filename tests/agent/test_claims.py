@@ -160,3 +160,45 @@ def test_a_check_the_record_settles_is_in_the_record_channel_whatever_the_datase
     plain = analyse_question("what modality is this?")
     groups = {a["id"]: a["group"] for a in build_menu(claims, cands, COSTS, KINDS, plain)}
     assert groups["s:modality=ct"] == "structured/answer:modality"
+
+
+def test_one_answer_check_per_distinct_short_answer_shown_by_its_first_candidate():
+    q = analyse_question("what modality is this?")
+    cands = pool(
+        q,
+        [
+            "garbage",
+            reply("MRI", modality="MRI"),
+            reply("CT", modality="CT"),
+            reply("CT scan", modality="CT"),
+            reply("mr", modality="MRI"),
+            reply("CT", modality="CT"),
+        ],
+    )
+    claims, _ = build_graph(cands)
+    costs = {**COSTS, "answer_response": 6.0}
+    menu = build_menu(claims, cands, costs, (*KINDS, "answer_response"), q, design={**costs, "answer_response": 8.0})
+    answers = [a for a in menu if a["kind"] == "answer_response"]
+    assert menu[-len(answers) :] == answers  # last in the tie-breaking order
+    assert [(a["id"], a["candidate"], a["answer"], a["share"]) for a in answers] == [
+        ("a:1", 1, "mr", 2),
+        ("a:2", 2, "ct", 3),
+    ]
+    assert all(a["claim"] is None and a["group"] == "answer" for a in answers)
+    # every valid answer is short and judged as an answer: no candidate keeps a whole-response check of its own
+    assert not [a for a in menu if a["kind"] == "whole_response"]
+    assert {(a["cost"], a["design_cost"]) for a in answers} == {(6.0, 8.0)}
+    assert not [a for a in build_menu(claims, cands, costs, KINDS, q) if a["kind"] == "answer_response"]
+
+
+def test_long_free_text_answers_get_no_answer_check():
+    q = analyse_question("what is the most likely diagnosis here?")
+    long = "an appearance consistent with a benign process of uncertain origin"
+    cands = pool(q, [reply(long), reply(long), reply("nodule", finding="nodule")])
+    claims, _ = build_graph(cands)
+    costs = {**COSTS, "answer_response": 8.0}
+    answers = [a for a in build_menu(claims, cands, costs, ("answer_response",), q) if a["kind"] == "answer_response"]
+    assert [(a["candidate"], a["answer"]) for a in answers] == [(2, "nodule")]
+    both = build_menu(claims, cands, costs, ("whole_response", "answer_response"), q)
+    assert [(a["kind"], a["candidate"]) for a in both] == [("whole_response", 0), ("whole_response", 1),
+                                                           ("answer_response", 2)]

@@ -197,10 +197,11 @@ def test_a_three_figure_question_grounds_each_claim_on_its_figure(sim, three):
             x0, y0, x1, y1 = view["box"]
             assert (_decode(sent[3]) == images[fig].pixels[y0:y1, x0:x1]).all()
             assert view["segmentation"]["segmenter"].startswith("opencv:")
-    # the whole-response judge saw all three figures
-    whole = [a for a in r.record["actions"] if a["kind"] == "whole_response"]
+    # the response judges (answer-level here: the answers are short) saw all three figures
+    whole = [a for a in r.record["actions"] if a["kind"] in ("whole_response", "answer_response")]
     assert whole and all(a["view"]["figures"] == ["A", "B", "C"] for a in whole)
-    verdicts = [b for b in rec.bodies if b["response_format"]["json_schema"]["name"] == "boe_whole_verdict"]
+    tasks = ("boe_whole_verdict", "boe_answer_verdict")
+    verdicts = [b for b in rec.bodies if b["response_format"]["json_schema"]["name"] in tasks]
     assert verdicts and all(_parts(b)[0] == [urls["A"], urls["B"], urls["C"]] for b in verdicts)
     # the evidence log names each grounded action's figure
     for e in r.evidence:
@@ -240,7 +241,8 @@ def test_measured_costs_come_from_the_run_and_are_what_the_ledger_plans_with(sim
     cfg = config(sim, demo_data(), ledger="full", k=8, cost_mode="measured")
     db = f"sqlite:///{tmp_path / 'costs.db'}"
     results = ask_all(cfg, [(q["images"][0], q["question"], q.get("options")) for q in qs], store=db, run_name="m")
-    design = {"structured": 1.0, "vlm_factor": 4.0, "grounded_factor": 4.0, "whole_response": 8.0}
+    design = {"structured": 1.0, "vlm_factor": 4.0, "grounded_factor": 4.0, "whole_response": 8.0,
+              "answer_response": 8.0}
     meter = CostMeter()
     for i, r in enumerate(results):
         costs = r.record["costs"]
@@ -253,8 +255,8 @@ def test_measured_costs_come_from_the_run_and_are_what_the_ledger_plans_with(sim
             assert costs["source"].startswith("measured (tokens") and expect != design
             # the model kinds keep their design total; structured stays the unit
             assert expect["structured"] == 1.0
-            model = ("vlm_factor", "grounded_factor", "whole_response")
-            assert sum(expect[k] for k in model) == pytest.approx(16.0, abs=1e-3)
+            model = ("vlm_factor", "grounded_factor", "whole_response", "answer_response")
+            assert sum(expect[k] for k in model) == pytest.approx(24.0, abs=1e-3)
         for a in r.record["actions"]:
             assert a["cost"] == expect[a["kind"]] and a["design_cost"] == design[a["kind"]]
             assert a["tokens"] >= 0 and a["seconds"] >= 0
@@ -263,9 +265,9 @@ def test_measured_costs_come_from_the_run_and_are_what_the_ledger_plans_with(sim
             assert e["cost"] == expect[e["kind"]] and e["design_cost"] == design[e["kind"]]
         assert sum(e["cost"] for e in r.evidence) == pytest.approx(r.cost) and r.cost <= 16 + 1e-9
         meter.add_actions(r.record["actions"])
-    # whole-response judgements read a whole candidate: they took more tokens than a factor check
+    # answer judgements read a whole candidate: they took more tokens than a factor check
     table = meter.table()
-    assert table["whole_response"]["tokens"] > table["vlm_factor"]["tokens"] > 0
+    assert table["answer_response"]["tokens"] > table["vlm_factor"]["tokens"] > 0
     # boe costs measures the stored run into a file, which fixes the costs of another run
     out = tmp_path / "costs.json"
     res = subprocess.run([*BOE, "costs", "--db", db, "--run", "m", "--out", str(out)], capture_output=True, text=True)

@@ -28,7 +28,7 @@ def test_dry_run_estimates_without_calling_or_creating_anything(sim_data, tmp_pa
     res = runner.invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
     est = json.loads(res.output)
-    assert est["todo"] == 24 and est["calls"]["generation"] == 24 and est["calls"]["whole_judge"] == 96
+    assert est["todo"] == 24 and est["calls"]["generation"] == 24 and est["calls"]["answer_judge"] == 38.4
     assert est["upper_bound_calls"] >= est["total_calls"] and est["prompt_tokens"] > 0
     assert "defaults" in est["basis"] and not db.exists()
     text = runner.invoke(app, args)

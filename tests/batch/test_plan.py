@@ -35,11 +35,18 @@ def test_default_estimate_of_a_full_ledger(sim_data: Path) -> None:
     cfg = make_config(base_url="http://x/v1", model="m", k=4, ledger="full")
     est = estimate(items, 4, cfg)
     assert est.questions == 24 and est.todo == 20
-    assert est.calls == {"generation": 20, "factor_judge": 200, "grounded_factor_judge": 200, "whole_judge": 80}
+    # distinct answers per question: 1 + 0.3 log2 K = 1.6 at K = 4; short answers get no whole-response checks
+    assert est.calls == pytest.approx({"generation": 20, "factor_judge": 200, "grounded_factor_judge": 200,
+                                       "answer_judge": 32})
     assert est.upper_calls == 20 * (1 + 2 * 5 * 4 + 4) >= est.total_calls
     # 64-pixel scans: 3 x 3 patches of 28 pixels per image
-    assert est.prompt_tokens == pytest.approx(20 * (229 + 9) + 200 * (159 + 9) + 200 * (159 + 4.5) + 80 * (174 + 9))
-    assert est.completion_tokens == 20 * 80 * 4 + 480 * 40
+    assert est.prompt_tokens == pytest.approx(
+        20 * (229 + 9) + 200 * (159 + 9) + 200 * (159 + 4.5) + 32 * (214 + 9)
+    )
+    assert est.completion_tokens == pytest.approx(20 * 80 * 4 + 432 * 40)
+    paper = estimate(items, 4, make_config(base_url="http://x/v1", model="m", k=4, ledger="full",
+                                           kinds=("structured", "vlm_factor", "grounded_factor", "whole_response")))
+    assert paper.calls == {"generation": 20, "factor_judge": 200, "grounded_factor_judge": 200, "whole_judge": 80}
     assert "defaults" in est.basis and "9 from 24" in est.basis.replace("image tokens ", "")
 
 

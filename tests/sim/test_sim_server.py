@@ -45,7 +45,7 @@ def _first(questions: list[dict[str, Any]], asks: str) -> dict[str, Any]:
 
 def test_models_route(sim_server: SimHandle) -> None:
     ids = [m.id for m in client(sim_server).models.list()]
-    assert ids == ["boe-sim-vlm"]
+    assert ids == ["boe-sim-vlm", "boe-sim-judge"]
 
 
 def test_k16_samples_in_one_request_are_schema_valid(
