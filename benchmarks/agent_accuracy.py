@@ -54,9 +54,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
-async def answer(
-    questions: list[dict[str, Any]], base_url: str, args: argparse.Namespace, db: str, ledger: str
-) -> Any:
+async def answer(questions: list[dict[str, Any]], base_url: str, args: argparse.Namespace, db: str, ledger: str) -> Any:
     """Run the agent on the questions as run ``ledger`` ("online" or "full"); (results, config)."""
     from boe.agent.configuration import make_config
     from boe.agent.demo import run_questions

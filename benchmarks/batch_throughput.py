@@ -70,7 +70,8 @@ def start_simulator(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
     s.close()
     proc = subprocess.Popen(
         [sys.executable, "-m", "boe", "sim", "serve", "--port", str(port), "--latency-ms", str(latency_ms)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
@@ -93,10 +94,19 @@ def run_level(data: Path, base_url: str, c: int, n: int, args: argparse.Namespac
     from boe.batch import BatchConfig, BatchRunner
 
     agent = make_config(
-        base_url=base_url, model="boe-sim", k=args.k, ledger="full", concurrency=c, kinds=tuple(args.kinds),
+        base_url=base_url,
+        model="boe-sim",
+        k=args.k,
+        ledger="full",
+        concurrency=c,
+        kinds=tuple(args.kinds),
     )
     cfg = BatchConfig(
-        dataset=str(data), agent=agent, db=f"sqlite:///{tmp / f'c{c}.db'}", run=f"c{c}", limit=n,
+        dataset=str(data),
+        agent=agent,
+        db=f"sqlite:///{tmp / f'c{c}.db'}",
+        run=f"c{c}",
+        limit=n,
         cpu_workers=args.cpu_workers,
     )
     return asyncio.run(BatchRunner(cfg).run())
@@ -124,8 +134,7 @@ def question_shape(db: str, run: str) -> dict[str, float]:
                         seen.add(key)
                         prompts.append((rec.get("image_ref", {}).get("path"), s["prompt_box"]))
             distinct += len(seen)
-    return {"rounds": rounds / n, "segmentations": segs / n, "distinct_prompts": distinct / n,
-            "prompts": prompts}  # type: ignore[dict-item]
+    return {"rounds": rounds / n, "segmentations": segs / n, "distinct_prompts": distinct / n, "prompts": prompts}  # type: ignore[dict-item]
 
 
 def segmentation_cpu(prompts: list[tuple[str, list[int]]], sample: int = 40) -> float:
@@ -187,11 +196,20 @@ def main(argv: list[str] | None = None) -> int:
                 assert served == s.requests, (served, s.requests)
                 rows.append(
                     {
-                        "c": c, "n": s.stored, "qpm": s.per_minute, "ideal": ideal, "calls": calls,
-                        "rounds": shape["rounds"], "fw": fw, "sim": sim_ms, "ceiling": ceiling,
+                        "c": c,
+                        "n": s.stored,
+                        "qpm": s.per_minute,
+                        "ideal": ideal,
+                        "calls": calls,
+                        "rounds": shape["rounds"],
+                        "fw": fw,
+                        "sim": sim_ms,
+                        "ceiling": ceiling,
                         "store": 1000.0 * (s.cpu_breakdown["store_writes"] + s.cpu_breakdown["cache_reads"]) / s.stored,
                         "grading": 1000.0 * s.cpu_breakdown["grading_and_rows"] / s.stored,
-                        "load": load, "peak": s.peak_in_flight, "seconds": s.seconds,
+                        "load": load,
+                        "peak": s.peak_in_flight,
+                        "seconds": s.seconds,
                         "call_ms": s.request_ms,
                     }
                 )
@@ -206,14 +224,43 @@ def main(argv: list[str] | None = None) -> int:
         f"boe batch --ledger full against the simulator: K={args.k}, {args.size}px scans, "
         f"{args.latency_ms:g} ms injected latency, kinds {','.join(args.kinds)}, {cores} cores"
     )
-    print(table(
-        [[str(r["c"]), str(r["n"]), f"{r['qpm']:.1f}", f"{r['ideal']:.1f}", f"{r['qpm'] / r['ideal']:.2f}",
-          f"{r['ceiling']:.1f}", f"{r['qpm'] / min(r['ideal'], r['ceiling']):.2f}", f"{r['fw']:.0f}",
-          f"{r['sim']:.0f}", f"{r['calls']:.1f}", f"{r['call_ms']:.0f}", str(r["peak"]), f"{r['load']:.1f}"]
-         for r in rows],
-        ["concurrency", "questions", "q/min", "ideal", "ratio", "CPU ceiling", "ratio to min",
-         "framework ms/q", "sim ms/q", "calls/q", "request ms", "peak in flight", "load avg"],
-    ))
+    print(
+        table(
+            [
+                [
+                    str(r["c"]),
+                    str(r["n"]),
+                    f"{r['qpm']:.1f}",
+                    f"{r['ideal']:.1f}",
+                    f"{r['qpm'] / r['ideal']:.2f}",
+                    f"{r['ceiling']:.1f}",
+                    f"{r['qpm'] / min(r['ideal'], r['ceiling']):.2f}",
+                    f"{r['fw']:.0f}",
+                    f"{r['sim']:.0f}",
+                    f"{r['calls']:.1f}",
+                    f"{r['call_ms']:.0f}",
+                    str(r["peak"]),
+                    f"{r['load']:.1f}",
+                ]
+                for r in rows
+            ],
+            [
+                "concurrency",
+                "questions",
+                "q/min",
+                "ideal",
+                "ratio",
+                "CPU ceiling",
+                "ratio to min",
+                "framework ms/q",
+                "sim ms/q",
+                "calls/q",
+                "request ms",
+                "peak in flight",
+                "load avg",
+            ],
+        )
+    )
     fw = sum(r["fw"] * r["n"] for r in rows) / sum(r["n"] for r in rows)
     store = sum(r["store"] * r["n"] for r in rows) / sum(r["n"] for r in rows)
     grading = sum(r["grading"] * r["n"] for r in rows) / sum(r["n"] for r in rows)

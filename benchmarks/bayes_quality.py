@@ -43,8 +43,14 @@ def pool_tables(args: argparse.Namespace, con: Console) -> None:
         recs = pool_ledger(args.n, seed=args.seed, spec=pool_spec(prof))
         qs, groups = load_questions([parse_record_dict(r) for r in recs], GroupIndex())
         exp = run_experiment(
-            qs, groups.keys, policies, budgets, calibration="crossfit:5", seed=args.seed,
-            compare_pairs=[("bayes", "boe")], resamples=args.resamples,
+            qs,
+            groups.keys,
+            policies,
+            budgets,
+            calibration="crossfit:5",
+            seed=args.seed,
+            compare_pairs=[("bayes", "boe")],
+            resamples=args.resamples,
         )
         secs = time.perf_counter() - t0
         tab = Table(title=f"{prof}: N={len(qs)}, Oracle@K={exp.rows[0].oracle_at_k:.3f} ({secs:.0f} s)")
@@ -62,8 +68,13 @@ def pool_tables(args: argparse.Namespace, con: Console) -> None:
         con.print(tab)
         for c in exp.comparisons:
             summary.add_row(
-                prof, f"{c.budget:g}", f"{c.accuracy_b:.3f}", f"{c.accuracy_a:.3f}", f"{100 * c.diff:+.1f} pp",
-                f"[{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}] pp", f"{c.mcnemar_p:.2g}",
+                prof,
+                f"{c.budget:g}",
+                f"{c.accuracy_b:.3f}",
+                f"{c.accuracy_a:.3f}",
+                f"{100 * c.diff:+.1f} pp",
+                f"[{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}] pp",
+                f"{c.mcnemar_p:.2g}",
             )
     con.print("cells: accuracy ± binomial SE (mean cost)")
     con.print(summary)
@@ -80,13 +91,19 @@ def theory_tables(args: argparse.Namespace, con: Console) -> None:
         tab.add_column(col, justify="left" if col == "policy" else "right")
     exact = {"bayes": "1 (6 factor checks)", "whole": f"{candidate_success(3, 64):.4f} = (3+1)/64", "boe": "-"}
     for r in mc:
-        tab.add_row(r.policy, f"{r.success:.4f} ± {r.se:.4f}", f"{r.factor_checks:.2f}",
-                    f"{r.checks - r.factor_checks:.2f}", exact[r.policy])
+        tab.add_row(
+            r.policy,
+            f"{r.success:.4f} ± {r.se:.4f}",
+            f"{r.factor_checks:.2f}",
+            f"{r.checks - r.factor_checks:.2f}",
+            exact[r.policy],
+        )
     con.print(tab)
     tab = Table(title=f"noisy factor model, M = 4, K = 16, budget 16 = four factor checks ({n} questions per rho)")
     for col in ("rho", "rho^4", "bayes success ± SE", "z", "boe success ± SE"):
         tab.add_column(col, justify="right")
     for rho in (0.6, 0.75, 0.9, 1.0):
+
         def gen(count: int, seed: int, rho: float = rho):  # noqa: ANN202
             return factor_code_ledger(count, m=4, seed=seed, rho=rho, with_whole=False)
 
@@ -95,8 +112,13 @@ def theory_tables(args: argparse.Namespace, con: Console) -> None:
         p = mode_success(rho, 4)
         b = got["bayes"]
         z = (b.success - p) / math.sqrt(p * (1 - p) / n) if 0 < p < 1 else 0.0
-        tab.add_row(f"{rho:g}", f"{p:.4f}", f"{b.success:.4f} ± {b.se:.4f}", f"{z:+.2f}",
-                    f"{got['boe'].success:.4f} ± {got['boe'].se:.4f}")
+        tab.add_row(
+            f"{rho:g}",
+            f"{p:.4f}",
+            f"{b.success:.4f} ± {b.se:.4f}",
+            f"{z:+.2f}",
+            f"{got['boe'].success:.4f} ± {got['boe'].se:.4f}",
+        )
     con.print(tab)
 
 

@@ -63,8 +63,10 @@ def main() -> None:
 
     con = Console(width=110)
     n = len(questions)
-    tab = Table(title=f"bayes vs boe replay: {n:,} questions, budget {args.budget:g}, {os.cpu_count()} cores "
-                      f"(best of {args.repeat})")
+    tab = Table(
+        title=f"bayes vs boe replay: {n:,} questions, budget {args.budget:g}, {os.cpu_count()} cores "
+        f"(best of {args.repeat})"
+    )
     for col in ("step", "wall s", "CPU s", "x boe (wall)", "accuracy (in-sample fit)", "mean cost"):
         tab.add_column(col, justify="left" if col == "step" else "right")
     tab.add_row("load", f"{t_load:.1f}", "", "", "", "")

@@ -91,17 +91,35 @@ def main() -> None:
     budgets = [float(b) for b in args.budgets.split(",")]
     over = _overrides(args.set)
     deployable = [p for p in policies if p not in ("raw", "label-guided")]
-    summary = Table(title=f"summary at each budget ({args.n} questions per regime, seed {args.seed}, "
-                          f"crossfit:{args.folds}{', ' + ' '.join(args.set) if args.set else ''})")
-    for col in ("regime", "C", "raw", "Oracle@K", "boe", "bayes", "bayes - boe [95% CI]", "best deployable",
-                "label-guided"):
+    summary = Table(
+        title=f"summary at each budget ({args.n} questions per regime, seed {args.seed}, "
+        f"crossfit:{args.folds}{', ' + ' '.join(args.set) if args.set else ''})"
+    )
+    for col in (
+        "regime",
+        "C",
+        "raw",
+        "Oracle@K",
+        "boe",
+        "bayes",
+        "bayes - boe [95% CI]",
+        "best deployable",
+        "label-guided",
+    ):
         summary.add_column(col, justify="left" if col == "regime" else "right")
     for prof in args.profiles.split(","):
         t0 = time.perf_counter()
         recs = pool_ledger(args.n, seed=args.seed, spec=_spec(prof, over))
         qs, groups = load_questions([parse_record_dict(r) for r in recs], GroupIndex())
-        exp = run_experiment(qs, groups.keys, policies, budgets, calibration=f"crossfit:{args.folds}",
-                             seed=args.seed, resamples=args.resamples)
+        exp = run_experiment(
+            qs,
+            groups.keys,
+            policies,
+            budgets,
+            calibration=f"crossfit:{args.folds}",
+            seed=args.seed,
+            resamples=args.resamples,
+        )
         secs = time.perf_counter() - t0
         by = {(r.policy, r.budget): r for r in exp.rows}
         raw_acc = by["raw", budgets[0]].accuracy
@@ -116,7 +134,10 @@ def main() -> None:
                 se = math.sqrt(r.accuracy * (1 - r.accuracy) / r.n)
                 c = compare(qs, exp.run(pol, b), exp.raw, args.resamples, args.seed)[0]
                 tab.add_row(
-                    pol, f"{b:g}", f"{r.accuracy:.3f} ± {se:.3f}", f"{r.mean_cost:.1f}",
+                    pol,
+                    f"{b:g}",
+                    f"{r.accuracy:.3f} ± {se:.3f}",
+                    f"{r.mean_cost:.1f}",
                     f"{100 * (r.accuracy - raw_acc) / gap:.0f}%" if gap > 0 else "-",
                     f"{r.corrections} / {r.harms}",
                     f"{100 * c.diff:+.1f} pp [{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}]",
@@ -128,11 +149,16 @@ def main() -> None:
             diff = "-"
             if "bayes" in cells and "boe" in cells:
                 c = compare(qs, exp.run("bayes", b), exp.run("boe", b), args.resamples, args.seed)[0]
-                diff = (f"{100 * c.diff:+.1f} pp [{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}] "
-                        f"p={c.mcnemar_p:.2g}")
+                diff = f"{100 * c.diff:+.1f} pp [{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}] p={c.mcnemar_p:.2g}"
             summary.add_row(
-                prof, f"{b:g}", f"{raw_acc:.3f}", f"{oracle:.3f}", f"{cells.get('boe', math.nan):.3f}",
-                f"{cells.get('bayes', math.nan):.3f}", diff, f"{best} {cells.get(best, math.nan):.3f}",
+                prof,
+                f"{b:g}",
+                f"{raw_acc:.3f}",
+                f"{oracle:.3f}",
+                f"{cells.get('boe', math.nan):.3f}",
+                f"{cells.get('bayes', math.nan):.3f}",
+                diff,
+                f"{best} {cells.get(best, math.nan):.3f}",
                 f"{cells.get('label-guided', math.nan):.3f}",
             )
     con.print(summary)

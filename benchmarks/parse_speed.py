@@ -135,9 +135,7 @@ def main() -> None:
             old, ratio = f"{t_old * 1e3:.1f} ms", f"{t_old / t_new:.0f}x"
         else:
             old, ratio = "-", "-"
-        table.add_row(
-            name, f"{len(text):,}", f"{t_new * 1e3:.2f} ms", f"{t_verdict * 1e3:.2f} ms", verdict, old, ratio
-        )
+        table.add_row(name, f"{len(text):,}", f"{t_new * 1e3:.2f} ms", f"{t_verdict * 1e3:.2f} ms", verdict, old, ratio)
     Console(width=150).print(table)
 
 

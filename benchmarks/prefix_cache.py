@@ -35,6 +35,7 @@ def old_layout(on: bool):
 
     original = PromptTemplate.render
     if on:
+
         def render(self: PromptTemplate, **values: object) -> Any:
             r = original(self, **values)
             task, _, rest = r.user.partition("\n<")  # the user sections start with a marker
@@ -56,8 +57,10 @@ def main() -> None:
     from boe.agent.demo import demo_questions
     from boe.sim.server import serve_in_thread
 
-    print(f"{'layout':<8} {'question':<14} {'requests':>8} {'image tok (after 1st)':>21} {'from cache':>10} "
-          f"{'share':>7} {'image misses':>12} {'prompt tok':>10} {'cached':>7} {'prefilled':>9}")
+    print(
+        f"{'layout':<8} {'question':<14} {'requests':>8} {'image tok (after 1st)':>21} {'from cache':>10} "
+        f"{'share':>7} {'image misses':>12} {'prompt tok':>10} {'cached':>7} {'prefilled':>9}"
+    )
     shares = {}
     for layout in ("before", "now"):
         total_img = total_cached = 0
@@ -74,8 +77,10 @@ def main() -> None:
             share = cached / img if img else float("nan")
             misses = sum(1 for r in log if r[2] - r[1] >= 16)  # requests that computed an image (part) again
             pt, ct = stats["prompt_tokens"], stats["cached_tokens"]
-            print(f"{layout:<8} {q['id']:<14} {len(log):>8} {img:>21} {cached:>10} {share:>7.1%} {misses:>12} "
-                  f"{pt:>10} {ct:>7} {pt - ct:>9}")
+            print(
+                f"{layout:<8} {q['id']:<14} {len(log):>8} {img:>21} {cached:>10} {share:>7.1%} {misses:>12} "
+                f"{pt:>10} {ct:>7} {pt - ct:>9}"
+            )
         shares[layout] = total_cached / max(1, total_img)
         print(f"{layout:<8} {'all':<14} {'':>8} {total_img:>21} {total_cached:>10} {shares[layout]:>7.1%}")
 

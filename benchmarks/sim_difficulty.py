@@ -40,8 +40,13 @@ def _answers(client: Any, q: dict[str, Any], k: int, temperature: float, seed: i
     from boe.sim.requests import generation_request
 
     png = Path(q["images"][0]).read_bytes()
-    r = client.chat.completions.create(model="boe-sim-vlm", n=k, temperature=temperature, seed=seed,
-                                       **generation_request(png, q["question"], q["options"]))
+    r = client.chat.completions.create(
+        model="boe-sim-vlm",
+        n=k,
+        temperature=temperature,
+        seed=seed,
+        **generation_request(png, q["question"], q["options"]),
+    )
     intent = parse_intent(q["question"], q["options"])
     return [candidate_answer(intent, c.message.content or "") for c in r.choices]
 
@@ -52,11 +57,12 @@ def _crop(path: str, facts: dict[str, Any]) -> bytes:
     cx, cy, half = (x0 + x1) / 2, (y0 + y1) / 2, max(x1 - x0, y1 - y0) + 16
     h, w = img.shape
     box = (int(max(0, cx - half)), int(max(0, cy - half)), int(min(w, cx + half)), int(min(h, cy + half)))
-    return cv2.imencode(".png", img[box[1]:box[3], box[0]:box[2]])[1].tobytes()
+    return cv2.imencode(".png", img[box[1] : box[3], box[0] : box[2]])[1].tobytes()
 
 
-def _judge(client: Any, q: dict[str, Any], facts: dict[str, Any], temperature: float,
-           seed: int) -> list[tuple[str, bool]]:
+def _judge(
+    client: Any, q: dict[str, Any], facts: dict[str, Any], temperature: float, seed: int
+) -> list[tuple[str, bool]]:
     from boe.sim.requests import factor_verdict_request
     from boe.sim.vocab import LESIONS
 
@@ -67,8 +73,11 @@ def _judge(client: Any, q: dict[str, Any], facts: dict[str, Any], temperature: f
     for claim, expect in ((truth, "confirm"), (wrong, "reject")):
         for kind, img in views.items():
             r = client.chat.completions.create(
-                model="boe-sim-vlm", temperature=temperature, seed=seed,
-                **factor_verdict_request(img, q["question"], "finding", claim, kind=kind, figure=q["image_id"]))
+                model="boe-sim-vlm",
+                temperature=temperature,
+                seed=seed,
+                **factor_verdict_request(img, q["question"], "finding", claim, kind=kind, figure=q["image_id"]),
+            )
             out.append((kind, json.loads(r.choices[0].message.content)["verdict"] == expect))
     return out
 
@@ -109,14 +118,23 @@ def run(n: int, seed: int, k: int, temperature: float, workers: int) -> dict[str
             judge[kind].append(ok)
     allrows = [x for v in per.values() for x in v]
     return {
-        "n": len(allrows), "k": k, "temperature": temperature, "seed": seed,
+        "n": len(allrows),
+        "k": k,
+        "temperature": temperature,
+        "seed": seed,
         "oracle": float(np.mean([o for o, _ in allrows])),
         "majority": float(np.mean([m for _, m in allrows])),
-        "per_asks": {a: (len(v), float(np.mean([o for o, _ in v])), float(np.mean([m for _, m in v])))
-                     for a, v in sorted(per.items())},
-        "judge_whole": float(np.mean(judge["whole"])), "judge_crop": float(np.mean(judge["crop"])),
-        "judge_n": len(judge["whole"]), "seconds": seconds, "requests": stats["requests"],
-        "prompt_tokens": stats["prompt_tokens"], "completion_tokens": stats["completion_tokens"],
+        "per_asks": {
+            a: (len(v), float(np.mean([o for o, _ in v])), float(np.mean([m for _, m in v])))
+            for a, v in sorted(per.items())
+        },
+        "judge_whole": float(np.mean(judge["whole"])),
+        "judge_crop": float(np.mean(judge["crop"])),
+        "judge_n": len(judge["whole"]),
+        "seconds": seconds,
+        "requests": stats["requests"],
+        "prompt_tokens": stats["prompt_tokens"],
+        "completion_tokens": stats["completion_tokens"],
     }
 
 
@@ -129,8 +147,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4, help="concurrent HTTP clients")
     args = ap.parse_args()
     r = run(args.n, args.seed, args.k, args.temperature, args.workers)
-    print(f"boe-sim-vlm (a simulator) difficulty: {r['n']} questions, seed {r['seed']}, "
-          f"T={r['temperature']}, K={r['k']}")
+    print(
+        f"boe-sim-vlm (a simulator) difficulty: {r['n']} questions, seed {r['seed']}, T={r['temperature']}, K={r['k']}"
+    )
     print(f"{'metric':34s} {'value':>7s}  target")
     print(f"{'Oracle@K':34s} {r['oracle']:7.3f}  0.60-0.95")
     print(f"{'raw-majority accuracy':34s} {r['majority']:7.3f}  0.30-0.70")
@@ -140,8 +159,10 @@ def main() -> None:
     print("\nper question type:  n   Oracle@K  majority")
     for asks, (cnt, orc, maj) in r["per_asks"].items():
         print(f"  {asks:14s} {cnt:4d}   {orc:6.2f}   {maj:6.2f}")
-    print(f"\n{r['requests']} requests, {r['prompt_tokens']} prompt + {r['completion_tokens']} completion tokens, "
-          f"{r['seconds']:.1f} s")
+    print(
+        f"\n{r['requests']} requests, {r['prompt_tokens']} prompt + {r['completion_tokens']} completion tokens, "
+        f"{r['seconds']:.1f} s"
+    )
 
 
 if __name__ == "__main__":

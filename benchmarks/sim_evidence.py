@@ -65,8 +65,9 @@ def _free_port() -> int:
 
 
 def _serve(port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([*_boe(), "sim", "serve", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*_boe(), "sim", "serve", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     for _ in range(200):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
@@ -91,8 +92,23 @@ def _replay(db: str, run: str, policies: str, budgets: str, calibration: str) ->
     compare = [f"{p}:raw" for p in names if p != "raw"]
     if "bayes" in names and "boe" in names:
         compare.append("bayes:boe")
-    out = _run(["replay", "--db", db, "--run", run, "--policy", policies, "--budget", budgets,
-                "--calibration", calibration, "--json", *(x for c in compare for x in ("--compare", c))])
+    out = _run(
+        [
+            "replay",
+            "--db",
+            db,
+            "--run",
+            run,
+            "--policy",
+            policies,
+            "--budget",
+            budgets,
+            "--calibration",
+            calibration,
+            "--json",
+            *(x for c in compare for x in ("--compare", c)),
+        ]
+    )
     data: dict[str, Any] = json.loads(out)
     return data
 
@@ -112,22 +128,36 @@ def report(name: str, data: dict[str, Any], groups: dict[str, Any]) -> dict[str,
     for r in rows:
         closed = (r["accuracy"] - raw) / gap if gap else float("nan")
         ci = (cmp.get((r["policy"], "raw", r["budget"])) or {}).get("ci95")
-        out_rows.append([
-            r["policy"], f"{r['budget']:g}", f"{r['accuracy']:.3f}", f"{100 * closed:+.1f}%",
-            str(r.get("corrections", "")), str(r.get("harms", "")), f"{r.get('mean_cost', 0.0):.2f}",
-            "" if not ci else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]",
-        ])
+        out_rows.append(
+            [
+                r["policy"],
+                f"{r['budget']:g}",
+                f"{r['accuracy']:.3f}",
+                f"{100 * closed:+.1f}%",
+                str(r.get("corrections", "")),
+                str(r.get("harms", "")),
+                f"{r.get('mean_cost', 0.0):.2f}",
+                "" if not ci else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]",
+            ]
+        )
     n = data.get("questions")
     print(f"\n== {name}: {n} questions, raw {raw:.3f}, Oracle@K {oracle:.3f} (gap {gap:.3f})")
-    print(table(out_rows, ["policy", "budget", "accuracy", "gap closed", "corr", "harm", "mean cost",
-                           "paired 95% CI vs raw"]))
+    print(
+        table(
+            out_rows,
+            ["policy", "budget", "accuracy", "gap closed", "corr", "harm", "mean cost", "paired 95% CI vs raw"],
+        )
+    )
     for (a, b, budget), c in sorted(cmp.items()):
         if b != "raw":
-            print(f"{a} - {b} at budget {budget:g}: {c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}], "
-                  f"{a} only right {c['a_only_correct']}, {b} only right {c['b_only_correct']}, "
-                  f"McNemar p {c['mcnemar_p']:.3g}")
-    fits = [[k, f"{g['kappa']:.3f}", f"{(g.get('pairs') or {}).get('actions', 0):.0f}"]
-            for k, g in sorted(groups.items())]
+            print(
+                f"{a} - {b} at budget {budget:g}: {c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}], "
+                f"{a} only right {c['a_only_correct']}, {b} only right {c['b_only_correct']}, "
+                f"McNemar p {c['mcnemar_p']:.3g}"
+            )
+    fits = [
+        [k, f"{g['kappa']:.3f}", f"{(g.get('pairs') or {}).get('actions', 0):.0f}"] for k, g in sorted(groups.items())
+    ]
     if fits:
         print("fitted kappa per calibration group (in-sample fit, for reading the channels):")
         print(table(fits, ["group", "kappa", "actions"]))
@@ -136,15 +166,35 @@ def report(name: str, data: dict[str, Any], groups: dict[str, Any]) -> dict[str,
         dep = [r for r in rows if r["budget"] == b and r["policy"] not in DEPLOYABLE_EXCLUDE]
         top = max(dep, key=lambda r: r["accuracy"]) if dep else None
         acc = {r["policy"]: r["accuracy"] for r in rows if r["budget"] == b}
-        best[b] = {"best": top["policy"] if top else None, "best_acc": top["accuracy"] if top else None,
-                   "gap_closed": (top["accuracy"] - raw) / gap if top and gap else None, **acc}
+        best[b] = {
+            "best": top["policy"] if top else None,
+            "best_acc": top["accuracy"] if top else None,
+            "gap_closed": (top["accuracy"] - raw) / gap if top and gap else None,
+            **acc,
+        }
     return {"raw": raw, "oracle": oracle, "by_budget": best}
 
 
 def _groups(db: str, run: str, tmp: Path) -> dict[str, Any]:
     path = tmp / f"{run}-fit.json"
-    _run(["replay", "--db", db, "--run", run, "--policy", "raw", "--budget", "0", "--calibration", "fit",
-          "--save-calibration", str(path), "--json"])
+    _run(
+        [
+            "replay",
+            "--db",
+            db,
+            "--run",
+            run,
+            "--policy",
+            "raw",
+            "--budget",
+            "0",
+            "--calibration",
+            "fit",
+            "--save-calibration",
+            str(path),
+            "--json",
+        ]
+    )
     data = json.loads(path.read_text())
     groups: dict[str, Any] = data.get("groups") or {}
     return groups
@@ -179,15 +229,36 @@ def main(argv: list[str] | None = None) -> int:
             for run in runs:
                 judge = ["--judge-model", "boe-sim-judge"] if run == "judge" else []
                 t0 = time.perf_counter()
-                _run(["batch", str(data_dir), "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "boe-sim",
-                      *judge, "--db", db, "--run", args.prefix + run, "--ledger", "full", "--k", str(args.k),
-                      "--no-progress", "--json"], env={**os.environ, "NO_COLOR": "1"})
+                _run(
+                    [
+                        "batch",
+                        str(data_dir),
+                        "--base-url",
+                        f"http://127.0.0.1:{port}/v1",
+                        "--model",
+                        "boe-sim",
+                        *judge,
+                        "--db",
+                        db,
+                        "--run",
+                        args.prefix + run,
+                        "--ledger",
+                        "full",
+                        "--k",
+                        str(args.k),
+                        "--no-progress",
+                        "--json",
+                    ],
+                    env={**os.environ, "NO_COLOR": "1"},
+                )
                 print(f"[{run}] full ledger of {args.n} questions in {time.perf_counter() - t0:.0f} s", flush=True)
         finally:
             server.terminate()
             server.wait(10)
-        print(f"boe replay --db {db} --run {args.prefix}RUN --policy {args.policies} --budget {args.budgets} "
-              f"--calibration {args.calibration}")
+        print(
+            f"boe replay --db {db} --run {args.prefix}RUN --policy {args.policies} --budget {args.budgets} "
+            f"--calibration {args.calibration}"
+        )
         for run in runs:
             data = _replay(db, args.prefix + run, args.policies, args.budgets, args.calibration)
             title = "independent judge (boe-sim-judge)" if run == "judge" else "same-model judge (boe-sim-vlm)"
@@ -196,9 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nat budget {top:g}:")
         for run, s in summaries.items():
             b = s["by_budget"][top]
-            print(f"  {run:6s} best deployable {b['best']} {b['best_acc']:.3f} "
-                  f"(closes {100 * (b['gap_closed'] or 0):.1f}% of raw->Oracle@K); "
-                  f"bayes {b.get('bayes', float('nan')):.3f} vs boe {b.get('boe', float('nan')):.3f}")
+            print(
+                f"  {run:6s} best deployable {b['best']} {b['best_acc']:.3f} "
+                f"(closes {100 * (b['gap_closed'] or 0):.1f}% of raw->Oracle@K); "
+                f"bayes {b.get('bayes', float('nan')):.3f} vs boe {b.get('boe', float('nan')):.3f}"
+            )
     finally:
         if args.keep is None:
             shutil.rmtree(tmp, ignore_errors=True)

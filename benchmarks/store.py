@@ -114,8 +114,10 @@ def main() -> None:
         ("replay from the file", t_file, c_file, "", None),
         ("replay from the store", t_store, c_store, f"<= {1.5 * t_file:.1f} s (1.5x)", t_store <= 1.5 * t_file),
     ]
-    print(f"ledger: {ledger} ({ledger.stat().st_size / 1e6:.0f} MB, {args.n} questions"
-          + (f", generated in {generated:.1f} s)" if generated is not None else ", cached)"))
+    print(
+        f"ledger: {ledger} ({ledger.stat().st_size / 1e6:.0f} MB, {args.n} questions"
+        + (f", generated in {generated:.1f} s)" if generated is not None else ", cached)")
+    )
     print(f"store:  {db} ({size / 1e6:.0f} MB); {summary}")
     print(f"replay: policies {args.policies}; budgets {args.budgets}")
     print(f"load average (1 min) before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs\n")
@@ -124,8 +126,10 @@ def main() -> None:
         met = "" if ok is None else ("yes" if ok else "NO")
         print(f"{name:<24}{sec:>10.1f}{cpu:>10.1f}  {target:<22}{met:>5}")
     print(f"\nreplay store / file: {t_store / t_file:.2f}x; import: {args.n / t_import:,.0f} questions/s")
-    print(f"import CPU: writer {writer:.1f} s, parser process {c_import - writer:.1f} s; the two overlap, so on an "
-          f"otherwise idle machine the import takes about max(writer, parser) = {max(writer, c_import - writer):.1f} s")
+    print(
+        f"import CPU: writer {writer:.1f} s, parser process {c_import - writer:.1f} s; the two overlap, so on an "
+        f"otherwise idle machine the import takes about max(writer, parser) = {max(writer, c_import - writer):.1f} s"
+    )
     print(f"export identical to the imported file: {same_file}; same figures from both replays: {same_figures}")
     loading_only(ledger, url)
     print(f"(work folder {work}; delete it when done)")

@@ -41,15 +41,51 @@ def bodies() -> list[tuple[str, dict[str, Any]]]:
     gen = with_figure_key(load_prompt("generation").render(question=q, options_block=opts), ["0"])
     kinds = [
         ("generation n=16", gen, [url], 16, 1.1, 0),
-        ("claim extraction", load_prompt("claim_extraction").render(
-            question=q, options_block=opts, candidate='{"answer": "left"}'), [url], 1, 0.0, 0),
-        ("factor judge", load_prompt("factor_judge").render(
-            view_kind="whole", figure="0", question=q, slot="attribute", value="left"), [url], 1, 0.0, 0),
-        ("grounded judge", load_prompt("grounded_factor_judge").render(
-            view_kind="crop", figure="0", view_image="2", location="left part of the imaged body", question=q,
-            slot="attribute", value="left", figures_block=figures_block(["0"])), [url, url], 1, 0.0, 0),
-        ("whole judge", load_prompt("whole_judge").render(
-            figure="0", question=q, options_block=opts, candidate='{"answer": "left"}'), [url], 1, 0.0, 0),
+        (
+            "claim extraction",
+            load_prompt("claim_extraction").render(question=q, options_block=opts, candidate='{"answer": "left"}'),
+            [url],
+            1,
+            0.0,
+            0,
+        ),
+        (
+            "factor judge",
+            load_prompt("factor_judge").render(
+                view_kind="whole", figure="0", question=q, slot="attribute", value="left"
+            ),
+            [url],
+            1,
+            0.0,
+            0,
+        ),
+        (
+            "grounded judge",
+            load_prompt("grounded_factor_judge").render(
+                view_kind="crop",
+                figure="0",
+                view_image="2",
+                location="left part of the imaged body",
+                question=q,
+                slot="attribute",
+                value="left",
+                figures_block=figures_block(["0"]),
+            ),
+            [url, url],
+            1,
+            0.0,
+            0,
+        ),
+        (
+            "whole judge",
+            load_prompt("whole_judge").render(
+                figure="0", question=q, options_block=opts, candidate='{"answer": "left"}'
+            ),
+            [url],
+            1,
+            0.0,
+            0,
+        ),
     ]
     out = []
     for name, prompt, urls, n, temperature, seed in kinds:
@@ -70,8 +106,10 @@ def main() -> int:
         print(f"vllm is not importable here ({exc}); see this script's docstring", file=sys.stderr)
         return 2
     print(f"vllm {vllm.__version__}")
-    print(f"{'request':<38} {'defaults':<9} {'ok':<3} {'n':>3} {'temp':>5} {'top_p':>6} {'top_k':>5} "
-          f"{'min_p':>5} {'seed':>4} {'max_tok':>7} structured  image uuid")
+    print(
+        f"{'request':<38} {'defaults':<9} {'ok':<3} {'n':>3} {'temp':>5} {'top_p':>6} {'top_k':>5} "
+        f"{'min_p':>5} {'seed':>4} {'max_tok':>7} structured  image uuid"
+    )
     bad = 0
     for name, body in bodies():
         try:
@@ -87,9 +125,11 @@ def main() -> int:
             sp = req.to_sampling_params(max_tokens, defaults)
             so = sp.structured_outputs
             kind = "json" if so is not None and getattr(so, "json", None) is not None else "-"
-            print(f"{name:<38} {label:<9} {'yes':<3} {sp.n:>3} {sp.temperature:>5.2f} {sp.top_p:>6.3f} "
-                  f"{sp.top_k:>5} {sp.min_p:>5.2f} {sp.seed if sp.seed is not None else '-':>4} "
-                  f"{sp.max_tokens:>7} {kind:<11} {uuids}")
+            print(
+                f"{name:<38} {label:<9} {'yes':<3} {sp.n:>3} {sp.temperature:>5.2f} {sp.top_p:>6.3f} "
+                f"{sp.top_k:>5} {sp.min_p:>5.2f} {sp.seed if sp.seed is not None else '-':>4} "
+                f"{sp.max_tokens:>7} {kind:<11} {uuids}"
+            )
     return 1 if bad else 0
 
 

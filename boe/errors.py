@@ -129,6 +129,4 @@ class MissingExtraError(BoeError, ImportError):
     def __init__(self, extra: str, package: str, purpose: str) -> None:
         self.extra = extra
         self.package = package
-        super().__init__(
-            f"{purpose} needs the '{package}' package: pip install 'best-of-evidence[{extra}]'"
-        )
+        super().__init__(f"{purpose} needs the '{package}' package: pip install 'best-of-evidence[{extra}]'")

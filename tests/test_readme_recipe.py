@@ -93,8 +93,10 @@ def test_readme_recipe_runs_on_vqa_rad_images(sim, tmp_path):
     )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     parts = re.split(r"^@@@ (\d+)\n", res.stdout, flags=re.M)[1:]
-    out = {commands[int(parts[i])].split()[1] + ("-dry" if "--dry-run" in commands[int(parts[i])] else ""):
-           parts[i + 1] for i in range(0, len(parts), 2)}
+    out = {
+        commands[int(parts[i])].split()[1] + ("-dry" if "--dry-run" in commands[int(parts[i])] else ""): parts[i + 1]
+        for i in range(0, len(parts), 2)
+    }
 
     # the dry run counts the test split only and says why a record is missing, as the run does
     assert "7 questions" in out["batch-dry"] and "missing_image 1" in out["batch-dry"]

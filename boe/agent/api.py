@@ -88,8 +88,14 @@ def open_figures(image: ImageInput, config: AgentConfig) -> list[LoadedImage]:
     from boe.tools.images import open_image
 
     return [
-        open_image(p, config.root, figure=f, frame=config.dicom_frame, max_pixels=config.max_pixels or None,
-                   pixel_limit=config.pixel_limit)
+        open_image(
+            p,
+            config.root,
+            figure=f,
+            frame=config.dicom_frame,
+            max_pixels=config.max_pixels or None,
+            pixel_limit=config.pixel_limit,
+        )
         for f, p in figure_paths(image)
     ]
 

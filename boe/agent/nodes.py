@@ -64,8 +64,14 @@ def image_of(ctx: AgentContext, state: AgentState, figure: str | None = None) ->
     if img is None:
         frame = (ref.get("dicom") or {}).get("frame")
         cfg = ctx.config
-        img = open_image(ref["path"], cfg.root, figure=ref.get("figure", "0"), frame=frame,
-                         max_pixels=cfg.max_pixels or None, pixel_limit=cfg.pixel_limit)
+        img = open_image(
+            ref["path"],
+            cfg.root,
+            figure=ref.get("figure", "0"),
+            frame=frame,
+            max_pixels=cfg.max_pixels or None,
+            pixel_limit=cfg.pixel_limit,
+        )
         if img.ref.image_id != ref["image_id"]:
             from boe.errors import InputError
 
@@ -235,9 +241,7 @@ async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     results = await asyncio.gather(*(_run_tool(state, ctx, a) for a in state["actions"]))
     failed = [r for r in results if r.failed]
     if failed:  # an outage is no evidence: the question is not stored, and a re-run asks again (paid replies cached)
-        raise ModelError(
-            f"{len(failed)} of {len(results)} evidence check(s) could not be run: {failed[0].error}"
-        )
+        raise ModelError(f"{len(failed)} of {len(results)} evidence check(s) could not be run: {failed[0].error}")
     outcomes = {a["id"]: _result_dict(r) for a, r in zip(state["actions"], results, strict=True)}
     calls = [c.as_dict() for r in results for c in r.calls]
     return {"outcomes": outcomes, "calls": calls}
@@ -273,9 +277,7 @@ def _build_planner(state: AgentState, ctx: AgentContext) -> Planner:
     return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed)
 
 
-def _state_record(
-    state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any
-) -> LedgerRecord:
+def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any) -> LedgerRecord:
     """The question's ledger record with these actions (``outcomes`` and ``extra`` as `build_record` takes them)."""
     return build_record(
         question_id=state["question_id"],

@@ -45,7 +45,12 @@ __all__ = ["BatchItem", "Estimate", "Measured", "estimate", "image_tokens", "mea
 
 #: Calls by prompt purpose, in the order they are shown.
 PURPOSES = (
-    "generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge", "answer_judge",
+    "generation",
+    "claim_extraction",
+    "factor_judge",
+    "grounded_factor_judge",
+    "whole_judge",
+    "answer_judge",
     "answer_grading",
 )
 _JUDGE = {
@@ -54,8 +59,13 @@ _JUDGE = {
     "whole_response": "whole_judge",
     "answer_response": "answer_judge",
 }
-_TEXT_TOKENS = {"generation": 229, "factor_judge": 159, "grounded_factor_judge": 159, "whole_judge": 174,
-                "answer_judge": 214}
+_TEXT_TOKENS = {
+    "generation": 229,
+    "factor_judge": 159,
+    "grounded_factor_judge": 159,
+    "whole_judge": 174,
+    "answer_judge": 214,
+}
 _GENERATION_TOKENS = 80  # per sampled candidate
 _VERDICT_TOKENS = 40
 _SLOTS = 5

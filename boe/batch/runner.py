@@ -487,7 +487,11 @@ class BatchRunner:
             claimed_any = False
             if room > 0 and self._may_claim():
                 got = await self._db(
-                    self.store.claim_questions, run, self.worker_id, room, cfg.lease_seconds,
+                    self.store.claim_questions,
+                    run,
+                    self.worker_id,
+                    room,
+                    cfg.lease_seconds,
                     on_cancel=lambda items: self.held.update((w.dataset, w.question_id) for w in items),
                 )
                 for w in got:
@@ -617,12 +621,27 @@ class BatchRunner:
         transport = getattr(http, "_transport", None)
         s = self.stats
         return BatchSummary(
-            run=cfg.run, worker=self.worker_id, store=store.url, selected=len(items), skipped=skipped,
-            stored_before=len(stored), stored=s.done,
-            failed=sorted((k[1], msg) for k, msg in self.failed.items()), lost=s.lost, reclaimed=reclaimed,
-            remaining=remaining, calls_paid=s.calls_paid, calls_cached=s.calls_cached, call_errors=s.call_errors,
-            requests=s.requests, prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens,
-            seconds=seconds, startup_seconds=startup, cpu_seconds=cpu, pool_cpu_seconds=pool_cpu,
+            run=cfg.run,
+            worker=self.worker_id,
+            store=store.url,
+            selected=len(items),
+            skipped=skipped,
+            stored_before=len(stored),
+            stored=s.done,
+            failed=sorted((k[1], msg) for k, msg in self.failed.items()),
+            lost=s.lost,
+            reclaimed=reclaimed,
+            remaining=remaining,
+            calls_paid=s.calls_paid,
+            calls_cached=s.calls_cached,
+            call_errors=s.call_errors,
+            requests=s.requests,
+            prompt_tokens=s.prompt_tokens,
+            completion_tokens=s.completion_tokens,
+            seconds=seconds,
+            startup_seconds=startup,
+            cpu_seconds=cpu,
+            pool_cpu_seconds=pool_cpu,
             store_seconds=self._store_seconds,
             cpu_breakdown={
                 "store_writes": round(self._store_cpu, 3),
@@ -630,7 +649,8 @@ class BatchRunner:
                 "grading_and_rows": round(self._prep_cpu, 3),
             },
             segmentation_seconds=self._segmentation,
-            peak_in_flight=int(getattr(transport, "peak", 0)), notes=self.notes,
+            peak_in_flight=int(getattr(transport, "peak", 0)),
+            notes=self.notes,
             request_ms=1000.0 * getattr(transport, "slot_seconds", 0.0) / max(1, getattr(transport, "sent", 0)),
         )
 

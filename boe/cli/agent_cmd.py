@@ -337,7 +337,7 @@ def ask_command(
     ),
     min_p: Optional[float] = typer.Option(None, "--min-p", help="Sampling min_p sent explicitly [0]."),
     extra_body: Optional[str] = typer.Option(
-        None, "--extra-body", help='JSON merged into generator requests, e.g. \'{"chat_template_kwargs": {...}}\'.'
+        None, "--extra-body", help="JSON merged into generator requests, e.g. '{\"chat_template_kwargs\": {...}}'."
     ),
     judge_extra_body: Optional[str] = typer.Option(None, "--judge-extra-body", help="JSON merged into judge requests."),
     max_pixels: Optional[int] = typer.Option(
@@ -381,8 +381,14 @@ def ask_command(
         grounded_view=view,
         dicom_frame=frame,
         **endpoint_settings(
-            server=server, top_p=top_p, top_k=top_k, min_p=min_p, extra_body=extra_body,
-            judge_extra_body=judge_extra_body, max_pixels=max_pixels, pixel_limit=pixel_limit,
+            server=server,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            extra_body=extra_body,
+            judge_extra_body=judge_extra_body,
+            max_pixels=max_pixels,
+            pixel_limit=pixel_limit,
             max_tokens=max_tokens,
         ),
     )

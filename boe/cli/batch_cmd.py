@@ -85,7 +85,7 @@ def batch_command(
     ),
     min_p: Optional[float] = typer.Option(None, "--min-p", help="Sampling min_p sent explicitly [0]."),
     extra_body: Optional[str] = typer.Option(
-        None, "--extra-body", help='JSON merged into generator requests, e.g. \'{"chat_template_kwargs": {...}}\'.'
+        None, "--extra-body", help="JSON merged into generator requests, e.g. '{\"chat_template_kwargs\": {...}}'."
     ),
     judge_extra_body: Optional[str] = typer.Option(None, "--judge-extra-body", help="JSON merged into judge requests."),
     max_pixels: Optional[int] = typer.Option(
@@ -121,8 +121,14 @@ def batch_command(
         timeout=timeout,
         max_retries=max_retries,
         **endpoint_settings(
-            server=server, top_p=top_p, top_k=top_k, min_p=min_p, extra_body=extra_body,
-            judge_extra_body=judge_extra_body, max_pixels=max_pixels, pixel_limit=pixel_limit,
+            server=server,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            extra_body=extra_body,
+            judge_extra_body=judge_extra_body,
+            max_pixels=max_pixels,
+            pixel_limit=pixel_limit,
             max_tokens=max_tokens,
         ),
     )
@@ -227,8 +233,9 @@ def _next_commands(summary: Any, config: Any) -> list[str]:
     if not summary.complete:
         return [_resume_command()]
     a = config.agent
-    policies, budgets = ("raw,boe,random-factor,whole", "1,4,16") if a.ledger == "full" else (
-        f"raw,{a.policy}", f"{a.budget:g}")  # an online run holds only what its policy bought
+    policies, budgets = (
+        ("raw,boe,random-factor,whole", "1,4,16") if a.ledger == "full" else (f"raw,{a.policy}", f"{a.budget:g}")
+    )  # an online run holds only what its policy bought
     out = [
         f"boe replay --db {db} --run {run} --policy {policies} --budget {budgets}",
         f"boe report --db {db} --run {run} --out {run}-report.html",

@@ -21,7 +21,9 @@ def import_command(
         False, "--replace", help="Replace questions the run already holds (default: keep them)."
     ),
     parallel: bool | None = typer.Option(
-        None, "--parallel/--no-parallel", help="Parse in a helper process (default: when the input exceeds 16 MB).",
+        None,
+        "--parallel/--no-parallel",
+        help="Parse in a helper process (default: when the input exceeds 16 MB).",
         show_default=False,
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
@@ -38,13 +40,26 @@ def import_command(
     def on_error(err: RecordError) -> None:
         console.print(f"[yellow]skipped[/] {escape(err.describe())}", highlight=False, soft_wrap=True)
 
-    with Store(db) as store, Progress(
-        SpinnerColumn(), TextColumn("importing"), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True, disable=not console.is_terminal,
-    ) as prog:
+    with (
+        Store(db) as store,
+        Progress(
+            SpinnerColumn(),
+            TextColumn("importing"),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        ) as prog,
+    ):
         task = prog.add_task("import", total=None)
         report = import_ledger(
-            store, ledgers, run, on_error=on_error, replace=replace, parallel=parallel,
+            store,
+            ledgers,
+            run,
+            on_error=on_error,
+            replace=replace,
+            parallel=parallel,
             progress=lambda n: prog.advance(task, n),
         )
         total = store.count_questions(run)

@@ -147,7 +147,12 @@ def factor_code_command(
 
 
 def _draw_factor_code(
-    path: Path, k: int, factor_cost: float, whole_cost: float, budgets: list[float], policies: list[str],
+    path: Path,
+    k: int,
+    factor_cost: float,
+    whole_cost: float,
+    budgets: list[float],
+    policies: list[str],
     by: dict[tuple[str, float], MonteCarlo],
 ) -> None:
     import numpy as np
@@ -157,10 +162,20 @@ def _draw_factor_code(
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     grid = np.linspace(0, max(budgets), 2000)
-    ax.plot(grid, [factor_success(int(c // factor_cost), k) for c in grid], color="tab:blue", lw=2,
-            label=f"exact: factor checks, min(2^q/K, 1), cost {factor_cost:g}")
-    ax.plot(grid, [candidate_success(int(c // whole_cost), k) for c in grid], color="tab:orange", lw=2,
-            label=f"exact: candidate checks, min((q+1)/K, 1), cost {whole_cost:g}")
+    ax.plot(
+        grid,
+        [factor_success(int(c // factor_cost), k) for c in grid],
+        color="tab:blue",
+        lw=2,
+        label=f"exact: factor checks, min(2^q/K, 1), cost {factor_cost:g}",
+    )
+    ax.plot(
+        grid,
+        [candidate_success(int(c // whole_cost), k) for c in grid],
+        color="tab:orange",
+        lw=2,
+        label=f"exact: candidate checks, min((q+1)/K, 1), cost {whole_cost:g}",
+    )
     markers = "osD^v<>"
     for i, p in enumerate(policies):
         xs = np.array(budgets) * (1 + 0.04 * (i - (len(policies) - 1) / 2))  # side by side where they coincide
@@ -236,8 +251,16 @@ def noisy_command(
                 "replays": {p: {**mc[p].as_dict(), "gain": mc[p].success - 1 / k} for p in policies},
             }
         )
-    summary = {"model": "noisy-factor", "m": m, "k": k, "budget": budget, "n": n, "train": train, "seed": seed,
-               "rows": rows}
+    summary = {
+        "model": "noisy-factor",
+        "m": m,
+        "k": k,
+        "budget": budget,
+        "n": n,
+        "train": train,
+        "seed": seed,
+        "rows": rows,
+    }
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
@@ -250,8 +273,14 @@ def noisy_command(
             t.add_column(f"{p} success", justify="right")
             t.add_column(f"{p} gain", justify="right")
         for row in rows:
-            cells = [f"{row['rho']:g}", f"{row['exact_success']:.4f}", f"{row['exact_gain']:.4f}",
-                     f"{row['information_bits']:.3f}", f"{row['information_nats']:.3f}", f"{row['ceiling']:.4f}"]
+            cells = [
+                f"{row['rho']:g}",
+                f"{row['exact_success']:.4f}",
+                f"{row['exact_gain']:.4f}",
+                f"{row['information_bits']:.3f}",
+                f"{row['information_nats']:.3f}",
+                f"{row['ceiling']:.4f}",
+            ]
             for p in policies:
                 rep = row["replays"][p]
                 cells += [f"{rep['success']:.4f} ± {rep['se']:.4f}", f"{rep['gain']:+.4f}"]
@@ -272,8 +301,14 @@ def _draw_noisy(path: Path, m: int, policies: list[str], rows: list[dict[str, An
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     grid = np.linspace(0.5, 1.0, 400)
     ax.plot(grid, [mode_gain(r, m) for r in grid], color="tab:blue", lw=2, label=f"exact gain rho^{m} - 1/{2**m}")
-    ax.plot(grid, [information_ceiling(bsc_information_nats(r, m)) for r in grid], color="tab:red", lw=2, ls="--",
-            label="ceiling sqrt(Lambda/2), Lambda = ln2 M[1 - H_b(rho)]")
+    ax.plot(
+        grid,
+        [information_ceiling(bsc_information_nats(r, m)) for r in grid],
+        color="tab:red",
+        lw=2,
+        ls="--",
+        label="ceiling sqrt(Lambda/2), Lambda = ln2 M[1 - H_b(rho)]",
+    )
     markers = "osD^v<>"
     for i, p in enumerate(policies):
         xs = np.array([row["rho"] for row in rows]) + 0.006 * (i - (len(policies) - 1) / 2)

@@ -402,8 +402,18 @@ class _LatentRows:
         self.n = 0
 
     def add(
-        self, qi: int, weight: float, counts: F64, aligned: B_, cls: I64, local: Any, group: Any, out: I64, whole: bool,
-        bins: I64, kinds: Any,
+        self,
+        qi: int,
+        weight: float,
+        counts: F64,
+        aligned: B_,
+        cls: I64,
+        local: Any,
+        group: Any,
+        out: I64,
+        whole: bool,
+        bins: I64,
+        kinds: Any,
     ) -> None:
         p, size = self.parts, cls.size
         p["cq"].append(np.full(size, qi, dtype=np.int64))
@@ -451,14 +461,34 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
             if fac.size:
                 col = h if h >= 0 else d
                 rows.add(
-                    qi, weight, counts[0, :, col], aligned[0], cls[0, :, col], local, q.group[fac], out[fac], False,
-                    fbins, q.kind[fac],
+                    qi,
+                    weight,
+                    counts[0, :, col],
+                    aligned[0],
+                    cls[0, :, col],
+                    local,
+                    q.group[fac],
+                    out[fac],
+                    False,
+                    fbins,
+                    q.kind[fac],
                 )
             if whole.size:
                 verdict_cls = np.where((answers == h) & (answers >= 0), 3, 4).astype(np.int64)
                 no_stance = np.zeros((answers.size, 2, 3))
-                rows.add(qi, weight, no_stance, np.ones(answers.size, bool), verdict_cls, wlocal, q.group[whole],
-                         out[whole], True, wbins, q.kind[whole])
+                rows.add(
+                    qi,
+                    weight,
+                    no_stance,
+                    np.ones(answers.size, bool),
+                    verdict_cls,
+                    wlocal,
+                    q.group[whole],
+                    out[whole],
+                    True,
+                    wbins,
+                    q.kind[whole],
+                )
     dmax = max((r[1].size for r in prior), default=0)
     p_counts = np.zeros((len(prior), max(dmax, 1)))
     for i, r in enumerate(prior):
@@ -634,8 +664,10 @@ def _evidence(m: F64, parent: F64, owner: I64, n_owner: int) -> F64:
     tables (n, 3), summed per owner, for every pseudo-count of `TAU_GRID`: shape (T, n_owner)."""
     tau = TAU_GRID[:, None, None]
     a = tau * np.clip(parent, 1e-6, None)[None]  # (T, n, 3)
-    ev = gammaln(tau[:, :, 0]) - gammaln(tau[:, :, 0] + m.sum(axis=1)[None]) + (gammaln(a + m[None]) - gammaln(a)).sum(
-        axis=2
+    ev = (
+        gammaln(tau[:, :, 0])
+        - gammaln(tau[:, :, 0] + m.sum(axis=1)[None])
+        + (gammaln(a + m[None]) - gammaln(a)).sum(axis=2)
     )  # (T, n)
     out = np.zeros((TAU_GRID.size, n_owner))
     for t in range(TAU_GRID.size):
@@ -909,9 +941,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     grp = np.where(state.group >= 0, state.group, g)
     standing = action_standing(state)
     response = (state.whole | state.answer)[:, :, None, None]
-    channel = np.where(
-        response, wc[cal[:, None], grp, standing], fc[cal[:, None], grp, standing]
-    )  # (Q, A, 2, 3)
+    channel = np.where(response, wc[cal[:, None], grp, standing], fc[cal[:, None], grp, standing])  # (Q, A, 2, 3)
     prior = np.empty((n, 4))
     free_true = np.empty(n)
     theta = np.empty((n, 2, 2, 3))

@@ -135,16 +135,18 @@ def run_experiment(
                 )
     else:
         plan = plan_calibration(
-            questions, group_keys, calibration, cheap_kappa=cheap_kappa, seed=seed,
+            questions,
+            group_keys,
+            calibration,
+            cheap_kappa=cheap_kappa,
+            seed=seed,
             extra_fit=extra_fit if extra_fits else None,
         )
     runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress)
     raw_runs = [r for r in runs if r.policy == "raw"]
     raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan)[0]
     rows = summarize(questions, runs, raw)
-    unobserved = {
-        (r.policy, r.budget): n for r in runs if (n := unobserved_purchases(r, questions))
-    }
+    unobserved = {(r.policy, r.budget): n for r in runs if (n := unobserved_purchases(r, questions))}
     comps: list[Comparison] = []
     by_key = {(r.policy, r.budget): r for r in runs}
     for a, b in compare_pairs:

@@ -214,8 +214,11 @@ def check_graph(
     _explain_graph(indexes, claim_ids, edges, actions, valid, fmt)
 
 
-def _answer_checks_ok(actions: list[tuple[Any, ...]] | list[tuple[str, str, str | None, int | None]],
-                      valid: list[bool] | None, fmt: str | None) -> bool:
+def _answer_checks_ok(
+    actions: list[tuple[Any, ...]] | list[tuple[str, str, str | None, int | None]],
+    valid: list[bool] | None,
+    fmt: str | None,
+) -> bool:
     """Revision 1.1: an answer check needs format 1.1 and a valid representative."""
     for a in actions:
         if a[1] == ANSWER_KIND and ((fmt is not None and fmt != FORMAT_1_1) or (valid is not None and not valid[a[3]])):
@@ -450,7 +453,10 @@ def parse_record(
     if fmt not in FORMATS:
         raise RecordError(
             f"unknown format {fmt!r}; this reader understands {FORMAT!r} and {FORMAT_1_1!r}",
-            source=source, line=line, question_id=qid, field="format",
+            source=source,
+            line=line,
+            question_id=qid,
+            field="format",
         )
     try:
         return LedgerRecord.model_validate(obj)
@@ -542,8 +548,11 @@ def _read_lines(
             key = _key(rec)
             if dedupe and key in seen:
                 raise RecordError(
-                    "question id already seen for this dataset", source=name, line=lineno,
-                    question_id=key[1], field="question_id",
+                    "question id already seen for this dataset",
+                    source=name,
+                    line=lineno,
+                    question_id=key[1],
+                    field="question_id",
                 )
             seen.add(key)
         except RecordError as err:

@@ -104,9 +104,7 @@ def literal_replay(
     groups: dict[str, dict[str, object]] = calibration["groups"]  # type: ignore[assignment]
     cheap = float(calibration.get("cheap_kappa", 0.55))  # type: ignore[arg-type]
     k = len(rec.candidates)
-    keys = [
-        c.answer.strip().lower() if (c.valid and c.answer is not None) else None for c in rec.candidates
-    ]
+    keys = [c.answer.strip().lower() if (c.valid and c.answer is not None) else None for c in rec.candidates]
     n = [sum(1 for kk in keys if kk is not None and kk == key) if key is not None else 0 for key in keys]
     logit = [_wt(cheap) * (n[i] - k / 2) for i in range(k)]
 
@@ -135,11 +133,7 @@ def literal_replay(
     bought: list[int] = []
     spent = 0.0
     while policy != "raw":
-        feasible = [
-            a
-            for a, act in enumerate(rec.actions)
-            if a not in bought and act.cost <= budget - spent
-        ]
+        feasible = [a for a, act in enumerate(rec.actions) if a not in bought and act.cost <= budget - spent]
         if policy in ("boe-factor", "random-factor", "label-guided"):
             feasible = [a for a in feasible if rec.actions[a].kind in FACTOR_KINDS]
         elif policy == "whole":

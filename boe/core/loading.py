@@ -63,8 +63,11 @@ def load_ledgers(
                     questions.append(item)
                     continue
                 item = RecordError(
-                    "question id already seen for this dataset", source=ledger_name(src), line=line,
-                    question_id=item.question_id, field="question_id",
+                    "question id already seen for this dataset",
+                    source=ledger_name(src),
+                    line=line,
+                    question_id=item.question_id,
+                    field="question_id",
                 )
             if strict:
                 raise item
@@ -92,8 +95,11 @@ def load_lines(
             q = _question(raw, source, lineno, groups)
             if (q.dataset, q.question_id) in seen:
                 raise RecordError(
-                    "question id already seen for this dataset", source=source, line=lineno,
-                    question_id=q.question_id, field="question_id",
+                    "question id already seen for this dataset",
+                    source=source,
+                    line=lineno,
+                    question_id=q.question_id,
+                    field="question_id",
                 )
         except RecordError as err:
             if strict:

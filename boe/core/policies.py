@@ -382,11 +382,7 @@ def _selection_after(state: EvidenceState, step: npt.NDArray[np.float64], mask: 
     s2 = s2 + shift
     top = b.max(axis=0)
     holds = b == top  # parts whose best reaches the new maximum exactly
-    clear = (
-        (np.abs(top) < _SAFE_LOGIT)
-        & np.all(holds | (b < top - _GAP), axis=0)
-        & np.all(s2 < top - _GAP, axis=0)
-    )
+    clear = (np.abs(top) < _SAFE_LOGIT) & np.all(holds | (b < top - _GAP), axis=0) & np.all(s2 < top - _GAP, axis=0)
     sel = np.where(holds, f, np.iinfo(np.intp).max).min(axis=0)
     sel = np.where(mask, sel, -1)
     todo = np.nonzero(mask & ~clear)

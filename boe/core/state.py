@@ -288,5 +288,3 @@ def _partition(qs: list[Question], k_max: int) -> F64:
     for part, sign in enumerate((1, 0, -1)):
         out[part][inc_t == sign] = 0.0
     return out
-
-

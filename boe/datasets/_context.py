@@ -246,8 +246,7 @@ class LoadContext:
         if self._current is not None:
             self._current.question_id = question_id
         if question_id in self._seen:
-            raise RecordProblem(f"question id {question_id!r} appears twice; the later record is skipped",
-                                "duplicate")
+            raise RecordProblem(f"question id {question_id!r} appears twice; the later record is skipped", "duplicate")
         missing = tuple(im.figure for im in images if not im.path.is_file())
         if missing and self.require_images:
             paths = ", ".join(str(im.path) for im in images if im.figure in missing)
@@ -256,10 +255,20 @@ class LoadContext:
         alts = tuple(dict.fromkeys(a for a in alternatives if a and a.casefold() != ref_key))
         try:
             item = DatasetItem(
-                question_id=question_id, dataset=self.dataset, question=question, reference=reference,
-                answer_type=answer_type, alternatives=alts, options=options, options_hidden=options_hidden,
-                label=label, images=tuple(images), missing_images=missing, metadata=dict(metadata or {}),
-                root=self.root, answer_raw=answer_raw,
+                question_id=question_id,
+                dataset=self.dataset,
+                question=question,
+                reference=reference,
+                answer_type=answer_type,
+                alternatives=alts,
+                options=options,
+                options_hidden=options_hidden,
+                label=label,
+                images=tuple(images),
+                missing_images=missing,
+                metadata=dict(metadata or {}),
+                root=self.root,
+                answer_raw=answer_raw,
             )
         except ValueError as exc:
             raise RecordProblem(str(exc)) from exc

@@ -221,8 +221,13 @@ class Dataset(Sequence[DatasetItem]):
         for issue in self.issues:
             kinds[issue.kind] = kinds.get(issue.kind, 0) + 1
         return {
-            "name": self.name, "format": self.format, "root": str(self.root), "n_items": len(self.items),
-            "issues": kinds, "dropped": dict(self.dropped), "options": dict(self.options),
+            "name": self.name,
+            "format": self.format,
+            "root": str(self.root),
+            "n_items": len(self.items),
+            "issues": kinds,
+            "dropped": dict(self.dropped),
+            "options": dict(self.options),
             "items_with_missing_images": sum(1 for it in self.items if it.missing_images),
         }
 

@@ -94,14 +94,25 @@ def _figures(ctx: LoadContext, names: Any) -> list[ImageFile]:
     return out
 
 
-@register_format("medxpertqa", sniff=_sniff, root=_root,
-                 description="MedXpertQA-MM JSON Lines (id, question, options A-E, label, images) + images/")
+@register_format(
+    "medxpertqa",
+    sniff=_sniff,
+    root=_root,
+    description="MedXpertQA-MM JSON Lines (id, question, options A-E, label, images) + images/",
+)
 def load_medxpertqa(
     path: Path, ctx: LoadContext, *, split: str | None = None, strip_inline_options: bool = True
 ) -> Iterator[DatasetItem]:
     """Load MedXpertQA-MM as multiple-choice items (reference = label letter, option text as alternative)."""
-    for f, file_split in split_files(ctx, path, _FILES, splits=_SPLITS, split=split, accept=_is_medxpert_file,
-                                     what="MedXpertQA-MM JSON Lines files (*.jsonl with options, label, images)"):
+    for f, file_split in split_files(
+        ctx,
+        path,
+        _FILES,
+        splits=_SPLITS,
+        split=split,
+        accept=_is_medxpert_file,
+        what="MedXpertQA-MM JSON Lines files (*.jsonl with options, label, images)",
+    ):
         for line, raw in read_jsonl(ctx, f):
             with ctx.record(f, line):
                 rec = require_fields(raw, ("id", "question", "options", "label", "images"))
@@ -114,8 +125,13 @@ def load_medxpertqa(
                     question = _strip_inline(question, options)
                 images = _figures(ctx, rec["images"])
                 metadata = {"split": file_split, "n_images": len(images)}
-                metadata.update({k: clean_text(rec[k]) for k in ("medical_task", "body_system", "question_type")
-                                 if isinstance(rec.get(k), str)})
+                metadata.update(
+                    {
+                        k: clean_text(rec[k])
+                        for k in ("medical_task", "body_system", "question_type")
+                        if isinstance(rec.get(k), str)
+                    }
+                )
                 yield ctx.item(
                     question_id=text_field(rec, "id"),
                     question=question,

@@ -94,15 +94,25 @@ def _records(ctx: LoadContext, f: Path) -> Iterator[tuple[int | None, Any]]:
         yield from read_json_records(ctx, f)
 
 
-@register_format("pathvqa", sniff=_sniff, root=_root,
-                 description="PathVQA image/question/answer records (pickle, JSON, JSONL or CSV) + images/<split>/")
+@register_format(
+    "pathvqa",
+    sniff=_sniff,
+    root=_root,
+    description="PathVQA image/question/answer records (pickle, JSON, JSONL or CSV) + images/<split>/",
+)
 def load_pathvqa(
     path: Path, ctx: LoadContext, *, split: str | None = None, keep_yes_no: bool = False
 ) -> Iterator[DatasetItem]:
     """Load PathVQA; yes/no questions are dropped (the paper's open-answer cell) unless ``keep_yes_no``."""
-    files = split_files(ctx, path, (*_PICKLES, *_TEXT_FILES), splits=_SPLITS, split=split,
-                        what="PathVQA files (qas/<split>/<split>_qa.pkl, or JSON/JSONL/CSV records)",
-                        accept=lambda f: f.suffix == ".pkl" or _is_pathvqa_text(f))
+    files = split_files(
+        ctx,
+        path,
+        (*_PICKLES, *_TEXT_FILES),
+        splits=_SPLITS,
+        split=split,
+        what="PathVQA files (qas/<split>/<split>_qa.pkl, or JSON/JSONL/CSV records)",
+        accept=lambda f: f.suffix == ".pkl" or _is_pathvqa_text(f),
+    )
     for f, file_split in files:
         dirs = (f"images/{file_split}", "images", "", str(file_split)) if file_split else ("images", "")
         per_image: dict[str, int] = {}

@@ -119,19 +119,24 @@ def _label(row: Mapping[str, str], options: Mapping[str, str]) -> tuple[str, str
             answer_letter = answer_letter or hits[0]
     if label is not None and answer_letter is not None and label != answer_letter:
         raise RecordProblem(
-            f"Answer_label {label!r} disagrees with Answer {row.get('Answer')!r} (option {answer_letter})")
+            f"Answer_label {label!r} disagrees with Answer {row.get('Answer')!r} (option {answer_letter})"
+        )
     label = label or answer_letter
     if label is None:
         raise RecordProblem(
-            f"no usable Answer_label ({row.get('Answer_label')!r}) and Answer {answer!r} names no option")
+            f"no usable Answer_label ({row.get('Answer_label')!r}) and Answer {answer!r} names no option"
+        )
     if label not in options:
         raise RecordProblem(f"Answer_label {label!r} names an empty or missing choice")
     extra = answer if answer and normalise(answer) != normalise(options[label]) else None
     return label, extra
 
 
-@register_format("pmc-vqa", sniff=_sniff,
-                 description="PMC-VQA CSV (Figure_path, Question, Answer, Choice A..D, Answer_label) + images/")
+@register_format(
+    "pmc-vqa",
+    sniff=_sniff,
+    description="PMC-VQA CSV (Figure_path, Question, Answer, Choice A..D, Answer_label) + images/",
+)
 def load_pmc_vqa(
     path: Path,
     ctx: LoadContext,
@@ -142,8 +147,15 @@ def load_pmc_vqa(
 ) -> Iterator[DatasetItem]:
     """Load PMC-VQA: option-hidden open answers by default; ``filter_placeholders`` defaults to ``hide_options``."""
     drop_placeholders = hide_options if filter_placeholders is None else filter_placeholders
-    for f, file_split in split_files(ctx, path, ("*.csv",), splits=_SPLITS, split=split, accept=_is_pmc_file,
-                                     what="PMC-VQA CSV files (a header with Figure_path and Question)"):
+    for f, file_split in split_files(
+        ctx,
+        path,
+        ("*.csv",),
+        splits=_SPLITS,
+        split=split,
+        accept=_is_pmc_file,
+        what="PMC-VQA CSV files (a header with Figure_path and Question)",
+    ):
         for row_no, (line, row) in enumerate(read_csv(ctx, f, ("Figure_path", "Question")), 1):
             with ctx.record(f, line):
                 if "Answer_label" not in row and "Answer" not in row:

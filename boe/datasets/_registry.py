@@ -140,6 +140,12 @@ def load_dataset(
         raise InputError(f"dataset root {str(root_dir)!r} is not a directory")
     ctx = LoadContext(root_dir, name or fmt_name, strict=strict, require_images=require_images, on_issue=on_issue)
     items = tuple(fmt.load(p, ctx, **options))
-    recorded = {"format": fmt_name, "path": str(p.resolve()), "strict": strict, "require_images": require_images,
-                **fmt.options, **options}
+    recorded = {
+        "format": fmt_name,
+        "path": str(p.resolve()),
+        "strict": strict,
+        "require_images": require_images,
+        **fmt.options,
+        **options,
+    }
     return Dataset(name or fmt_name, fmt_name, ctx.root, items, tuple(ctx.issues), dict(ctx.dropped), recorded)

@@ -83,8 +83,12 @@ def _label(options: Mapping[str, str], answer: str, forms: list[str], given: Any
 
 
 # exclusive: detection stops at dataset.json, so no other format's sniffer peeks into facts.jsonl
-@register_format(FORMAT, sniff=_sniff, exclusive=True,
-                 description="the simulator's datasets (dataset.json + questions.jsonl + images/)")
+@register_format(
+    FORMAT,
+    sniff=_sniff,
+    exclusive=True,
+    description="the simulator's datasets (dataset.json + questions.jsonl + images/)",
+)
 def load_boe_sim(path: Path, ctx: LoadContext) -> Iterator[DatasetItem]:
     """Load a boe-sim dataset directory (or its questions.jsonl); facts.jsonl is never read."""
     meta_path = _meta_file(path)
@@ -112,8 +116,11 @@ def load_boe_sim(path: Path, ctx: LoadContext) -> Iterator[DatasetItem]:
             slot = rec.get("slot") if isinstance(rec.get("slot"), str) else None
             forms = _synonyms(slot, answer)
             raw_options = rec.get("options")
-            options = {clean_text(k).upper(): clean_text(v) for k, v in raw_options.items()} \
-                if isinstance(raw_options, Mapping) and raw_options else None
+            options = (
+                {clean_text(k).upper(): clean_text(v) for k, v in raw_options.items()}
+                if isinstance(raw_options, Mapping) and raw_options
+                else None
+            )
             metadata = {k: rec[k] for k in ("image_id", "asks", "slot") if isinstance(rec.get(k), str)}
             if isinstance(rec.get("dicom"), str) and rec["dicom"]:
                 metadata["dicom"] = str(ctx.image(rec["dicom"], figure="dicom").path)

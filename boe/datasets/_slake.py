@@ -51,8 +51,9 @@ def load_slake(
     """Load SLAKE from its directory or one split file; ``lang`` "en", "zh" or None (both)."""
     if lang not in ("en", "zh", None):
         raise ConfigError(f"SLAKE lang must be 'en', 'zh' or None, got {lang!r}")
-    for f, file_split in split_files(ctx, path, _FILES, splits=_SPLITS, split=split,
-                                     what="SLAKE files (train.json, validate.json, test.json)"):
+    for f, file_split in split_files(
+        ctx, path, _FILES, splits=_SPLITS, split=split, what="SLAKE files (train.json, validate.json, test.json)"
+    ):
         for line, raw in read_json_records(ctx, f):
             with ctx.record(f, line):
                 rec = require_fields(raw, ("qid", "img_name", "question", "answer"))

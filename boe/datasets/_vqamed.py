@@ -36,7 +36,10 @@ from boe.datasets._registry import register_format
 _SPLITS = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 _TEST_FILE = "VQAMed2019_Test_Questions_w_Ref_Answers.txt"
 _FILES = (
-    "QAPairsByCategory/*.txt", "*/QAPairsByCategory/*.txt", _TEST_FILE, f"*/{_TEST_FILE}",
+    "QAPairsByCategory/*.txt",
+    "*/QAPairsByCategory/*.txt",
+    _TEST_FILE,
+    f"*/{_TEST_FILE}",
 )
 _IMAGE_SUBDIRS = ("Train_images", "Val_images", "VQAMed2019_Test_Images", "images", "")
 _CATEGORY_FILE = re.compile(r"^C\d+_([A-Za-z]+)_", re.IGNORECASE)
@@ -77,8 +80,11 @@ def expand_answer(raw: str) -> list[str]:
         groups = _OPTIONAL.findall(text)
         if not groups:
             continue
-        choices = list(itertools.product((True, False), repeat=len(groups))) if len(groups) <= _MAX_OPTIONAL \
+        choices = (
+            list(itertools.product((True, False), repeat=len(groups)))
+            if len(groups) <= _MAX_OPTIONAL
             else [(True,) * len(groups), (False,) * len(groups)]
+        )
         for keep in choices:
             variant = _fill_optional(text, keep)
             if variant:
@@ -111,12 +117,22 @@ def _image_dirs(ctx: LoadContext, text_file: Path) -> list[str]:
     return dirs
 
 
-@register_format("vqa-med", sniff=_sniff, root=_root,
-                 description="VQA-Med 2019 pipe-separated QA text (QAPairsByCategory, test with reference answers)")
+@register_format(
+    "vqa-med",
+    sniff=_sniff,
+    root=_root,
+    description="VQA-Med 2019 pipe-separated QA text (QAPairsByCategory, test with reference answers)",
+)
 def load_vqa_med(path: Path, ctx: LoadContext, *, split: str | None = None) -> Iterator[DatasetItem]:
     """Load VQA-Med 2019 from a directory (train, val and test files found in it) or one text file."""
-    for f, file_split in split_files(ctx, path, _FILES, splits=_SPLITS, split=split,
-                                     what="VQA-Med files (QAPairsByCategory/*.txt or the test file with answers)"):
+    for f, file_split in split_files(
+        ctx,
+        path,
+        _FILES,
+        splits=_SPLITS,
+        split=split,
+        what="VQA-Med files (QAPairsByCategory/*.txt or the test file with answers)",
+    ):
         yield from _load_file(f, ctx, file_split)
 
 
@@ -132,8 +148,9 @@ def _load_file(f: Path, ctx: LoadContext, split: str | None) -> Iterator[Dataset
                     raise ctx.file_error(f, "has questions but no reference answers (2 fields a line)", line)
                 n_fields = len(fields)
             if len(fields) != n_fields or n_fields not in (3, 4):
-                raise RecordProblem(f"expected {n_fields if n_fields in (3, 4) else '3 or 4'} '|'-separated "
-                                    f"fields, got {len(fields)}")
+                raise RecordProblem(
+                    f"expected {n_fields if n_fields in (3, 4) else '3 or 4'} '|'-separated fields, got {len(fields)}"
+                )
             category: str | None
             if n_fields == 4:
                 image_id, cat_text, question, answer = fields

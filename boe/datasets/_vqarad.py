@@ -58,8 +58,9 @@ def question_types(raw: str) -> list[str]:
 @register_format("vqa-rad", sniff=_sniff, description="VQA-RAD JSON records (MEVF trainset/testset or OSF) + images")
 def load_vqa_rad(path: Path, ctx: LoadContext, *, split: str | None = None) -> Iterator[DatasetItem]:
     """Load VQA-RAD from a directory (every split file in it, or only ``split``) or one JSON file."""
-    for f, file_split in split_files(ctx, path, _FILES, splits=_SPLITS, split=split,
-                                     what=f"VQA-RAD files ({', '.join(_FILES)})"):
+    for f, file_split in split_files(
+        ctx, path, _FILES, splits=_SPLITS, split=split, what=f"VQA-RAD files ({', '.join(_FILES)})"
+    ):
         prefix = file_split or "all"
         for line, raw in read_json_records(ctx, f):
             with ctx.record(f, line):

@@ -57,23 +57,80 @@ __all__ = [
 GradeMethod = Literal["exact", "substring", "numeric", "yes_no", "option", "llm", "none", "empty"]
 
 _ARTICLES = frozenset({"a", "an", "the"})
-_UNIFY = str.maketrans({
-    "\u2018": "'", "\u2019": "'", "\u201b": "'", "\u2032": "'", "`": "'", "\u00b4": "'",
-    "\u201c": '"', "\u201d": '"', "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-",
-    "\u2212": "-", "\u00d7": "x",
-})
+_UNIFY = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "`": "'",
+        "\u00b4": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2010": "-",
+        "\u2011": "-",
+        "\u2012": "-",
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2212": "-",
+        "\u00d7": "x",
+    }
+)
 _NON_WORD = re.compile(r"[^\w\s.]+")
 _LONE_DOT = re.compile(r"(?<!\d)\.|\.(?!\d)")
 _YES = frozenset({"yes", "y", "yeah", "yep", "true", "correct", "affirmative"})
 _NO = frozenset({"no", "n", "nope", "false", "incorrect"})
 # Words a container may not add around a contained answer: they flip or relocate it.
-_GUARD_WORDS = frozenset({
-    "no", "not", "non", "without", "absent", "absence", "negative", "never", "neither", "nor", "none", "free",
-    "left", "right", "bilateral", "both", "contralateral", "ipsilateral",
-})
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate((
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"))}
+_GUARD_WORDS = frozenset(
+    {
+        "no",
+        "not",
+        "non",
+        "without",
+        "absent",
+        "absence",
+        "negative",
+        "never",
+        "neither",
+        "nor",
+        "none",
+        "free",
+        "left",
+        "right",
+        "bilateral",
+        "both",
+        "contralateral",
+        "ipsilateral",
+    }
+)
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        (
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        )
+    )
+}
 _UNITS: dict[str, tuple[str, float]] = {
     **dict.fromkeys(("mm", "millimeter", "millimeters", "millimetre", "millimetres"), ("length", 1.0)),
     **dict.fromkeys(("cm", "centimeter", "centimeters", "centimetre", "centimetres"), ("length", 10.0)),
@@ -252,7 +309,7 @@ def _numeric(cand: str, ref: str, rel_tol: float) -> bool | None:
 
 def _contains(big: Sequence[str], small: Sequence[str]) -> bool:
     n = len(small)
-    return 0 < n <= len(big) and any(list(big[i:i + n]) == list(small) for i in range(len(big) - n + 1))
+    return 0 < n <= len(big) and any(list(big[i : i + n]) == list(small) for i in range(len(big) - n + 1))
 
 
 def _substring(cand: str, ref: str, cfg: MatchConfig) -> bool:
@@ -350,9 +407,10 @@ _USER = """<question>{question}</question>
 </reference_answers>
 <candidate_answer>{candidate}</candidate_answer>
 Does the candidate answer mean the same as one of the reference answers? Reply with the JSON object described."""
-PROMPT_VERSION = "answer_equivalence@" + hashlib.sha256(
-    (_SYSTEM + "\0" + _USER + "\0" + json.dumps(_SCHEMA, sort_keys=True)).encode()
-).hexdigest()[:12]
+PROMPT_VERSION = (
+    "answer_equivalence@"
+    + hashlib.sha256((_SYSTEM + "\0" + _USER + "\0" + json.dumps(_SCHEMA, sort_keys=True)).encode()).hexdigest()[:12]
+)
 _TRUE = frozenset({"true", "yes", "equivalent", "same"})
 _FALSE = frozenset({"false", "no", "not equivalent", "different"})
 
@@ -387,9 +445,13 @@ class SemanticGrader:
 
     def describe(self) -> dict[str, Any]:
         """What a run records: this is an LLM grader, which model, which prompt version."""
-        info: dict[str, Any] = {"kind": self.kind, "model": self.model, "prompt": PROMPT_VERSION,
-                                "note": "LLM semantic-equivalence grading; it may share a model tier with the "
-                                        "evidence judge, so it is not an independent evaluator"}
+        info: dict[str, Any] = {
+            "kind": self.kind,
+            "model": self.model,
+            "prompt": PROMPT_VERSION,
+            "note": "LLM semantic-equivalence grading; it may share a model tier with the "
+            "evidence judge, so it is not an independent evaluator",
+        }
         if self._client is not None and hasattr(self._client, "describe"):
             info["client"] = self._client.describe()
         return info
@@ -424,10 +486,17 @@ class SemanticGrader:
     async def _ask_client(self, system: str, user: str) -> tuple[str | None, tuple[Any, ...]]:
         from boe.prompts import Rendered
 
-        rendered = Rendered(name="answer_equivalence", version=PROMPT_VERSION, system=system, user=user,
-                            schema_name=_SCHEMA_NAME, schema=_SCHEMA)
-        comp = await self._client.complete(rendered, (), n=1, temperature=0.0, seed=self.seed,
-                                           tags={"purpose": "answer_grading"})
+        rendered = Rendered(
+            name="answer_equivalence",
+            version=PROMPT_VERSION,
+            system=system,
+            user=user,
+            schema_name=_SCHEMA_NAME,
+            schema=_SCHEMA,
+        )
+        comp = await self._client.complete(
+            rendered, (), n=1, temperature=0.0, seed=self.seed, tags={"purpose": "answer_grading"}
+        )
         return (comp.texts[0] if comp.texts else None), (comp.call,)
 
 
@@ -468,8 +537,13 @@ class AnswerEvaluator:
 
     def describe(self) -> dict[str, Any]:
         """Name, version, matcher settings and the LLM grader (if any): recorded with a run."""
-        return {"name": self.name, "version": self.version, "config": asdict(self.config),
-                "uses_llm": self.uses_llm, "semantic": self.semantic.describe() if self.semantic else None}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "config": asdict(self.config),
+            "uses_llm": self.uses_llm,
+            "semantic": self.semantic.describe() if self.semantic else None,
+        }
 
     def grade(self, candidate: str | None, item: DatasetItem) -> Grade:
         """Deterministic only."""

@@ -58,8 +58,14 @@ _WHERE = {
     **{
         name: "types"
         for name in (
-            "CachedResponse", "ImageRecord", "ImportReport", "ModelCall", "QuestionData", "RunInfo",
-            "TranscriptRecord", "WorkItem",
+            "CachedResponse",
+            "ImageRecord",
+            "ImportReport",
+            "ModelCall",
+            "QuestionData",
+            "RunInfo",
+            "TranscriptRecord",
+            "WorkItem",
         )
     },
 }

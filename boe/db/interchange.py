@@ -36,11 +36,7 @@ PARALLEL_BYTES = 16 * 1024 * 1024
 
 Key = tuple[str, str]
 ErrorFields = tuple[str, str | None, int | None, str | None, str | None]
-Item = (
-    tuple[Literal["ok"], PreparedQuestion]
-    | tuple[Literal["skip"], Key]
-    | tuple[Literal["bad"], ErrorFields]
-)
+Item = tuple[Literal["ok"], PreparedQuestion] | tuple[Literal["skip"], Key] | tuple[Literal["bad"], ErrorFields]
 
 
 def parse_files(paths: Sequence[str | Path], skip: set[Key] | frozenset[Key] = frozenset()) -> Iterator[Item]:

@@ -147,7 +147,8 @@ class Question(Base):
     candidates: Mapped[list[Candidate]] = relationship(order_by="Candidate.idx", viewonly=True)
     claims: Mapped[list[Claim]] = relationship(order_by="Claim.pos", viewonly=True)
     edges: Mapped[list[Edge]] = relationship(
-        primaryjoin="Question.id == foreign(Edge.question_pk)", order_by="(Edge.claim_pos, Edge.candidate_idx)",
+        primaryjoin="Question.id == foreign(Edge.question_pk)",
+        order_by="(Edge.claim_pos, Edge.candidate_idx)",
         viewonly=True,
     )
     actions: Mapped[list[Action]] = relationship(order_by="Action.pos", viewonly=True)

@@ -46,7 +46,15 @@ CANDIDATE_COLUMNS = ("question_pk", "idx", "answer", "raw_text", "slots", "valid
 CLAIM_COLUMNS = ("question_pk", "pos", "claim_id", "slot", "value", "figure")
 EDGE_COLUMNS = ("question_pk", "claim_pos", "candidate_idx", "sign")
 ACTION_COLUMNS = (
-    "question_pk", "pos", "action_id", "kind", "claim_pos", "candidate_idx", "cost", "group_name", "view",
+    "question_pk",
+    "pos",
+    "action_id",
+    "kind",
+    "claim_pos",
+    "candidate_idx",
+    "cost",
+    "group_name",
+    "view",
 )
 OUTCOME_COLUMNS = ("question_pk", "action_pos", "outcome", "rationale", "raw_reply", "error")
 
@@ -77,8 +85,13 @@ class QuestionRows:
 
     @property
     def n_rows(self) -> int:
-        return 1 + self.n_candidates + len(self.claims[0]) + len(self.edges[0]) + len(self.actions[0]) + len(
-            self.outcomes[0]
+        return (
+            1
+            + self.n_candidates
+            + len(self.claims[0])
+            + len(self.edges[0])
+            + len(self.actions[0])
+            + len(self.outcomes[0])
         )
 
     def rows(self, table: ChildTable, question_pk: int) -> Iterator[tuple[Any, ...]]:

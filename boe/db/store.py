@@ -404,8 +404,18 @@ class Store:
         """The run's stored transcripts in the order they were stored, optionally of one policy / budget."""
         run_id = self._run_id(run)
         stmt = (
-            select(_Q.c.dataset, _Q.c.source_id, _T.c.policy, _T.c.budget, _T.c.selected, _T.c.actions, _T.c.scores,
-                   _T.c.cost, _T.c.utility, _T.c.evidence)
+            select(
+                _Q.c.dataset,
+                _Q.c.source_id,
+                _T.c.policy,
+                _T.c.budget,
+                _T.c.selected,
+                _T.c.actions,
+                _T.c.scores,
+                _T.c.cost,
+                _T.c.utility,
+                _T.c.evidence,
+            )
             .join(_Q, _Q.c.id == _T.c.question_pk)
             .where(_T.c.run_id == run_id)
             .order_by(_T.c.id)
@@ -416,8 +426,15 @@ class Store:
             stmt = stmt.where(_T.c.budget == float(budget))
         for r in self._stream(stmt):
             yield TranscriptRecord(
-                dataset=r.dataset, question_id=r.source_id, policy=r.policy, budget=r.budget, selected=r.selected,
-                actions=list(r.actions), scores=list(r.scores), cost=r.cost, utility=r.utility,
+                dataset=r.dataset,
+                question_id=r.source_id,
+                policy=r.policy,
+                budget=r.budget,
+                selected=r.selected,
+                actions=list(r.actions),
+                scores=list(r.scores),
+                cost=r.cost,
+                utility=r.utility,
                 evidence=list(r.evidence or []),
             )
 
@@ -441,9 +458,17 @@ class Store:
         stmt = select(_MC).where(_MC.c.run_id == run_id).order_by(_MC.c.id)
         for r in self._stream(stmt):
             yield ModelCall(
-                endpoint=r.endpoint, model=r.model, request_hash=r.request_hash, prompt_tokens=r.prompt_tokens,
-                completion_tokens=r.completion_tokens, latency_s=r.latency_s, status=r.status, retries=r.retries,
-                cached=bool(r.cached), error=r.error, created=r.created,
+                endpoint=r.endpoint,
+                model=r.model,
+                request_hash=r.request_hash,
+                prompt_tokens=r.prompt_tokens,
+                completion_tokens=r.completion_tokens,
+                latency_s=r.latency_s,
+                status=r.status,
+                retries=r.retries,
+                cached=bool(r.cached),
+                error=r.error,
+                created=r.created,
             )
 
     # -- request cache ----------------------------------------------------------------
@@ -470,7 +495,12 @@ class Store:
             return
         self._write(
             lambda conn: _cache.cache_put(
-                conn, key, response, endpoint=endpoint, model=model, prompt_tokens=prompt_tokens,
+                conn,
+                key,
+                response,
+                endpoint=endpoint,
+                model=model,
+                prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
             )
         )
@@ -484,8 +514,13 @@ class Store:
         def write(conn: Connection) -> int:
             for e in items:
                 _cache.cache_put(
-                    conn, e["key"], e["response"], endpoint=e["endpoint"], model=e["model"],
-                    prompt_tokens=e.get("prompt_tokens"), completion_tokens=e.get("completion_tokens"),
+                    conn,
+                    e["key"],
+                    e["response"],
+                    endpoint=e["endpoint"],
+                    model=e["model"],
+                    prompt_tokens=e.get("prompt_tokens"),
+                    completion_tokens=e.get("completion_tokens"),
                 )
             return len(items)
 
@@ -526,9 +561,7 @@ class Store:
         items = list(keys)
         return self._write(lambda conn: _work.enqueue(conn, run_id, items))
 
-    def claim_questions(
-        self, run: RunRef, worker_id: str, n: int = 1, lease_seconds: float = 600.0
-    ) -> list[WorkItem]:
+    def claim_questions(self, run: RunRef, worker_id: str, n: int = 1, lease_seconds: float = 600.0) -> list[WorkItem]:
         """Claim up to ``n`` queued questions for ``worker_id`` until the lease expires (then others may take them)."""
         if n < 1 or lease_seconds <= 0:
             raise ValueError("claim at least one question for a positive lease")
@@ -575,7 +608,11 @@ class Store:
 
 def _run_info(row: Any) -> RunInfo:
     return RunInfo(
-        id=row.id, name=row.name, created=row.created, config=dict(row.config or {}), boe_version=row.boe_version,
+        id=row.id,
+        name=row.name,
+        created=row.created,
+        config=dict(row.config or {}),
+        boe_version=row.boe_version,
         git_revision=row.git_revision,
     )
 
@@ -640,9 +677,7 @@ def _delete_questions(conn: Connection, pks: list[int]) -> None:
         conn.execute(delete(_Q).where(_Q.c.id.in_(chunk)))
 
 
-def _save(
-    conn: Connection, run_id: int, items: Sequence[PreparedQuestion], replace: bool, worker: str | None
-) -> int:
+def _save(conn: Connection, run_id: int, items: Sequence[PreparedQuestion], replace: bool, worker: str | None) -> int:
     """Write whole questions (skipping or replacing ones already stored); returns how many were written."""
     keys = [p.rows.key for p in items]
     existing = _existing(conn, run_id, keys)
@@ -658,9 +693,16 @@ def _save(
         now = utcnow()
         params = [
             {
-                "run_id": run_id, "dataset": r.dataset, "source_id": r.source_id, "question_text": r.question_text,
-                "options": r.options, "image": r.image, "reference": r.reference, "n_candidates": r.n_candidates,
-                "record": p.record, "stored": now,
+                "run_id": run_id,
+                "dataset": r.dataset,
+                "source_id": r.source_id,
+                "question_text": r.question_text,
+                "options": r.options,
+                "image": r.image,
+                "reference": r.reference,
+                "n_candidates": r.n_candidates,
+                "record": p.record,
+                "stored": now,
             }
             for p in batch
             for r in (p.rows,)
@@ -690,8 +732,13 @@ def _link_images(conn: Connection, question_pk: int, images: Sequence[ImageRecor
     for img in images:
         conn.execute(
             insert_ignore(conn, _IMG, ["sha256"]).values(
-                sha256=img.sha256, path=img.path, width=img.width, height=img.height, format=img.format,
-                data=img.data, created=utcnow(),
+                sha256=img.sha256,
+                path=img.path,
+                width=img.width,
+                height=img.height,
+                format=img.format,
+                data=img.data,
+                created=utcnow(),
             )
         )
     stmt = select(_IMG.c.sha256, _IMG.c.id).where(_IMG.c.sha256.in_({i.sha256 for i in images}))
@@ -708,10 +755,19 @@ def _insert_calls(conn: Connection, run_id: int, question_pk: int | None, calls:
         insert(_MC),
         [
             {
-                "run_id": run_id, "question_pk": question_pk, "endpoint": redact_url(c.endpoint), "model": c.model,
-                "request_hash": c.request_hash, "prompt_tokens": c.prompt_tokens,
-                "completion_tokens": c.completion_tokens, "latency_s": c.latency_s, "status": c.status,
-                "retries": c.retries, "cached": c.cached, "error": c.error, "created": c.created or now,
+                "run_id": run_id,
+                "question_pk": question_pk,
+                "endpoint": redact_url(c.endpoint),
+                "model": c.model,
+                "request_hash": c.request_hash,
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+                "latency_s": c.latency_s,
+                "status": c.status,
+                "retries": c.retries,
+                "cached": c.cached,
+                "error": c.error,
+                "created": c.created or now,
             }
             for c in calls
         ],
@@ -726,9 +782,17 @@ def _insert_transcripts(conn: Connection, run_id: int, items: Sequence[tuple[int
         insert(_T),
         [
             {
-                "run_id": run_id, "question_pk": pk, "policy": t.policy, "budget": float(t.budget),
-                "actions": list(t.actions), "scores": [float(s) for s in t.scores], "selected": int(t.selected),
-                "cost": float(t.cost), "utility": t.utility, "evidence": list(t.evidence) or None, "created": now,
+                "run_id": run_id,
+                "question_pk": pk,
+                "policy": t.policy,
+                "budget": float(t.budget),
+                "actions": list(t.actions),
+                "scores": [float(s) for s in t.scores],
+                "selected": int(t.selected),
+                "cost": float(t.cost),
+                "utility": t.utility,
+                "evidence": list(t.evidence) or None,
+                "created": now,
             }
             for pk, t in items
         ],

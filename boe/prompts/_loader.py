@@ -49,7 +49,12 @@ __all__ = [
 ]
 
 PROMPT_NAMES = (
-    "generation", "claim_extraction", "factor_judge", "grounded_factor_judge", "whole_judge", "answer_judge"
+    "generation",
+    "claim_extraction",
+    "factor_judge",
+    "grounded_factor_judge",
+    "whole_judge",
+    "answer_judge",
 )
 
 #: Placeholders that may be left out of `PromptTemplate.render` (they render empty).
@@ -225,7 +230,10 @@ def parse_template(name: str, text: str) -> PromptTemplate:
         raise ConfigError(f"prompt template {name!r}: [meta] needs a 'schema' line")
     schema = load_schema(schema_name)
     digest = hashlib.sha256(
-        SYSTEM_TEXT.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0"
+        SYSTEM_TEXT.encode("utf-8")
+        + b"\0"
+        + text.encode("utf-8")
+        + b"\0"
         + json.dumps(schema, sort_keys=True).encode("utf-8")
     )
     return PromptTemplate(

@@ -93,8 +93,13 @@ def make_report(
             share = max(0, size_budget - fixed) / max(1, size - fixed)
             keep = int(len(report.questions) * share * 0.97)
             report = build_report(
-                source, settings, title=title, max_side=max_side, size_budget=size_budget,
-                experiment=exp, max_pages=keep,
+                source,
+                settings,
+                title=title,
+                max_side=max_side,
+                size_budget=size_budget,
+                experiment=exp,
+                max_pages=keep,
             )
             text = report_html(report, plots)
     out_path.write_text(text, encoding="utf-8")

@@ -275,9 +275,7 @@ def build_report(
     n = len(source.questions)
     if progress is not None and experiment is None:
         progress("replaying", 0, n)
-    exp = experiment or _experiment(
-        source, settings, (lambda k: progress("replaying", k, None)) if progress else None
-    )
+    exp = experiment or _experiment(source, settings, (lambda k: progress("replaying", k, None)) if progress else None)
     ctx = _context(source, settings, exp)
     views: list[dict[str, Any] | None] = [None] * n
     costs: list[CallCosts | None] = [None] * n

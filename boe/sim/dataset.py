@@ -45,8 +45,9 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
             fh.write(json.dumps(row, separators=(",", ":")) + "\n")
 
 
-def generate_dataset(out: str | Path, n: int, seed: int = 0, *, size: int = 384, per_image: int = 1,
-                     dicom: bool = False) -> Path:
+def generate_dataset(
+    out: str | Path, n: int, seed: int = 0, *, size: int = 384, per_image: int = 1, dicom: bool = False
+) -> Path:
     """Write `n` questions about `ceil(n / per_image)` fresh scans into `out` (must be empty or new)."""
     import cv2
     import numpy as np
@@ -95,8 +96,14 @@ def generate_dataset(out: str | Path, n: int, seed: int = 0, *, size: int = 384,
         img_index += 1
     _write_jsonl(root / "questions.jsonl", questions)
     _write_jsonl(root / "facts.jsonl", facts_rows)
-    meta = {"format": DATASET_FORMAT, "version": DATASET_VERSION, "seed": seed, "size": size,
-            "n_questions": len(questions), "n_images": img_index}
+    meta = {
+        "format": DATASET_FORMAT,
+        "version": DATASET_VERSION,
+        "seed": seed,
+        "size": size,
+        "n_questions": len(questions),
+        "n_images": img_index,
+    }
     (root / "dataset.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return root
 
@@ -143,8 +150,9 @@ def load_sim_dataset(directory: str | Path) -> list[dict[str, Any]]:
             if not Path(p).resolve().is_relative_to(root) or not Path(p).is_file():
                 raise InputError(f"{root / 'questions.jsonl'}:{line_no}: image {p} is missing or outside {root}")
         dcm = rec.get("dicom")
-        out.append({**rec, "images": images, "dicom": str((root / dcm).resolve()) if dcm else None,
-                    "dataset": DATASET_FORMAT})
+        out.append(
+            {**rec, "images": images, "dicom": str((root / dcm).resolve()) if dcm else None, "dataset": DATASET_FORMAT}
+        )
     return out
 
 

@@ -11,8 +11,14 @@ from boe.sim.scans import ScanFacts
 __all__ = ["DICOM_BODY_PART", "DICOM_MODALITY", "write_dicom"]
 
 DICOM_MODALITY = {"ct": "CT", "mr": "MR", "xr": "DX", "us": "US"}
-DICOM_BODY_PART = {"head": "HEAD", "chest": "CHEST", "abdomen": "ABDOMEN", "pelvis": "PELVIS",
-                   "spine": "SPINE", "limb": "EXTREMITY"}
+DICOM_BODY_PART = {
+    "head": "HEAD",
+    "chest": "CHEST",
+    "abdomen": "ABDOMEN",
+    "pelvis": "PELVIS",
+    "spine": "SPINE",
+    "limb": "EXTREMITY",
+}
 _VIEW_POSITION = {"pa": "PA", "ap": "AP", "lateral": "LL"}
 _ORIENTATION = {
     "axial": [1, 0, 0, 0, 1, 0],

@@ -48,8 +48,13 @@ class FaultPlan:
 
     def rates(self) -> dict[str, float]:
         """Fault kind -> rate."""
-        return {"429": self.rate_429, "500": self.rate_500, "timeout": self.rate_timeout,
-                "malformed": self.rate_malformed, "truncated": self.rate_truncated}
+        return {
+            "429": self.rate_429,
+            "500": self.rate_500,
+            "timeout": self.rate_timeout,
+            "malformed": self.rate_malformed,
+            "truncated": self.rate_truncated,
+        }
 
     def decide(self, index: int) -> tuple[str | None, float]:
         """The fault (or None) and the latency in seconds for request `index`."""
@@ -97,8 +102,9 @@ class Stats:
             self.requests += 1
             return self.requests - 1
 
-    def record(self, status: int, fault: str | None = None, choices: int = 0, prompt: int = 0,
-               completion: int = 0) -> None:
+    def record(
+        self, status: int, fault: str | None = None, choices: int = 0, prompt: int = 0, completion: int = 0
+    ) -> None:
         """Count one response."""
         with self._lock:
             key = str(status)

@@ -311,7 +311,11 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                     "cost": ch.cost,
                     "group": "whole",
                     "outcome": _outcome(
-                        rng, c["utility"] == 1.0, ch.acc, ch.unresolved, echo_of("whole_response"),
+                        rng,
+                        c["utility"] == 1.0,
+                        ch.acc,
+                        ch.unresolved,
+                        echo_of("whole_response"),
                         answer_count[c["answer"]] == top_count,
                     ),
                 }
@@ -332,7 +336,11 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                         "cost": ch.cost,
                         "group": "answer",
                         "outcome": _outcome(
-                            rng, ans == true_answer, ch.acc, ch.unresolved, echo_of("answer_response"),
+                            rng,
+                            ans == true_answer,
+                            ch.acc,
+                            ch.unresolved,
+                            echo_of("answer_response"),
                             answer_count[ans] == top_count,
                         ),
                     }

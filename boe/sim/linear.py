@@ -60,8 +60,15 @@ class SoftmaxModel:
         )
 
 
-def fit_softmax(x: np.ndarray, y: np.ndarray, classes: tuple[str, ...], l2: float = 1e-2,
-                iters: int = 800, lr: float = 0.5, expansion: str = "linear") -> SoftmaxModel:
+def fit_softmax(
+    x: np.ndarray,
+    y: np.ndarray,
+    classes: tuple[str, ...],
+    l2: float = 1e-2,
+    iters: int = 800,
+    lr: float = 0.5,
+    expansion: str = "linear",
+) -> SoftmaxModel:
     """Fit by full-batch gradient descent on the L2-penalised cross-entropy."""
     x = expand(x, expansion)
     mean = x.mean(axis=0)

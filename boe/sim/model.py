@@ -166,8 +166,9 @@ class SimModel:
                 return i
         return None if task == "boe_generation" else 0
 
-    def _one(self, task: str | None, markers: Markers, inp: ModelInput, view: View | None,
-             rng: np.random.Generator) -> str:
+    def _one(
+        self, task: str | None, markers: Markers, inp: ModelInput, view: View | None, rng: np.random.Generator
+    ) -> str:
         t = inp.temperature
         if task == "boe_claim_extraction":
             return json.dumps(_extract(markers.candidate or ""))
@@ -179,8 +180,9 @@ class SimModel:
             # a question that presupposes a finding ("which side is the lesion on?") is read as presupposing
             # it by the answer judges too, so a judge's verdict agrees with the answer it would give itself
             presupposes = task in ("boe_generation", "boe_whole_verdict", "boe_answer_verdict")
-            percept = sample_percept(view.belief, view.bias, t, rng, self.noise,
-                                     assume_lesion=presupposes and intent.asks in _PRESUPPOSE)
+            percept = sample_percept(
+                view.belief, view.bias, t, rng, self.noise, assume_lesion=presupposes and intent.asks in _PRESUPPOSE
+            )
         if task == "boe_generation":
             spec = (inp.response_format or {}).get("json_schema") or {}
             return self._generation(intent, percept, t, rng, strict=bool(spec.get("strict")))
@@ -197,8 +199,7 @@ class SimModel:
             return json.dumps(self._slots(intent, percept, answer_text, rng, 0.0) if percept else {})
         return _prose(answer_text, percept)
 
-    def _slots(self, intent: Intent, p: Percept, answer: str, rng: np.random.Generator,
-               syn: float) -> dict[str, Any]:
+    def _slots(self, intent: Intent, p: Percept, answer: str, rng: np.random.Generator, syn: float) -> dict[str, Any]:
         def form(slot: str, value: str | None) -> str | None:
             if value is None:
                 return None
@@ -217,8 +218,7 @@ class SimModel:
             "attribute": form("attribute", attribute),
         }
 
-    def _generation(self, intent: Intent, p: Percept | None, t: float, rng: np.random.Generator,
-                    strict: bool) -> str:
+    def _generation(self, intent: Intent, p: Percept | None, t: float, rng: np.random.Generator, strict: bool) -> str:
         if p is None:
             return json.dumps({"answer": "no image was given", **{s: None for s in SLOTS}})
         syn = self.synonym_rate * min(1.0, t)
@@ -330,8 +330,9 @@ def _seen(p: Percept) -> str:
     return f"{surface('modality', p.modality)} view with a {p.size} {p.finding} ({p.vertical} {p.side})"
 
 
-def _factor_verdict(m: Markers, intent: Intent, p: Percept | None, view: View | None,
-                    cfg: NoiseConfig) -> dict[str, str]:
+def _factor_verdict(
+    m: Markers, intent: Intent, p: Percept | None, view: View | None, cfg: NoiseConfig
+) -> dict[str, str]:
     slot = (m.claim_slot or "").lower()
     if p is None or view is None:
         return _verdict("unresolved", "No image was attached.")

@@ -118,8 +118,15 @@ def _binary(logodds: float, temperature: float, rng: np.random.Generator) -> boo
     return _draw(np.array([logodds, 0.0]), temperature, rng) == 0
 
 
-def sample_percept(belief: Belief, bias: dict[str, np.ndarray], temperature: float, rng: np.random.Generator,
-                   cfg: NoiseConfig, *, assume_lesion: bool = False) -> Percept:
+def sample_percept(
+    belief: Belief,
+    bias: dict[str, np.ndarray],
+    temperature: float,
+    rng: np.random.Generator,
+    cfg: NoiseConfig,
+    *,
+    assume_lesion: bool = False,
+) -> Percept:
     """Draw one impression; `assume_lesion` forces a blob (for questions that presuppose a finding)."""
     t = 0.0 if temperature <= 0 else temperature + cfg.temperature_floor
     view_scale = float(np.clip(np.sqrt(belief.width * belief.height) / 256, 0.35, 1.0))

@@ -99,8 +99,7 @@ class Belief:
     crop: bool = False
 
 
-def perceive(gray: np.ndarray, *, crop: bool = False, ref: float | None = None,
-             heads: Heads | None = None) -> Belief:
+def perceive(gray: np.ndarray, *, crop: bool = False, ref: float | None = None, heads: Heads | None = None) -> Belief:
     """Look at one grayscale view (a whole figure, or a `crop` of one) and form beliefs.
 
     It sees pixels only, never sidecar facts. `ref` is the whole figure's pixel size.
@@ -121,13 +120,20 @@ def perceive(gray: np.ndarray, *, crop: bool = False, ref: float | None = None,
         for b, les, fnd in zip(v.blobs, lesion, finding, strict=True):
             p = np.exp(fnd)
             logr = float(b.features[0])
-            size = sum(
-                p[i] * (logr - heads.size_split[f]) / heads.size_scale[f] for i, f in enumerate(LESIONS)
-            )
+            size = sum(p[i] * (logr - heads.size_split[f]) / heads.size_scale[f] for i, f in enumerate(LESIONS))
             dx, dy = b.centroid[0] - mid_x, b.centroid[1] - mid_y
-            blobs.append(BlobBelief(
-                b.box, b.centroid, float(les[1] - les[0]), fnd, float(size), b.area / (v.width * v.height),
-                "left" if dx < 0 else "right", "upper" if dy < 0 else "lower",
-                min(1.0, abs(dx) / half_w), min(1.0, abs(dy) / half_h),
-            ))
+            blobs.append(
+                BlobBelief(
+                    b.box,
+                    b.centroid,
+                    float(les[1] - les[0]),
+                    fnd,
+                    float(size),
+                    b.area / (v.width * v.height),
+                    "left" if dx < 0 else "right",
+                    "upper" if dy < 0 else "lower",
+                    min(1.0, abs(dx) / half_w),
+                    min(1.0, abs(dy) / half_h),
+                )
+            )
     return Belief(v.width, v.height, modality, region, plane, tuple(blobs), v.outline_visible, v.body_box, crop)

@@ -83,9 +83,11 @@ def parse_markers(text: str) -> Markers:
     view = _VIEW.search(rest)
     attrs = dict(_ATTR.findall(view.group(1))) if view else {}
     block = _FIGURES.search(rest)
-    figures = tuple(
-        html.unescape(dict(_ATTR.findall(m.group(1))).get("id", "")) for m in _FIGURE.finditer(block.group(1))
-    ) if block else ()
+    figures = (
+        tuple(html.unescape(dict(_ATTR.findall(m.group(1))).get("id", "")) for m in _FIGURE.finditer(block.group(1)))
+        if block
+        else ()
+    )
     return Markers(
         question=html.unescape(q.group(1)).strip() if q else None,
         options=options,
@@ -123,8 +125,11 @@ def _open_asks(q: str) -> str:
         return "vertical"
     if re.search(r"\bsmall or (the )?large|large or (the )?small|how (large|big)|\bsize\b", q):
         return "size"
-    if re.search(r"modality|type of (imaging|scan|image)|kind of (scan|image|imaging)|how was (this|the) image"
-                 r"|imaging (technique|method)|what imaging", q):
+    if re.search(
+        r"modality|type of (imaging|scan|image)|kind of (scan|image|imaging)|how was (this|the) image"
+        r"|imaging (technique|method)|what imaging",
+        q,
+    ):
         return "modality"
     if re.search(r"\bplane\b|orientation|\bview\b|projection", q):
         return "plane"
@@ -138,8 +143,13 @@ def parse_intent(question: str, options: dict[str, str] | None = None) -> Intent
     q = question.lower()
     if options:
         best, hits = "finding", 0
-        for slot, asks in (("modality", "modality"), ("region", "region"), ("plane", "plane"),
-                           ("finding", "finding"), ("attribute", "side")):
+        for slot, asks in (
+            ("modality", "modality"),
+            ("region", "region"),
+            ("plane", "plane"),
+            ("finding", "finding"),
+            ("attribute", "side"),
+        ):
             n = sum(canonical(slot, t) is not None for t in options.values())
             if n > hits:
                 best, hits = asks, n
@@ -153,8 +163,13 @@ def parse_intent(question: str, options: dict[str, str] | None = None) -> Intent
     sides = [s for s in find_values("attribute", q) if s in ("left", "right")]
     verticals = [s for s in find_values("attribute", q) if s in ("upper", "lower")]
     if findings:
-        return Intent("presence", "closed", finding=findings[0], side=sides[0] if sides else None,
-                      vertical=verticals[0] if verticals else None)
+        return Intent(
+            "presence",
+            "closed",
+            finding=findings[0],
+            side=sides[0] if sides else None,
+            vertical=verticals[0] if verticals else None,
+        )
     if re.search(r"\b(abnormal|abnormality|pathology|lesion|finding)", q):
         return Intent("abnormal", "closed", normal_means_yes=False)
     if re.search(r"\bnormal\b|unremarkable", q):

@@ -25,23 +25,37 @@ ASKS = {
     "abnormal": "attribute",
 }
 _ASK_WEIGHTS = {
-    "modality": 0.13, "region": 0.12, "plane": 0.1, "finding": 0.2, "side": 0.1,
-    "vertical": 0.06, "size": 0.07, "presence": 0.14, "abnormal": 0.08,
+    "modality": 0.13,
+    "region": 0.12,
+    "plane": 0.1,
+    "finding": 0.2,
+    "side": 0.1,
+    "vertical": 0.06,
+    "size": 0.07,
+    "presence": 0.14,
+    "abnormal": 0.08,
 }
 _NEEDS_LESION = ("side", "vertical", "size")
 
 _OPEN = {
-    "modality": ("What imaging modality is this?", "What type of imaging was used to acquire this image?",
-                 "How was this image taken?", "What kind of scan is this?"),
+    "modality": (
+        "What imaging modality is this?",
+        "What type of imaging was used to acquire this image?",
+        "How was this image taken?",
+        "What kind of scan is this?",
+    ),
     "region": ("Which body region is shown?", "What part of the body is imaged?", "Which part of the body is this?"),
-    "plane": ("In which plane is this image taken?", "What is the orientation of this image?",
-              "Which view is shown?"),
-    "finding": ("What is the main abnormality in this image?", "What abnormality is seen?",
-                "What is the most likely finding?"),
-    "side": ("On which side is the lesion?", "Is the {finding} on the left or the right?",
-             "Which side is affected?"),
-    "vertical": ("Is the lesion in the upper or lower part of the {organ}?",
-                 "Is the {finding} located superiorly or inferiorly?"),
+    "plane": ("In which plane is this image taken?", "What is the orientation of this image?", "Which view is shown?"),
+    "finding": (
+        "What is the main abnormality in this image?",
+        "What abnormality is seen?",
+        "What is the most likely finding?",
+    ),
+    "side": ("On which side is the lesion?", "Is the {finding} on the left or the right?", "Which side is affected?"),
+    "vertical": (
+        "Is the lesion in the upper or lower part of the {organ}?",
+        "Is the {finding} located superiorly or inferiorly?",
+    ),
     "size": ("Is the {finding} small or large?", "How large is the lesion?"),
 }
 _CLOSED = {
@@ -88,8 +102,14 @@ class Question:
 
 def organ(region: str) -> str:
     """The word a question uses for the imaged organ of a region."""
-    return {"head": "brain", "chest": "lungs", "abdomen": "abdomen", "pelvis": "pelvis",
-            "spine": "spine", "limb": "limb"}[region]
+    return {
+        "head": "brain",
+        "chest": "lungs",
+        "abdomen": "abdomen",
+        "pelvis": "pelvis",
+        "spine": "spine",
+        "limb": "limb",
+    }[region]
 
 
 def _article(word: str) -> str:
@@ -103,8 +123,15 @@ def _values(asks: str, f: ScanFacts) -> tuple[str, ...]:
 
 
 def _truth(asks: str, f: ScanFacts) -> str:
-    return {"modality": f.modality, "region": f.region, "plane": f.plane, "finding": f.finding,
-            "side": f.side, "vertical": f.vertical, "size": f.lesion_size}[asks] or ""
+    return {
+        "modality": f.modality,
+        "region": f.region,
+        "plane": f.plane,
+        "finding": f.finding,
+        "side": f.side,
+        "vertical": f.vertical,
+        "size": f.lesion_size,
+    }[asks] or ""
 
 
 def _choice(rng: np.random.Generator, asks: str, f: ScanFacts) -> Question:
@@ -133,8 +160,9 @@ def _presence(rng: np.random.Generator, f: ScanFacts) -> Question:
 def _abnormal(rng: np.random.Generator, f: ScanFacts) -> Question:
     if rng.random() < 0.5:
         return Question("Is this image normal?", None, "yes" if f.finding == "normal" else "no", "closed", "abnormal")
-    return Question("Is there any abnormality in this image?", None,
-                    "no" if f.finding == "normal" else "yes", "closed", "abnormal")
+    return Question(
+        "Is there any abnormality in this image?", None, "no" if f.finding == "normal" else "yes", "closed", "abnormal"
+    )
 
 
 def make_question(rng: np.random.Generator, f: ScanFacts) -> Question:

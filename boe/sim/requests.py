@@ -73,37 +73,59 @@ def _question_block(question: str, options: dict[str, str] | None) -> str:
     return text
 
 
-def generation_request(image: bytes, question: str, options: dict[str, str] | None = None,
-                       **params: Any) -> dict[str, Any]:
+def generation_request(
+    image: bytes, question: str, options: dict[str, str] | None = None, **params: Any
+) -> dict[str, Any]:
     """Keyword arguments for `chat.completions.create`: K answers with their five slots."""
     text = _question_block(question, options) + "\nAnswer the question and fill every slot."
-    return {"messages": _messages("boe_generation", image, text),
-            "response_format": _fmt("boe_generation", GENERATION_SCHEMA), **params}
+    return {
+        "messages": _messages("boe_generation", image, text),
+        "response_format": _fmt("boe_generation", GENERATION_SCHEMA),
+        **params,
+    }
 
 
 def claim_extraction_request(question: str, candidate: str, **params: Any) -> dict[str, Any]:
     """Keyword arguments for extracting the five slots from one candidate's text."""
-    text = (_question_block(question, None)
-            + f"\n<candidate_response>{html.escape(candidate, quote=False)}</candidate_response>")
-    return {"messages": _messages("boe_claim_extraction", None, text),
-            "response_format": _fmt("boe_claim_extraction", SLOTS_SCHEMA), **params}
+    text = (
+        _question_block(question, None)
+        + f"\n<candidate_response>{html.escape(candidate, quote=False)}</candidate_response>"
+    )
+    return {
+        "messages": _messages("boe_claim_extraction", None, text),
+        "response_format": _fmt("boe_claim_extraction", SLOTS_SCHEMA),
+        **params,
+    }
 
 
-def factor_verdict_request(image: bytes, question: str, slot: str, value: str, *, kind: str = "whole",
-                           figure: str = "f0", **params: Any) -> dict[str, Any]:
+def factor_verdict_request(
+    image: bytes, question: str, slot: str, value: str, *, kind: str = "whole", figure: str = "f0", **params: Any
+) -> dict[str, Any]:
     """Keyword arguments for judging one claim on a view of the figure."""
-    text = (f'<view kind="{kind}" figure="{html.escape(figure)}"/>\n' + _question_block(question, None)
-            + f'\n<claim slot="{html.escape(slot)}">{html.escape(value, quote=False)}</claim>\n'
-            + "Does the image support this claim?")
-    return {"messages": _messages("boe_factor_verdict", image, text),
-            "response_format": _fmt("boe_factor_verdict", VERDICT_SCHEMA), **params}
+    text = (
+        f'<view kind="{kind}" figure="{html.escape(figure)}"/>\n'
+        + _question_block(question, None)
+        + f'\n<claim slot="{html.escape(slot)}">{html.escape(value, quote=False)}</claim>\n'
+        + "Does the image support this claim?"
+    )
+    return {
+        "messages": _messages("boe_factor_verdict", image, text),
+        "response_format": _fmt("boe_factor_verdict", VERDICT_SCHEMA),
+        **params,
+    }
 
 
-def whole_verdict_request(image: bytes, question: str, candidate: str, options: dict[str, str] | None = None,
-                          **params: Any) -> dict[str, Any]:
+def whole_verdict_request(
+    image: bytes, question: str, candidate: str, options: dict[str, str] | None = None, **params: Any
+) -> dict[str, Any]:
     """Keyword arguments for judging a whole candidate response against the image."""
-    text = (_question_block(question, options)
-            + f"\n<candidate_response>{html.escape(candidate, quote=False)}</candidate_response>\n"
-            + "Is the candidate's answer correct?")
-    return {"messages": _messages("boe_whole_verdict", image, text),
-            "response_format": _fmt("boe_whole_verdict", VERDICT_SCHEMA), **params}
+    text = (
+        _question_block(question, options)
+        + f"\n<candidate_response>{html.escape(candidate, quote=False)}</candidate_response>\n"
+        + "Is the candidate's answer correct?"
+    )
+    return {
+        "messages": _messages("boe_whole_verdict", image, text),
+        "response_format": _fmt("boe_whole_verdict", VERDICT_SCHEMA),
+        **params,
+    }

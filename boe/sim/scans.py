@@ -125,8 +125,9 @@ def sample_facts(rng: np.random.Generator, size: int = 384) -> ScanFacts:
     cx, cy, a, b = _body_geometry(region, plane, modality, size)
     body_box = (int(cx - a), int(cy - b), int(cx + a), int(cy + b))
     shape = [float(x) for x in rng.uniform(-1, 1, size=8)]
-    base = ScanFacts(seed, size, modality, region, plane, finding, None, None, None, body_box,
-                     None, None, None, None, shape)
+    base = ScanFacts(
+        seed, size, modality, region, plane, finding, None, None, None, body_box, None, None, None, None, shape
+    )
     if finding == "normal":
         return base
     labels, body = _label_map(base)
@@ -156,8 +157,16 @@ def sample_facts(rng: np.random.Generator, size: int = 384) -> ScanFacts:
                 angle = 90.0 + float(rng.uniform(-8, 8)) if narrow else float(sx * rng.uniform(5, 20))
         reach = max(axes) + (axes[0] // 2 if finding == "fracture" else 0)
         box = (max(0, int(lx - reach)), max(0, int(ly - reach)), min(size, int(lx + reach)), min(size, int(ly + reach)))
-        cand = replace(base, side=side, vertical=vertical, lesion_size=lsize, lesion_center=(round(lx), round(ly)),
-                       lesion_axes=axes, lesion_angle=angle, lesion_box=box)
+        cand = replace(
+            base,
+            side=side,
+            vertical=vertical,
+            lesion_size=lsize,
+            lesion_center=(round(lx), round(ly)),
+            lesion_axes=axes,
+            lesion_angle=angle,
+            lesion_box=box,
+        )
         m = lesion_mask(cand) > 0
         area = max(1, int(m.sum()))
         clash = float(((labels[m] == BONE) | (body[m] == 0)).sum()) / area
@@ -169,10 +178,25 @@ def sample_facts(rng: np.random.Generator, size: int = 384) -> ScanFacts:
     return best[1]
 
 
-def _ellipse(mask: np.ndarray, c: tuple[float, float], ax: tuple[float, float], angle: float = 0.0,
-             value: int = 1, thickness: int = -1) -> None:
-    cv2.ellipse(mask, (round(c[0]), round(c[1])), (max(1, round(ax[0])), max(1, round(ax[1]))),
-                angle, 0, 360, value, thickness, lineType=cv2.LINE_8)
+def _ellipse(
+    mask: np.ndarray,
+    c: tuple[float, float],
+    ax: tuple[float, float],
+    angle: float = 0.0,
+    value: int = 1,
+    thickness: int = -1,
+) -> None:
+    cv2.ellipse(
+        mask,
+        (round(c[0]), round(c[1])),
+        (max(1, round(ax[0])), max(1, round(ax[1]))),
+        angle,
+        0,
+        360,
+        value,
+        thickness,
+        lineType=cv2.LINE_8,
+    )
 
 
 def _body_outline(f: ScanFacts, labels: np.ndarray, cx: float, cy: float, a: float, b: float) -> np.ndarray:
@@ -187,8 +211,12 @@ def _body_outline(f: ScanFacts, labels: np.ndarray, cx: float, cy: float, a: flo
         pts = []
         for t in np.linspace(0, 2 * np.pi, 64, endpoint=False):
             r = 1.0 + (0.12 * np.cos(2 * t) if f.region == "limb" else 0.0)
-            pts.append((cx + a * r * np.cos(t) * (1.0 if abs(np.sin(t)) < 0.9 else 0.92),
-                        cy + b * np.sin(t) * (1.0 if f.region == "limb" else 1.02)))
+            pts.append(
+                (
+                    cx + a * r * np.cos(t) * (1.0 if abs(np.sin(t)) < 0.9 else 0.92),
+                    cy + b * np.sin(t) * (1.0 if f.region == "limb" else 1.02),
+                )
+            )
         x0, y0, x1, y1 = cx - a, cy - b, cx + a, cy + b
         cv2.rectangle(body, (round(x0), round(y0 + a * 0.6)), (round(x1), round(y1 - a * 0.6)), 1, -1)
         cv2.fillPoly(body, [np.array(pts, np.int32)], 1)
@@ -196,24 +224,33 @@ def _body_outline(f: ScanFacts, labels: np.ndarray, cx: float, cy: float, a: flo
         _ellipse(body, (cx, cy), (a, b))
     if f.plane == "axial" and f.modality != "us":
         # patient lying on the table: flattened posterior outline
-        body[int(cy + 0.86 * b):, :] = 0
+        body[int(cy + 0.86 * b) :, :] = 0
     if f.plane in ("sagittal", "lateral"):
         # asymmetric profile: anterior bulge on the image left, flatter posterior
         _ellipse(body, (cx - 0.55 * a, cy - 0.05 * b), (a * 0.62, b * 0.7))
-        body[:, int(cx + 0.82 * a):] = 0
+        body[:, int(cx + 0.82 * a) :] = 0
     labels[body > 0] = SOFT
     if f.region not in ("spine", "limb"):
         rim = cv2.erode(body, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (9, 9)), iterations=1)
         labels[(body > 0) & (rim == 0)] = FAT
     if f.plane == "axial" and f.modality in ("ct", "mr"):
         ty = int(cy + 0.86 * b) + max(3, s // 64)
-        cv2.ellipse(labels, (round(cx), ty - round(0.9 * a)), (round(1.25 * a), round(0.9 * a)),
-                    0, 50, 130, TABLE, max(3, s // 80))
+        cv2.ellipse(
+            labels,
+            (round(cx), ty - round(0.9 * a)),
+            (round(1.25 * a), round(0.9 * a)),
+            0,
+            50,
+            130,
+            TABLE,
+            max(3, s // 80),
+        )
     return body
 
 
-def _anatomy(f: ScanFacts, labels: np.ndarray, cx: float, cy: float, a: float, b: float,
-             rng: np.random.Generator) -> None:
+def _anatomy(
+    f: ScanFacts, labels: np.ndarray, cx: float, cy: float, a: float, b: float, rng: np.random.Generator
+) -> None:
     """Draw the internal structures of the region."""
     lateral = f.plane in ("sagittal", "lateral")
     sides = (-1,) if lateral else (-1, 1)
@@ -229,14 +266,24 @@ def _anatomy(f: ScanFacts, labels: np.ndarray, cx: float, cy: float, a: float, b
         for sx in sides:
             _ellipse(labels, (cx + dx + sx * 0.47 * a, cy - 0.05 * b), (0.36 * a, 0.66 * b), 0, AIR)
         _ellipse(labels, (cx + dx + 0.1 * a, cy + 0.2 * b), (0.26 * a, 0.32 * b), 0, ORGAN)
-        _ellipse(labels, (cx + (0.55 * a if lateral else 0.0), cy + (0.0 if lateral else 0.72 * b)),
-                 (0.11 * b, 0.11 * b), 0, BONE)
+        _ellipse(
+            labels,
+            (cx + (0.55 * a if lateral else 0.0), cy + (0.0 if lateral else 0.72 * b)),
+            (0.11 * b, 0.11 * b),
+            0,
+            BONE,
+        )
     elif r == "abdomen":
         _ellipse(labels, (cx + dx - 0.38 * a, cy - 0.25 * b), (0.42 * a, 0.45 * b), 0, ORGAN)
         for sx in sides:
             _ellipse(labels, (cx + dx + sx * 0.5 * a, cy + 0.35 * b), (0.12 * a, 0.2 * b), sx * 20, ORGAN)
-        _ellipse(labels, (cx + (0.55 * a if lateral else 0.0), cy + (0.0 if lateral else 0.7 * b)),
-                 (0.13 * b, 0.13 * b), 0, BONE)
+        _ellipse(
+            labels,
+            (cx + (0.55 * a if lateral else 0.0), cy + (0.0 if lateral else 0.7 * b)),
+            (0.13 * b, 0.13 * b),
+            0,
+            BONE,
+        )
         for _ in range(int(rng.integers(2, 5))):
             px, py = rng.uniform(-0.25, 0.3) * a + cx, rng.uniform(-0.2, 0.35) * b + cy
             _ellipse(labels, (px, py), (0.03 * a + 2, 0.025 * a + 2), 0, AIR)
@@ -251,13 +298,19 @@ def _anatomy(f: ScanFacts, labels: np.ndarray, cx: float, cy: float, a: float, b
         for i in range(n):
             y = cy - 0.85 * b + (i + 0.5) * step
             w = 0.45 * a
-            cv2.rectangle(labels, (round(cx + dx - w), round(y - 0.36 * step)),
-                          (round(cx + dx + w), round(y + 0.36 * step)), BONE, -1)
+            cv2.rectangle(
+                labels,
+                (round(cx + dx - w), round(y - 0.36 * step)),
+                (round(cx + dx + w), round(y + 0.36 * step)),
+                BONE,
+                -1,
+            )
     elif r == "limb":
         w = 0.32 * a
         cv2.rectangle(labels, (round(cx - w), round(cy - 0.8 * b)), (round(cx + w), round(cy + 0.8 * b)), BONE, -1)
-        cv2.rectangle(labels, (round(cx - 0.45 * w), round(cy - 0.7 * b)),
-                      (round(cx + 0.45 * w), round(cy + 0.7 * b)), FAT, -1)
+        cv2.rectangle(
+            labels, (round(cx - 0.45 * w), round(cy - 0.7 * b)), (round(cx + 0.45 * w), round(cy + 0.7 * b)), FAT, -1
+        )
         for sy in (-1, 1):
             _ellipse(labels, (cx, cy + sy * 0.82 * b), (1.5 * w, 0.1 * b), 0, BONE)
 
@@ -289,16 +342,14 @@ def lesion_mask(f: ScanFacts) -> np.ndarray:
         if np.dot(minor, (bx - c[0], by - c[1])) < 0:
             minor = -minor
         cut = np.zeros_like(m)
-        _ellipse(cut, (c[0] + minor[0] * ax[1] * 0.9, c[1] + minor[1] * ax[1] * 0.9),
-                 (ax[0] * 0.85, ax[1] * 0.9), ang)
+        _ellipse(cut, (c[0] + minor[0] * ax[1] * 0.9, c[1] + minor[1] * ax[1] * 0.9), (ax[0] * 0.85, ax[1] * 0.9), ang)
         m[cut > 0] = 0
     elif f.finding == "fracture":
         _ellipse(m, c, (ax[0] * 1.5, ax[1] * 1.1), ang)
     return m
 
 
-def _draw_lesion(f: ScanFacts, labels: np.ndarray, img: np.ndarray, body: np.ndarray,
-                 rng: np.random.Generator) -> None:
+def _draw_lesion(f: ScanFacts, labels: np.ndarray, img: np.ndarray, body: np.ndarray, rng: np.random.Generator) -> None:
     """Paint the finding into the intensity image (before texture)."""
     if f.finding == "normal" or f.lesion_center is None or f.lesion_axes is None:
         return

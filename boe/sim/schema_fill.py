@@ -22,8 +22,15 @@ _NAME_SLOTS = (
     (("vertical", "level", "zone"), "vertical"),
     (("size",), "size"),
 )
-_SCALAR_SLOTS = {"modality": "modality", "region": "region", "plane": "plane", "finding": "finding",
-                 "side": "attribute", "vertical": "attribute", "size": "attribute"}
+_SCALAR_SLOTS = {
+    "modality": "modality",
+    "region": "region",
+    "plane": "plane",
+    "finding": "finding",
+    "side": "attribute",
+    "vertical": "attribute",
+    "size": "attribute",
+}
 
 
 def _slot_of(name: str) -> str | None:
@@ -35,8 +42,15 @@ def _slot_of(name: str) -> str | None:
 
 
 def _percept_value(p: Percept, slot: str) -> str | None:
-    return {"modality": p.modality, "region": p.region, "plane": p.plane, "finding": p.finding,
-            "side": p.side, "vertical": p.vertical, "size": p.size}[slot]
+    return {
+        "modality": p.modality,
+        "region": p.region,
+        "plane": p.plane,
+        "finding": p.finding,
+        "side": p.side,
+        "vertical": p.vertical,
+        "size": p.size,
+    }[slot]
 
 
 def _describe(p: Percept) -> str:
@@ -122,8 +136,7 @@ def _boolean(name: str, p: Percept) -> bool:
     return p.finding != "normal"
 
 
-def fill_schema(schema: dict[str, Any], p: Percept, answer: str, temperature: float,
-                rng: np.random.Generator) -> Any:
+def fill_schema(schema: dict[str, Any], p: Percept, answer: str, temperature: float, rng: np.random.Generator) -> Any:
     """A value that validates against `schema` (objects, strings, numbers, booleans, enums, arrays)."""
     root = schema
 

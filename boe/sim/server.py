@@ -44,8 +44,15 @@ from boe.sim.wire import (
     truncate_tokens,
 )
 
-__all__ = ["PrefixCache", "SimHandle", "SimOptions", "SimServer", "load_generation_config", "make_server",
-           "serve_in_thread"]
+__all__ = [
+    "PrefixCache",
+    "SimHandle",
+    "SimOptions",
+    "SimServer",
+    "load_generation_config",
+    "make_server",
+    "serve_in_thread",
+]
 
 MAX_BODY = 64 * 1024 * 1024
 #: vLLM's KV-cache block size: only whole blocks are cached and reused.
@@ -133,8 +140,15 @@ class SimServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], model: SimModel, faults: FaultPlan, verbose: bool = False,
-                 options: SimOptions | None = None, judge: SimModel | None = None) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        model: SimModel,
+        faults: FaultPlan,
+        verbose: bool = False,
+        options: SimOptions | None = None,
+        judge: SimModel | None = None,
+    ) -> None:
         super().__init__(address, _Handler)
         self.model = model
         self.judge = judge or make_judge(model)
@@ -155,8 +169,9 @@ class SimServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def _error(message: str, kind: str = "invalid_request_error", param: str | None = None,
-           code: str | None = None) -> dict[str, Any]:
+def _error(
+    message: str, kind: str = "invalid_request_error", param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
@@ -187,8 +202,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?", 1)[0].rstrip("/")
-        models = {name: {"id": name, "object": "model", "created": self.server.started, "owned_by": "boe-simulator"}
-                  for name in (MODEL_NAME, JUDGE_MODEL_NAME)}
+        models = {
+            name: {"id": name, "object": "model", "created": self.server.started, "owned_by": "boe-simulator"}
+            for name in (MODEL_NAME, JUDGE_MODEL_NAME)
+        }
         if path == "/v1/models":
             self._send(200, {"object": "list", "data": list(models.values())})
         elif path.startswith("/v1/models/") and path.removeprefix("/v1/models/") in models:
@@ -228,8 +245,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error(str(exc), param=exc.param))
             return
         content, usage = reply
-        stats.record(200, fault, choices=len(content["choices"]), prompt=usage["prompt_tokens"],
-                     completion=usage["completion_tokens"])
+        stats.record(
+            200,
+            fault,
+            choices=len(content["choices"]),
+            prompt=usage["prompt_tokens"],
+            completion=usage["completion_tokens"],
+        )
         self._send(200, content)
 
     def handle_one_request(self) -> None:
@@ -276,11 +298,20 @@ class _Handler(BaseHTTPRequestHandler):
             if max_tokens is not None and text_tokens(text) > max_tokens:
                 text, finish = truncate_tokens(text, max_tokens), "length"
             completion += text_tokens(text)
-            choices.append({"index": k, "message": {"role": "assistant", "content": text, "refusal": None},
-                            "logprobs": None, "finish_reason": finish})
-        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                                 "total_tokens": prompt + completion,
-                                 "prompt_tokens_details": {"cached_tokens": cached}}
+            choices.append(
+                {
+                    "index": k,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+            )
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
         seeded = req.seed is not None
         digest = hashlib.sha256(body + str(seed).encode()).hexdigest()[:24] if seeded else secrets.token_hex(12)
         return {
@@ -339,8 +370,15 @@ def _malform(text: str) -> str:
     return text.rstrip().rstrip("}") + ', "' if text.lstrip().startswith("{") else "{" + text
 
 
-def make_server(host: str = "127.0.0.1", port: int = 8000, *, faults: FaultPlan | None = None,
-                model: SimModel | None = None, verbose: bool = False, options: SimOptions | None = None) -> SimServer:
+def make_server(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    faults: FaultPlan | None = None,
+    model: SimModel | None = None,
+    verbose: bool = False,
+    options: SimOptions | None = None,
+) -> SimServer:
     """Bind the server (port 0 picks a free port); call `serve_forever()` to run it."""
     return SimServer((host, port), model or SimModel(), faults or FaultPlan(), verbose, options)
 
@@ -380,13 +418,22 @@ class SimHandle:
         self.close()
 
 
-def serve_in_thread(host: str = "127.0.0.1", port: int = 0, *, faults: FaultPlan | None = None,
-                    model: SimModel | None = None, verbose: bool = False,
-                    options: SimOptions | None = None) -> SimHandle:
+def serve_in_thread(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    faults: FaultPlan | None = None,
+    model: SimModel | None = None,
+    verbose: bool = False,
+    options: SimOptions | None = None,
+) -> SimHandle:
     """Start the simulator on a background thread (a free loopback port by default)."""
     server = make_server(host, port, faults=faults, model=model, verbose=verbose, options=options)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                              name=f"boe-sim:{server.server_address[1]}", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.1},
+        name=f"boe-sim:{server.server_address[1]}",
+        daemon=True,
+    )
     thread.start()
     return SimHandle(server, thread)
-

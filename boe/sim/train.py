@@ -69,8 +69,9 @@ def _crop_boxes(rng: np.random.Generator, f: ScanFacts, s: int) -> list[tuple[in
         cx, cy = (x0 + x1) / 2 + rng.normal(0, 4), (y0 + y1) / 2 + rng.normal(0, 4)
         for lo, hi in ((0.6, 1.2), (1.2, 2.4)):
             half = max(x1 - x0, y1 - y0) * rng.uniform(lo, hi) + rng.uniform(6, 30)
-            boxes.append((int(max(0, cx - half)), int(max(0, cy - half)),
-                          int(min(s, cx + half)), int(min(s, cy + half))))
+            boxes.append(
+                (int(max(0, cx - half)), int(max(0, cy - half)), int(min(s, cx + half)), int(min(s, cy + half)))
+            )
     half = s // 2
     boxes.append(((0, 0, half, s), (half, 0, s, s), (0, 0, s, half), (0, half, s, s))[int(rng.integers(4))])
     side = int(s * rng.uniform(0.2, 0.6))
@@ -107,11 +108,13 @@ def collect(n: int, seed: int, sizes: tuple[int, ...] = (384, 448, 512)) -> Trai
 
 def fit_heads(data: TrainingData) -> Heads:
     """Fit every head on the collected rows."""
+
     def fit(head: str, classes: tuple[str, ...], expansion: str = "linear") -> SoftmaxModel:
         x = np.stack(data.rows[head])
         y = np.asarray(data.labels[head])
-        return fit_softmax(x, y, classes, l2=1e-3, iters=3000 if expansion == "quadratic" else 1500,
-                           expansion=expansion)
+        return fit_softmax(
+            x, y, classes, l2=1e-3, iters=3000 if expansion == "quadratic" else 1500, expansion=expansion
+        )
 
     split, scale = {}, {}
     for f in LESIONS:

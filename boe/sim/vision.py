@@ -91,8 +91,7 @@ def _width_at(mask: np.ndarray, frac: float) -> float:
     return float(mask[y].sum()) / max(1.0, widest)
 
 
-def _modality_features(g: np.ndarray, gs: np.ndarray, body: np.ndarray, inner: np.ndarray,
-                       tissue: float) -> np.ndarray:
+def _modality_features(g: np.ndarray, gs: np.ndarray, body: np.ndarray, inner: np.ndarray, tissue: float) -> np.ndarray:
     view = g.size
     foot = _largest_component((gs > 4).astype(np.uint8))
     outside = cv2.dilate(body, np.ones((7, 7), np.uint8)) == 0
@@ -108,22 +107,24 @@ def _modality_features(g: np.ndarray, gs: np.ndarray, body: np.ndarray, inner: n
     rim = (body - cv2.erode(body, np.ones((9, 9), np.uint8))) > 0
     bg_level = float(np.median(bg)) if bg.size else 0.0
     low = cv2.GaussianBlur(gf, (0, 0), max(4.0, g.shape[1] / 12))
-    return np.array([
-        foot.mean(),
-        _width_at(foot, 0.08),
-        _width_at(foot, 0.3),
-        bg.size / view,
-        bg_level / 255.0,
-        float(bg.std()) / 255.0 if bg.size > 20 else 0.0,
-        float(np.median(hf[sel])) / (tissue + 8.0),
-        float(np.median(cv[sel])),
-        float((g[sel] > 222).mean()),
-        float(np.percentile(grad[edge], 90)) / (4 * max(8.0, tissue - bg_level)) if edge.any() else 0.0,
-        (float(g[rim].mean()) - tissue) / 255.0 if rim.any() else 0.0,
-        tissue / 255.0,
-        float((g[sel] < 0.35 * tissue).mean()),
-        float(low[sel].std()) / (tissue + 8.0),
-    ])
+    return np.array(
+        [
+            foot.mean(),
+            _width_at(foot, 0.08),
+            _width_at(foot, 0.3),
+            bg.size / view,
+            bg_level / 255.0,
+            float(bg.std()) / 255.0 if bg.size > 20 else 0.0,
+            float(np.median(hf[sel])) / (tissue + 8.0),
+            float(np.median(cv[sel])),
+            float((g[sel] > 222).mean()),
+            float(np.percentile(grad[edge], 90)) / (4 * max(8.0, tissue - bg_level)) if edge.any() else 0.0,
+            (float(g[rim].mean()) - tissue) / 255.0 if rim.any() else 0.0,
+            tissue / 255.0,
+            float((g[sel] < 0.35 * tissue).mean()),
+            float(low[sel].std()) / (tissue + 8.0),
+        ]
+    )
 
 
 def _components(mask: np.ndarray, min_area: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -179,18 +180,40 @@ def _region_features(g: np.ndarray, body: np.ndarray, tissue: float) -> tuple[np
             table_w = max(table_w, float(np.ptp(mxs)) / w)
     gm = gs[y0:y1, x0:x1]
     corr = float(np.corrcoef(gm.ravel(), gm[:, ::-1].ravel())[0, 1]) if gm.size > 4 and gm.std() > 0 else 0.0
-    left_mass = (float(body[:, : int(cx)].sum()) - float(body[:, int(cx):].sum())) / area
-    region = np.array([
-        np.log(bw / bh), area / (bw * bh), solidity, bw / w, bh / h, ring,
-        len(comps), len(central), elong, largest / area, transitions,
-        len(dark_frac), max(dark_frac, default=0.0), float(struct.sum()) / area,
-    ])
+    left_mass = (float(body[:, : int(cx)].sum()) - float(body[:, int(cx) :].sum())) / area
+    region = np.array(
+        [
+            np.log(bw / bh),
+            area / (bw * bh),
+            solidity,
+            bw / w,
+            bh / h,
+            ring,
+            len(comps),
+            len(central),
+            elong,
+            largest / area,
+            transitions,
+            len(dark_frac),
+            max(dark_frac, default=0.0),
+            float(struct.sum()) / area,
+        ]
+    )
     plane = np.array([sym, corr, table_w, bottom, bw / w, np.log(bw / bh), left_mass, len(dark_frac)])
     return region, plane
 
 
-def _blob_features(mask: np.ndarray, off: tuple[int, int], gs: np.ndarray, body: np.ndarray, dist: np.ndarray,
-                   tissue: float, ref: float, mirror_x: float, line: bool) -> np.ndarray:
+def _blob_features(
+    mask: np.ndarray,
+    off: tuple[int, int],
+    gs: np.ndarray,
+    body: np.ndarray,
+    dist: np.ndarray,
+    tissue: float,
+    ref: float,
+    mirror_x: float,
+    line: bool,
+) -> np.ndarray:
     """Shape, contrast, symmetry and position of one candidate (`mask` is local to a window at `off`)."""
     ox, oy = off
     hh, ww = mask.shape
@@ -203,8 +226,8 @@ def _blob_features(mask: np.ndarray, off: tuple[int, int], gs: np.ndarray, body:
     hull_area = max(1.0, cv2.contourArea(cv2.convexHull(cnt)))
     (_, _), (rw, rh), _ = cv2.minAreaRect(cnt)
     radius = np.sqrt(area / np.pi)
-    win_gs = gs[oy:oy + hh, ox:ox + ww]
-    ring = (cv2.dilate(m8, np.ones((9, 9), np.uint8)) > 0) & ~mask & (body[oy:oy + hh, ox:ox + ww] > 0)
+    win_gs = gs[oy : oy + hh, ox : ox + ww]
+    ring = (cv2.dilate(m8, np.ones((9, 9), np.uint8)) > 0) & ~mask & (body[oy : oy + hh, ox : ox + ww] > 0)
     ys, xs = np.nonzero(mask)
     inside = win_gs[ys, xs]
     level = float(inside.mean())
@@ -213,23 +236,25 @@ def _blob_features(mask: np.ndarray, off: tuple[int, int], gs: np.ndarray, body:
     mx = np.clip(np.round(2 * mirror_x - gx).astype(int), 0, w - 1)
     mirror_diff = float(np.abs(gs[gy, mx] - inside).mean())
     norm = tissue + 8.0
-    return np.array([
-        np.log(radius / ref),
-        min(1.5, 4 * np.pi * area / perim**2),
-        area / hull_area,
-        np.log((max(rw, rh) + 1) / (min(rw, rh) + 1)),
-        float(np.clip((level - tissue) / norm, -3, 3)),
-        float(np.clip((level - around) / norm, -3, 3)),
-        float(np.clip(abs(level - around) / norm, 0, 3)),
-        float(inside.std()) / norm,
-        float((dist[gy, gx] < 6).mean()),
-        min(2.0, mirror_diff / norm),
-        float(np.log(area / (h * w))),
-        float(dist[int(gy.mean()), int(gx.mean())]) / ref,
-        1.0 if line else 0.0,
-        float(np.clip((around - tissue) / norm, -3, 3)),
-        float(((gx < 3) | (gy < 3) | (gx >= w - 3) | (gy >= h - 3)).mean()),
-    ])
+    return np.array(
+        [
+            np.log(radius / ref),
+            min(1.5, 4 * np.pi * area / perim**2),
+            area / hull_area,
+            np.log((max(rw, rh) + 1) / (min(rw, rh) + 1)),
+            float(np.clip((level - tissue) / norm, -3, 3)),
+            float(np.clip((level - around) / norm, -3, 3)),
+            float(np.clip(abs(level - around) / norm, 0, 3)),
+            float(inside.std()) / norm,
+            float((dist[gy, gx] < 6).mean()),
+            min(2.0, mirror_diff / norm),
+            float(np.log(area / (h * w))),
+            float(dist[int(gy.mean()), int(gx.mean())]) / ref,
+            1.0 if line else 0.0,
+            float(np.clip((around - tissue) / norm, -3, 3)),
+            float(((gx < 3) | (gy < 3) | (gx >= w - 3) | (gy >= h - 3)).mean()),
+        ]
+    )
 
 
 def _smooth_for_regions(g: np.ndarray, inner: np.ndarray) -> tuple[np.ndarray, float]:
@@ -289,7 +314,7 @@ def _blobs(g: np.ndarray, body: np.ndarray, tissue: float, ref: float, max_blobs
         (lab, _), line = layers[li]
         pad = 1 if line else 2
         ox, oy = max(0, x0 - pad), max(0, y0 - pad)
-        m = lab[oy:min(h, y1 + pad), ox:min(w, x1 + pad)] == i
+        m = lab[oy : min(h, y1 + pad), ox : min(w, x1 + pad)] == i
         if not line:
             m = cv2.dilate(m.astype(np.uint8), _K3) > 0
         feats = _blob_features(m, (ox, oy), gsf, body, dist, tissue, ref, mirror_x, line)

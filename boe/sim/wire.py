@@ -107,12 +107,15 @@ def _image(part: dict[str, Any], where: str) -> bytes:
 def _text_segments(text: str) -> list[Segment]:
     """A text as one segment per line: a prefix cache reuses the lines two prompts share (vLLM hashes blocks of
     tokens; lines are this simulator's coarser unit)."""
-    return [Segment("text", hashlib.sha256(line.encode("utf-8", "replace")).hexdigest(), text_tokens(line))
-            for line in text.split("\n")]
+    return [
+        Segment("text", hashlib.sha256(line.encode("utf-8", "replace")).hexdigest(), text_tokens(line))
+        for line in text.split("\n")
+    ]
 
 
-def _content(msg: dict[str, Any], i: int, segments: list[Segment], sizes: list[tuple[int, int]],
-             pixel_limit: int | None) -> tuple[str, list[bytes]]:
+def _content(
+    msg: dict[str, Any], i: int, segments: list[Segment], sizes: list[tuple[int, int]], pixel_limit: int | None
+) -> tuple[str, list[bytes]]:
     content = msg.get("content")
     segments.append(Segment("role", str(msg.get("role")), 1))
     if content is None or isinstance(content, str):
@@ -139,8 +142,9 @@ def _content(msg: dict[str, Any], i: int, segments: list[Segment], sizes: list[t
             key = part.get("uuid")
             if key is not None and not isinstance(key, str):
                 raise RequestError(f"{where}.uuid must be a string", where)
-            segments.append(Segment("image", "uuid:" + key if key else hashlib.sha256(data).hexdigest(),
-                                    image_tokens(w, h)))
+            segments.append(
+                Segment("image", "uuid:" + key if key else hashlib.sha256(data).hexdigest(), image_tokens(w, h))
+            )
         else:
             raise RequestError(f"{where}: unsupported part type {kind!r} (text, image_url)", where)
     return "\n".join(texts), images
@@ -224,8 +228,20 @@ def parse_chat_request(body: bytes, pixel_limit: int | None = PIXEL_LIMIT) -> Ch
     max_tokens = _integer(data, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _integer(data, "max_tokens", 1)
-    return ChatRequest("\n".join(system), "\n\n".join(user), tuple(images), n, temperature, seed, max_tokens,
-                       _response_format(data), sampling, tuple(segments), tuple(sizes), data["model"])
+    return ChatRequest(
+        "\n".join(system),
+        "\n\n".join(user),
+        tuple(images),
+        n,
+        temperature,
+        seed,
+        max_tokens,
+        _response_format(data),
+        sampling,
+        tuple(segments),
+        tuple(sizes),
+        data["model"],
+    )
 
 
 def text_tokens(text: str) -> int:

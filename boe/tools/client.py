@@ -74,8 +74,14 @@ MAX_RETRY_AFTER = 30.0
 #: How the client talks to a server: ``auto`` reads ``owned_by`` from ``GET /models``.
 SERVER_KINDS = ("auto", "vllm", "sglang", "openai", "generic")
 #: ``owned_by`` values of ``GET /models`` and the server kind they mean.
-_OWNERS = {"vllm": "vllm", "sglang": "sglang", "boe-simulator": "vllm", "openai": "openai", "system": "openai",
-           "openai-internal": "openai"}
+_OWNERS = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "boe-simulator": "vllm",
+    "openai": "openai",
+    "system": "openai",
+    "openai-internal": "openai",
+}
 #: Sampling fields OpenAI's hosted API refuses (it takes top_p).
 _NOT_OPENAI = ("top_k", "min_p")
 
@@ -159,8 +165,15 @@ class EndpointState:
 
     def as_dict(self) -> dict[str, Any]:
         """The state as recorded with a run."""
-        return {"kind": self.kind, "detected": self.detected, "n": self.n, "n_reason": self.n_reason,
-                "tokens_field": self.tokens_field, "dropped": list(self.dropped), "notes": list(self.notes)}
+        return {
+            "kind": self.kind,
+            "detected": self.detected,
+            "n": self.n,
+            "n_reason": self.n_reason,
+            "tokens_field": self.tokens_field,
+            "dropped": list(self.dropped),
+            "notes": list(self.notes),
+        }
 
 
 @dataclass
@@ -288,7 +301,8 @@ class ModelClient:
         self.server = server
         # top_k 0 means "no limit" to vLLM but is refused by SGLang; -1 means "no limit" to both
         self.sampling_fields: dict[str, Any] = {
-            k: v for k, v in (("top_p", top_p), ("top_k", -1 if top_k == 0 else top_k), ("min_p", min_p))
+            k: v
+            for k, v in (("top_p", top_p), ("top_k", -1 if top_k == 0 else top_k), ("min_p", min_p))
             if v is not None
         }
         self.extra_body = dict(extra_body or {})
@@ -484,9 +498,7 @@ class ModelClient:
             try:
                 listing = await self._client.get("/models", cast_to=object)
                 models = listing.get("data") if isinstance(listing, dict) else None
-                owners = {
-                    str(m.get("id")): str(m.get("owned_by", "")) for m in models or [] if isinstance(m, dict)
-                }
+                owners = {str(m.get("id")): str(m.get("owned_by", "")) for m in models or [] if isinstance(m, dict)}
             except Exception as exc:  # any failure: a server we cannot identify
                 ep.kind, ep.detected = "generic", f"GET /models failed ({type(exc).__name__})"
                 return
@@ -624,8 +636,11 @@ class ModelClient:
         True when something changed (the request is sent again)."""
         ep = self.endpoint
         text = _error_text(exc)
-        if not re.search(r"unrecogni[sz]ed|unknown|not (permitted|allowed|supported)|extra (fields|inputs)|"
-                         r"unexpected|invalid", text):
+        if not re.search(
+            r"unrecogni[sz]ed|unknown|not (permitted|allowed|supported)|extra (fields|inputs)|"
+            r"unexpected|invalid",
+            text,
+        ):
             return False
         if "max_completion_tokens" in text and ep.tokens_field == "max_completion_tokens":
             ep.tokens_field = "max_tokens"
@@ -737,8 +752,10 @@ def _short(exc: Exception) -> str:
 
 
 _CONTEXT = re.compile(r"maximum (?:context length|model length) (?:is|of) (\d+)")
-_INPUT = re.compile(r"(?:has|contains(?: at least)?|resulted in|prompt \(length) (\d+)(?: input)? tokens?|"
-                    r"prompt \(length (\d+)\)")
+_INPUT = re.compile(
+    r"(?:has|contains(?: at least)?|resulted in|prompt \(length) (\d+)(?: input)? tokens?|"
+    r"prompt \(length (\d+)\)"
+)
 _IMAGES = re.compile(r"at most (\d+) image")
 
 

@@ -96,8 +96,16 @@ def test_an_unreadable_verdict_stays_unresolved_with_its_error(scan):
         if body["response_format"]["json_schema"]["name"] == "boe_generation":
             return None
         choice = {"index": 0, "message": {"role": "assistant", "content": "I would rather not say."}}
-        return httpx2.Response(200, json={"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
-                                          "choices": [{**choice, "finish_reason": "stop"}]})
+        return httpx2.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "fake",
+                "choices": [{**choice, "finish_reason": "stop"}],
+            },
+        )
 
     res = ask(FakeVLM(POOL, TRUTH, fail=unreadable), scan)
     judged = [e for e in res.evidence if e["kind"] != "structured"]

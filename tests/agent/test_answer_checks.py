@@ -22,8 +22,9 @@ def truthful(kappa: float = 0.95) -> Calibration:
 
 def ask(scan, kinds, budget, policy="boe"):
     vlm = FakeVLM(POOL, TRUTH)
-    config = make_config(base_url="http://vlm.test/v1", model="fake", backoff=0.001, kinds=kinds, budget=budget,
-                         policy=policy)
+    config = make_config(
+        base_url="http://vlm.test/v1", model="fake", backoff=0.001, kinds=kinds, budget=budget, policy=policy
+    )
 
     async def go():
         async with Agent(config, calibration=truthful(), http_client=vlm.client(), run_name="t") as agent:

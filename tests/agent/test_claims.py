@@ -200,5 +200,8 @@ def test_long_free_text_answers_get_no_answer_check():
     answers = [a for a in build_menu(claims, cands, costs, ("answer_response",), q) if a["kind"] == "answer_response"]
     assert [(a["candidate"], a["answer"]) for a in answers] == [(2, "nodule")]
     both = build_menu(claims, cands, costs, ("whole_response", "answer_response"), q)
-    assert [(a["kind"], a["candidate"]) for a in both] == [("whole_response", 0), ("whole_response", 1),
-                                                           ("answer_response", 2)]
+    assert [(a["kind"], a["candidate"]) for a in both] == [
+        ("whole_response", 0),
+        ("whole_response", 1),
+        ("answer_response", 2),
+    ]

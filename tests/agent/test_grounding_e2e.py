@@ -241,8 +241,13 @@ def test_measured_costs_come_from_the_run_and_are_what_the_ledger_plans_with(sim
     cfg = config(sim, demo_data(), ledger="full", k=8, cost_mode="measured")
     db = f"sqlite:///{tmp_path / 'costs.db'}"
     results = ask_all(cfg, [(q["images"][0], q["question"], q.get("options")) for q in qs], store=db, run_name="m")
-    design = {"structured": 1.0, "vlm_factor": 4.0, "grounded_factor": 4.0, "whole_response": 8.0,
-              "answer_response": 8.0}
+    design = {
+        "structured": 1.0,
+        "vlm_factor": 4.0,
+        "grounded_factor": 4.0,
+        "whole_response": 8.0,
+        "answer_response": 8.0,
+    }
     meter = CostMeter()
     for i, r in enumerate(results):
         costs = r.record["costs"]

@@ -299,9 +299,26 @@ def test_a_dataset_the_calibration_does_not_cover_is_scored_under_the_labelled_p
     """`boe ask --dataset NEW` buys checks under the prior and says so once, naming `boe calibrate`."""
     image = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "vqa-rad" / "images" / "synpic21604.jpg"
     res = subprocess.run(
-        [sys.executable, "-m", "boe", "ask", str(image), "what imaging modality was used?", "--dataset", "vqa-rad",
-         "--base-url", sim, "--model", "boe-sim", "--k", "8", "--json"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "boe",
+            "ask",
+            str(image),
+            "what imaging modality was used?",
+            "--dataset",
+            "vqa-rad",
+            "--base-url",
+            sim,
+            "--model",
+            "boe-sim",
+            "--k",
+            "8",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
@@ -315,9 +332,22 @@ def test_a_dicom_question_gets_its_record_checks_under_the_default_dataset_name(
     root = generate_dataset(tmp_path / "dicom", 11, seed=11, dicom=True)
     q = {x["id"]: x for x in load_sim_dataset(root)}["sim-11-00010"]  # an open plane question
     res = subprocess.run(
-        [sys.executable, "-m", "boe", "ask", str(root / q["dicom"]), q["question"], "--base-url", sim,
-         "--model", "boe-sim", "--json"],  # no --dataset: the default boe-sim
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "boe",
+            "ask",
+            str(root / q["dicom"]),
+            q["question"],
+            "--base-url",
+            sim,
+            "--model",
+            "boe-sim",
+            "--json",
+        ],  # no --dataset: the default boe-sim
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)

@@ -45,8 +45,24 @@ def locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def batch_args(data: Path, base_url: str, db: str, run: str, *extra: str) -> list[str]:
     """`boe batch` arguments for a simulator batch: full ledger, K=4."""
     return [
-        str(data), "--base-url", base_url, "--model", "boe-sim", "--db", db, "--run", run, "--k", "4",
-        "--ledger", "full", "--concurrency", "8", "--no-progress", "--json", *extra,
+        str(data),
+        "--base-url",
+        base_url,
+        "--model",
+        "boe-sim",
+        "--db",
+        db,
+        "--run",
+        run,
+        "--k",
+        "4",
+        "--ledger",
+        "full",
+        "--concurrency",
+        "8",
+        "--no-progress",
+        "--json",
+        *extra,
     ]
 
 
@@ -55,7 +71,10 @@ def start_batch(args: list[str], locks: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "BOE_WORKER_LOCKS": str(locks)}
     return subprocess.Popen(
         [sys.executable, "-m", "boe", "batch", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 

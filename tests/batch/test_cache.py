@@ -10,8 +10,12 @@ def test_replies_are_readable_before_during_and_after_the_write(tmp_path) -> Non
     with Store(tmp_path / "s.db") as store:
         cache = WriteBehindCache(store)
         key = cache.key("http://h/v1", "m", [{"role": "user", "content": "q"}], {"n": 1}, 0)
-        reply = {"texts": ["a"], "usage": {"prompt_tokens": 3, "completion_tokens": 1}, "model": "m",
-                 "endpoint": "http://h/v1"}
+        reply = {
+            "texts": ["a"],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+            "model": "m",
+            "endpoint": "http://h/v1",
+        }
         assert cache.get(key) is None
         cache.put(key, reply)
         assert cache.pending == 1 and cache.get(key) == reply and store.cache_get(key) is None

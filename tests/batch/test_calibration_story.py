@@ -13,9 +13,7 @@ from tests.batch.conftest import batch_args, finish, start_batch
 
 
 def boe(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "boe", *args], capture_output=True, text=True, timeout=600, cwd=cwd
-    )
+    return subprocess.run([sys.executable, "-m", "boe", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
 @pytest.fixture
@@ -34,15 +32,28 @@ def test_replay_report_and_show_agree_on_every_selection(stored_run: str, tmp_pa
     for cal in (None, "fit", str(cal_file)):
         flag = [] if cal is None else ["--calibration", cal]
         trans = tmp_path / "t.jsonl"
-        res = boe("replay", "--db", db, "--run", "r", "--policy", "boe", "--budget", "16", "--transcripts", str(trans),
-                  *flag)
+        res = boe(
+            "replay", "--db", db, "--run", "r", "--policy", "boe", "--budget", "16", "--transcripts", str(trans), *flag
+        )
         assert res.returncode == 0, res.stderr
         replayed = {
-            (t["dataset"], t["question_id"]): t["selected"]
-            for t in map(json.loads, trans.read_text().splitlines())
+            (t["dataset"], t["question_id"]): t["selected"] for t in map(json.loads, trans.read_text().splitlines())
         }
-        res = boe("report", "--db", db, "--run", "r", "--policy", "raw,boe", "--budget", "16", "--json",
-                  "--out", str(tmp_path / "r.html"), *flag)
+        res = boe(
+            "report",
+            "--db",
+            db,
+            "--run",
+            "r",
+            "--policy",
+            "raw,boe",
+            "--budget",
+            "16",
+            "--json",
+            "--out",
+            str(tmp_path / "r.html"),
+            *flag,
+        )
         assert res.returncode == 0, res.stderr
         doc = json.loads(res.stdout)
         reported = {(q["dataset"], q["question_id"]): q["selected_index"] for q in doc["selections"]["questions"]}
@@ -54,8 +65,9 @@ def test_replay_report_and_show_agree_on_every_selection(stored_run: str, tmp_pa
             assert "in-sample" in label and any("in-sample" in w for w in doc["warnings"])
         shown = sorted(replayed)[:: 6 if cal is None else 12]
         for ds, qid in shown:
-            res = boe("show", f"{ds}/{qid}", "--db", db, "--run", "r", "--policy", "boe", "--budget", "16", "--json",
-                      *flag)
+            res = boe(
+                "show", f"{ds}/{qid}", "--db", db, "--run", "r", "--policy", "boe", "--budget", "16", "--json", *flag
+            )
             assert res.returncode == 0, res.stderr
             page = json.loads(res.stdout)
             assert page["selected"]["index"] == replayed[(ds, qid)], (cal, qid)

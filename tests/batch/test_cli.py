@@ -23,8 +23,21 @@ runner = CliRunner()
 
 def test_dry_run_estimates_without_calling_or_creating_anything(sim_data, tmp_path) -> None:
     db = tmp_path / "none.db"
-    args = ["batch", str(sim_data), "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--db", str(db),
-            "--run", "r", "--k", "4", "--dry-run"]
+    args = [
+        "batch",
+        str(sim_data),
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--db",
+        str(db),
+        "--run",
+        "r",
+        "--k",
+        "4",
+        "--dry-run",
+    ]
     res = runner.invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
     est = json.loads(res.output)
@@ -47,14 +60,47 @@ def test_dry_run_measures_a_stored_run(sim_data, tmp_path) -> None:
         for r in recs:
             r["model_calls"] = [{"purpose": "generation", "prompt_tokens": 100, "completion_tokens": 50}]
         store.save_questions("old", [QuestionData(parse_record(r)) for r in recs])
-    res = runner.invoke(app, ["batch", str(sim_data), "--base-url", "http://x/v1", "--model", "m", "--db", str(db),
-                              "--run", "new", "--dry-run", "--estimate-from", "old", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "batch",
+            str(sim_data),
+            "--base-url",
+            "http://x/v1",
+            "--model",
+            "m",
+            "--db",
+            str(db),
+            "--run",
+            "new",
+            "--dry-run",
+            "--estimate-from",
+            "old",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     est = json.loads(res.output)
     assert est["calls"] == {"generation": 24.0} and est["prompt_tokens"] == 2400 and est["completion_tokens"] == 1200
     assert est["basis"].startswith("measured on run 'old' (3 stored questions")
-    bad = runner.invoke(app, ["batch", str(sim_data), "--base-url", "http://x/v1", "--model", "m", "--db", str(db),
-                              "--run", "new", "--dry-run", "--estimate-from", "nope"])
+    bad = runner.invoke(
+        app,
+        [
+            "batch",
+            str(sim_data),
+            "--base-url",
+            "http://x/v1",
+            "--model",
+            "m",
+            "--db",
+            str(db),
+            "--run",
+            "new",
+            "--dry-run",
+            "--estimate-from",
+            "nope",
+        ],
+    )
     assert bad.exit_code != 0
 
 
@@ -65,8 +111,13 @@ def test_the_progress_bar_shows_rate_tokens_calls_and_errors() -> None:
     view = RichProgress(Console(file=out, force_terminal=True, width=200))
     view.start(10, "run [host/1]")
     stats = BatchStats(todo=10, done=3, failed=1)
-    stats.add_calls([{"requests": 2, "prompt_tokens": 1500, "completion_tokens": 500},
-                     {"cache_hit": True}, {"requests": 1, "error": "HTTP 500"}])
+    stats.add_calls(
+        [
+            {"requests": 2, "prompt_tokens": 1500, "completion_tokens": 500},
+            {"cache_hit": True},
+            {"requests": 1, "error": "HTTP 500"},
+        ]
+    )
     view.update(stats)
     view.stop()
     text = out.getvalue()
@@ -101,16 +152,50 @@ def test_ctrl_c_gives_the_held_questions_back(sim_data, tmp_path, locks) -> None
 
 def test_errors_are_printed_without_a_traceback(sim_data, tmp_path) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "boe", "batch", str(sim_data), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-         "--db", str(tmp_path / "s.db"), "--run", "r", "--resume", "--no-progress"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "boe",
+            "batch",
+            str(sim_data),
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--db",
+            str(tmp_path / "s.db"),
+            "--run",
+            "r",
+            "--resume",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert res.returncode == 2 and "no run 'r' to resume" in res.stderr and "Traceback" not in res.stderr
 
 
 @pytest.mark.parametrize("costs", ["paper", "1,2,2,3", "measured", "measured:seconds"])
 def test_costs_are_taken_as_boe_ask_takes_them(sim_data, tmp_path, costs) -> None:
-    res = runner.invoke(app, ["batch", str(sim_data), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-                              "--db", str(tmp_path / "s.db"), "--run", "r", "--costs", costs, "--dry-run", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "batch",
+            str(sim_data),
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--db",
+            str(tmp_path / "s.db"),
+            "--run",
+            "r",
+            "--costs",
+            costs,
+            "--dry-run",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["todo"] == 24

@@ -42,7 +42,10 @@ def test_ctrl_c_prints_the_command_that_resumes_the_batch(sim_data, locks, tmp_p
     with serve_in_thread(faults=FaultPlan(latency_ms=200)) as slow:
         args = batch_args(sim_data, slow.base_url, db, "r")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "boe", "batch", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "boe", "batch", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             env={**os.environ, "BOE_WORKER_LOCKS": str(locks)},
         )
         time.sleep(4)

@@ -42,8 +42,12 @@ def test_a_killed_workers_slot_is_free_at_once(locks) -> None:
         "import sys, time; from boe.batch.identity import acquire_identity\n"
         "i = acquire_identity('sqlite:///x.db', 'run'); print(i.slot, flush=True); time.sleep(60)"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "BOE_WORKER_LOCKS": str(locks)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "BOE_WORKER_LOCKS": str(locks)},
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "1"
     assert acquire_identity("sqlite:///x.db", "run").slot == "2"  # slot 1 is the live child's
     proc.send_signal(signal.SIGKILL)

@@ -42,8 +42,18 @@ def test_an_outage_is_retried_not_stored(tmp_path: Path, locks: Path) -> None:
     slow = FaultPlan(latency_ms=30)
 
     def args(gen, judge, db: Path) -> list[str]:
-        return batch_args(data, gen.base_url, f"sqlite:///{db}", "r", "--judge-base-url", judge.base_url,
-                          "--max-retries", "1", "--max-failures", "0")
+        return batch_args(
+            data,
+            gen.base_url,
+            f"sqlite:///{db}",
+            "r",
+            "--judge-base-url",
+            judge.base_url,
+            "--max-retries",
+            "1",
+            "--max-failures",
+            "0",
+        )
 
     with serve_in_thread() as gen, serve_in_thread(faults=slow) as judge:  # the run without an outage
         code, base = run_to_end(start_batch(args(gen, judge, tmp_path / "base.db"), locks))

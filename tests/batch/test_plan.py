@@ -17,10 +17,10 @@ def test_items_keep_file_order_up_to_the_limit_and_skip_what_cannot_run(tmp_path
     items = (
         DatasetItem("q1", "d", "q?", "yes", "closed", images=(ImageFile("0", img),)),
         DatasetItem("q2", "d", "q?", "yes", "closed"),
-        DatasetItem("q3", "d", "q?", "yes", "closed", images=(ImageFile("0", tmp_path / "gone.png"),),
-                    missing_images=("0",)),
-        DatasetItem("q4", "d", "q?", "yes", "closed",
-                    images=(ImageFile("f1", img), ImageFile("f2", img))),
+        DatasetItem(
+            "q3", "d", "q?", "yes", "closed", images=(ImageFile("0", tmp_path / "gone.png"),), missing_images=("0",)
+        ),
+        DatasetItem("q4", "d", "q?", "yes", "closed", images=(ImageFile("f1", img), ImageFile("f2", img))),
     )
     ds = Dataset("d", "x", tmp_path, items)
     ok, skipped = select_items(ds, "ns", None)
@@ -36,16 +36,24 @@ def test_default_estimate_of_a_full_ledger(sim_data: Path) -> None:
     est = estimate(items, 4, cfg)
     assert est.questions == 24 and est.todo == 20
     # distinct answers per question: 1 + 0.3 log2 K = 1.6 at K = 4; short answers get no whole-response checks
-    assert est.calls == pytest.approx({"generation": 20, "factor_judge": 200, "grounded_factor_judge": 200,
-                                       "answer_judge": 32})
+    assert est.calls == pytest.approx(
+        {"generation": 20, "factor_judge": 200, "grounded_factor_judge": 200, "answer_judge": 32}
+    )
     assert est.upper_calls == 20 * (1 + 2 * 5 * 4 + 4) >= est.total_calls
     # 64-pixel scans: 3 x 3 patches of 28 pixels per image
-    assert est.prompt_tokens == pytest.approx(
-        20 * (229 + 9) + 200 * (159 + 9) + 200 * (159 + 4.5) + 32 * (214 + 9)
-    )
+    assert est.prompt_tokens == pytest.approx(20 * (229 + 9) + 200 * (159 + 9) + 200 * (159 + 4.5) + 32 * (214 + 9))
     assert est.completion_tokens == pytest.approx(20 * 80 * 4 + 432 * 40)
-    paper = estimate(items, 4, make_config(base_url="http://x/v1", model="m", k=4, ledger="full",
-                                           kinds=("structured", "vlm_factor", "grounded_factor", "whole_response")))
+    paper = estimate(
+        items,
+        4,
+        make_config(
+            base_url="http://x/v1",
+            model="m",
+            k=4,
+            ledger="full",
+            kinds=("structured", "vlm_factor", "grounded_factor", "whole_response"),
+        ),
+    )
     assert paper.calls == {"generation": 20, "factor_judge": 200, "grounded_factor_judge": 200, "whole_judge": 80}
     assert "defaults" in est.basis and "9 from 24" in est.basis.replace("image tokens ", "")
 
@@ -61,10 +69,13 @@ def test_online_counts_at_most_what_the_budget_buys(sim_data: Path) -> None:
 
 def test_measured_means_drive_the_estimate() -> None:
     records = [
-        {"ledger": "full", "model_calls": [
-            {"purpose": "generation", "prompt_tokens": 500, "completion_tokens": 300},
-            *[{"purpose": "factor_judge", "prompt_tokens": 100, "completion_tokens": 10}] * n,
-        ]}
+        {
+            "ledger": "full",
+            "model_calls": [
+                {"purpose": "generation", "prompt_tokens": 500, "completion_tokens": 300},
+                *[{"purpose": "factor_judge", "prompt_tokens": 100, "completion_tokens": 10}] * n,
+            ],
+        }
         for n in (2, 4)
     ]
     m = measure_records(records, "run 'old'")
@@ -104,8 +115,21 @@ def test_a_dry_run_on_missing_images_says_why_as_the_run_does(tmp_path: Path) ->
     data = tmp_path / "rad"
     data.mkdir()
     shutil.copy(VQA_RAD / "testset_subset.json", data)  # the records, none of their images
-    args = [sys.executable, "-m", "boe", "batch", str(data), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-            "--db", str(tmp_path / "x.db"), "--run", "r"]
+    args = [
+        sys.executable,
+        "-m",
+        "boe",
+        "batch",
+        str(data),
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--db",
+        str(tmp_path / "x.db"),
+        "--run",
+        "r",
+    ]
     dry = subprocess.run([*args, "--dry-run"], capture_output=True, text=True, timeout=120)
     real = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert dry.returncode == real.returncode == 2  # an input error found before any work: exit 2

@@ -50,8 +50,9 @@ def test_every_question_is_stored_once_with_the_evaluators_utilities(sim_data, s
             text = c.get("answer_text") if c["valid"] else None
             assert c["utility"] == evaluator.grade(text, item).score and "method" in c["grade"]
     by_q = {t.question_id: t for t in transcripts}
-    assert all(by_q[r["question_id"]].utility == r["candidates"][by_q[r["question_id"]].selected]["utility"]
-               for r in records)
+    assert all(
+        by_q[r["question_id"]].utility == r["candidates"][by_q[r["question_id"]].selected]["utility"] for r in records
+    )
 
     again = run_batch(config(sim_data, sim.base_url, db))  # the same command: nothing left, nothing paid
     assert (again.stored, again.stored_before, again.calls_paid) == (0, 24, 0) and again.complete
@@ -59,8 +60,25 @@ def test_every_question_is_stored_once_with_the_evaluators_utilities(sim_data, s
 
     # the full ledger replays offline: every policy and budget without a model call
     out = subprocess.run(
-        [sys.executable, "-m", "boe", "replay", "--db", db, "--run", "r", "--policy", "raw,boe,whole",
-         "--budget", "4,16", "--json"], capture_output=True, text=True, timeout=300, check=True,
+        [
+            sys.executable,
+            "-m",
+            "boe",
+            "replay",
+            "--db",
+            db,
+            "--run",
+            "r",
+            "--policy",
+            "raw,boe,whole",
+            "--budget",
+            "4,16",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     assert json.loads(out.stdout) and sim.stats()["requests"] == s.requests
 

@@ -103,9 +103,26 @@ def test_ctrl_c_exits_130(tmp_path: Path) -> None:
     with serve_in_thread(faults=FaultPlan(latency_ms=30_000)) as sim:
         assert BOE is not None
         proc = subprocess.Popen(
-            [BOE, "batch", str(data), "--base-url", sim.base_url, "--model", "boe-sim", "--db",
-             str(tmp_path / "r.db"), "--run", "r", "--k", "2", "--no-progress"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            [
+                BOE,
+                "batch",
+                str(data),
+                "--base-url",
+                sim.base_url,
+                "--model",
+                "boe-sim",
+                "--db",
+                str(tmp_path / "r.db"),
+                "--run",
+                "r",
+                "--k",
+                "2",
+                "--no-progress",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell may ignore it
         )
         deadline = time.monotonic() + 60

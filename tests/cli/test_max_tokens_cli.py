@@ -21,8 +21,17 @@ def boe(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_option_a_context_length_refusal_names_fixes_it():
     with serve_in_thread(options=SimOptions(max_model_len=1000)) as sim:
-        common = ("ask", str(SCAN), "What is shown?", "--model", "boe-sim-vlm", "--base-url", sim.base_url,
-                  "--budget", "0")
+        common = (
+            "ask",
+            str(SCAN),
+            "What is shown?",
+            "--model",
+            "boe-sim-vlm",
+            "--base-url",
+            sim.base_url,
+            "--budget",
+            "0",
+        )
         refused = boe(*common)
         fixed = boe(*common, "--max-tokens", "200")
     message = " ".join(refused.stderr.split())

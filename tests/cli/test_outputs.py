@@ -31,16 +31,24 @@ def test_bad_outputs_are_refused_before_the_work(ledger: Path, tmp_path: Path) -
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     cases = [
-        (("replay", str(ledger), "--transcripts", "/nonexistent/t.jsonl"),
-         "--transcripts /nonexistent/t.jsonl: the folder /nonexistent does not exist"),
+        (
+            ("replay", str(ledger), "--transcripts", "/nonexistent/t.jsonl"),
+            "--transcripts /nonexistent/t.jsonl: the folder /nonexistent does not exist",
+        ),
         (("replay", str(ledger), "--save-calibration", str(tmp_path)), f"--save-calibration {tmp_path}: is a folder"),
         (("report", "--ledger", str(ledger), "--out", str(tmp_path)), f"--out {tmp_path}: is a folder"),
-        (("report", "--ledger", str(ledger), "--out", str(tmp_path / "r.html"), "--png", str(a_file)),
-         f"--png {a_file}: is a file, not a folder"),
-        (("report", "--ledger", str(ledger), "--out", str(tmp_path / "r.html"), "--png", str(a_file / "sub")),
-         "is a file, not a folder"),
-        (("export", "--db", str(tmp_path / "none.db"), "--run", "r", "--out", str(tmp_path / "no" / "x.jsonl")),
-         "the folder"),
+        (
+            ("report", "--ledger", str(ledger), "--out", str(tmp_path / "r.html"), "--png", str(a_file)),
+            f"--png {a_file}: is a file, not a folder",
+        ),
+        (
+            ("report", "--ledger", str(ledger), "--out", str(tmp_path / "r.html"), "--png", str(a_file / "sub")),
+            "is a file, not a folder",
+        ),
+        (
+            ("export", "--db", str(tmp_path / "none.db"), "--run", "r", "--out", str(tmp_path / "no" / "x.jsonl")),
+            "the folder",
+        ),
         (("theory", "noisy", "--png", str(tmp_path / "no" / "f.png")), "--png"),
     ]
     for args, words in cases:

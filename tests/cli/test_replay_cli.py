@@ -191,8 +191,19 @@ def test_sim_ledger_answer_checks_and_an_echoing_judge_then_replay(tmp_path):
                 assert (a["outcome"] == "confirm") == (signs.count(1) > signs.count(-1))
     ledger = tmp_path / "echo.jsonl"
     ledger.write_text(_console("sim", "ledger", "--kind", "pool", "--profile", "echo-answers", "--n", "300").stdout)
-    res = _console("replay", str(ledger), "--policy", "raw,boe,bayes,whole", "--budget", "16", "--json",
-                   "--calibration", "crossfit:3", "--resamples", "200")
+    res = _console(
+        "replay",
+        str(ledger),
+        "--policy",
+        "raw,boe,bayes,whole",
+        "--budget",
+        "16",
+        "--json",
+        "--calibration",
+        "crossfit:3",
+        "--resamples",
+        "200",
+    )
     assert res.returncode == 0, res.stderr
     acc = {r["policy"]: r["accuracy"] for r in json.loads(res.stdout)["results"]}
     assert acc["bayes"] > acc["raw"] and acc["boe"] >= acc["raw"] - 0.02

@@ -38,9 +38,22 @@ def _records(db: Path) -> list[dict]:
 def test_ask_reads_openai_base_url_and_records_the_sampling_sent(tmp_path):
     db = tmp_path / "runs.db"
     with serve_in_thread(options=SimOptions(generation_config=QWEN_LIKE)) as sim:
-        res = boe("ask", str(SCAN), "Which side is the lesion on?", "--model", "boe-sim-vlm", "--k", "16",
-                  "--budget", "0", "--db", str(db), "--extra-body", '{"chat_template_kwargs": {"x": 1}}',
-                  env={"OPENAI_BASE_URL": sim.base_url})
+        res = boe(
+            "ask",
+            str(SCAN),
+            "Which side is the lesion on?",
+            "--model",
+            "boe-sim-vlm",
+            "--k",
+            "16",
+            "--budget",
+            "0",
+            "--db",
+            str(db),
+            "--extra-body",
+            '{"chat_template_kwargs": {"x": 1}}',
+            env={"OPENAI_BASE_URL": sim.base_url},
+        )
     assert res.returncode == 0, res.stderr
     config, record = _records(db)
     agent = config["agent"]
@@ -72,9 +85,28 @@ def test_batch_warns_when_pools_collapse(tmp_path):
 
     data = generate_dataset(tmp_path / "ds", 4, seed=3)
     with serve_in_thread(options=SimOptions(generation_config=QWEN_LIKE)) as sim:
-        res = boe("batch", str(data), "--base-url", sim.base_url, "--model", "boe-sim-vlm", "--db",
-                  str(tmp_path / "b.db"), "--run", "r", "--k", "8", "--ledger", "online", "--budget", "0",
-                  "--server", "openai", "--json", "--no-progress")
+        res = boe(
+            "batch",
+            str(data),
+            "--base-url",
+            sim.base_url,
+            "--model",
+            "boe-sim-vlm",
+            "--db",
+            str(tmp_path / "b.db"),
+            "--run",
+            "r",
+            "--k",
+            "8",
+            "--ledger",
+            "online",
+            "--budget",
+            "0",
+            "--server",
+            "openai",
+            "--json",
+            "--no-progress",
+        )
     assert res.returncode == 0, res.stderr
     notes = json.loads(res.stdout)["notes"]
     assert any("4 of 4 questions (100%) came back with fewer than two distinct answers" in n for n in notes), notes

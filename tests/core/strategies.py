@@ -100,8 +100,6 @@ def records(
 
 
 @st.composite
-def ledgers(
-    draw: st.DrawFn, min_size: int = 1, max_size: int = 6, answer_checks: bool = True
-) -> list[dict[str, Any]]:
+def ledgers(draw: st.DrawFn, min_size: int = 1, max_size: int = 6, answer_checks: bool = True) -> list[dict[str, Any]]:
     n = draw(st.integers(min_size, max_size))
     return [draw(records(qid=f"q{i}", answer_checks=answer_checks)) for i in range(n)]

@@ -327,12 +327,28 @@ def _pair_question():
     """Answer a (3 candidates) against b (2): one confirm of b is not enough, two are."""
     cands = [{"index": i, "answer": x, "valid": True, "utility": float(x == "b")} for i, x in enumerate("aaabb")]
     actions = [
-        {"id": f"w:{i}", "kind": "whole_response", "claim": None, "candidate": i, "cost": 1, "group": "whole",
-         "outcome": "confirm"}
+        {
+            "id": f"w:{i}",
+            "kind": "whole_response",
+            "claim": None,
+            "candidate": i,
+            "cost": 1,
+            "group": "whole",
+            "outcome": "confirm",
+        }
         for i in (3, 4)
     ]
-    rec = {"format": "boe-ledger/1", "question_id": "pair", "dataset": "toy", "task": {}, "reference": "b",
-           "candidates": cands, "claims": [], "edges": [], "actions": actions}
+    rec = {
+        "format": "boe-ledger/1",
+        "question_id": "pair",
+        "dataset": "toy",
+        "task": {},
+        "reference": "b",
+        "candidates": cands,
+        "claims": [],
+        "edges": [],
+        "actions": actions,
+    }
     model = BayesModel(
         priors={"toy": PriorParams(count_coef=1.0, log_count_coef=0.0, none_intercept=-30.0)},
         whole_channels={"toy/whole": ChannelTable(given_true=(0.7, 0.3, 0.0), given_false=(0.3, 0.7, 0.0))},

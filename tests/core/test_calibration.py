@@ -187,9 +187,7 @@ def test_answer_check_kappa_pairs_span_every_affected_candidate():
         "format": "boe-ledger/1.1",
         "question_id": "q",
         "dataset": "d",
-        "candidates": [
-            {"index": i, "answer": a, "valid": i != 4, "utility": u} for i, (a, u) in enumerate(cands)
-        ],
+        "candidates": [{"index": i, "answer": a, "valid": i != 4, "utility": u} for i, (a, u) in enumerate(cands)],
         "actions": [
             {"id": "a", "kind": "answer_response", "candidate": 1, "cost": 8, "group": "answer", "outcome": "reject"},
             {"id": "b", "kind": "answer_response", "candidate": 3, "cost": 8, "group": "answer", "outcome": "confirm"},

@@ -81,7 +81,17 @@ def test_a_failed_action_keeps_the_record_rules():
     from boe.sim.ledgers import pool_ledger
 
     rec = next(iter(pool_ledger(1, seed=0)))
-    rec["actions"].append({"id": "x", "kind": "whole_response", "claim": None, "candidate": 99, "cost": 1,
-                           "group": "whole", "outcome": "unresolved", "failed": True})
+    rec["actions"].append(
+        {
+            "id": "x",
+            "kind": "whole_response",
+            "claim": None,
+            "candidate": 99,
+            "cost": 1,
+            "group": "whole",
+            "outcome": "unresolved",
+            "failed": True,
+        }
+    )
     with pytest.raises(RecordError, match="candidate"):
         parse_record_dict(rec)

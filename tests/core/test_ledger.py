@@ -210,8 +210,15 @@ def _with_answer_check(candidate: int = 0, fmt: str = "boe-ledger/1.1") -> dict:
     rec["format"] = fmt
     rec["candidates"].append({"index": 3, "answer": " CT ", "valid": True, "utility": 1.0})
     rec["actions"].append(
-        {"id": "a:ct", "kind": "answer_response", "claim": None, "candidate": candidate, "cost": 8,
-         "group": "answer", "outcome": "confirm"}
+        {
+            "id": "a:ct",
+            "kind": "answer_response",
+            "claim": None,
+            "candidate": candidate,
+            "cost": 8,
+            "group": "answer",
+            "outcome": "confirm",
+        }
     )
     return rec
 

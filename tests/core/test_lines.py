@@ -104,17 +104,20 @@ def test_a_folder_is_named(tmp_path: Path) -> None:
 def test_cli_reads_standard_input_and_names_folders(tmp_path: Path) -> None:
     assert BOE is not None
     text = "\ufeff" + "\r\n".join(GOOD) + "\r\n"
-    res = subprocess.run([BOE, "replay", "-", "--json", "--policy", "raw"], input=text, capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [BOE, "replay", "-", "--json", "--policy", "raw"], input=text, capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["questions"] == 3
     res = subprocess.run([BOE, "replay", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and f"cannot open ledger {tmp_path}: it is a folder" in res.stderr
     assert "Traceback" not in res.stderr
     db = f"sqlite:///{tmp_path / 's.db'}"
-    res = subprocess.run([BOE, "import", "-", "--db", db, "--run", "r"], input=text, capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [BOE, "import", "-", "--db", db, "--run", "r"], input=text, capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0 and "stored 3" in res.stderr, res.stderr
-    res = subprocess.run([BOE, "export", "--db", db, "--run", "r", "--out", "-"], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        [BOE, "export", "--db", db, "--run", "r", "--out", "-"], capture_output=True, text=True, timeout=120
+    )
     assert res.stdout.splitlines() == GOOD  # the lines as written, without the mark and the CR

@@ -365,8 +365,10 @@ def _majority_record(n_wrong=13, n_right=3, outcomes=("reject", "confirm")):
             {"id": f"a:{i}", "kind": "answer_response", "candidate": r, "cost": 8, "group": "answer", "outcome": o}
             for i, (r, o) in enumerate(zip(reps, outcomes, strict=True))
         ]
-        + [{"id": f"w:{i}", "kind": "whole_response", "candidate": i, "cost": 8, "group": "whole", "outcome": "reject"}
-           for i in range(3)],
+        + [
+            {"id": f"w:{i}", "kind": "whole_response", "candidate": i, "cost": 8, "group": "whole", "outcome": "reject"}
+            for i in range(3)
+        ],
     }
 
 

@@ -90,8 +90,23 @@ def _boe(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_cli_factor_code_json_and_png(tmp_path):
     png = tmp_path / "fc.png"
-    out = _boe("theory", "factor-code", "--m", "3", "--n", "120", "--train", "120", "--budget", "0,8,12,56",
-               "--policy", "bayes,whole", "--json", "--png", str(png))
+    out = _boe(
+        "theory",
+        "factor-code",
+        "--m",
+        "3",
+        "--n",
+        "120",
+        "--train",
+        "120",
+        "--budget",
+        "0,8,12,56",
+        "--policy",
+        "bayes,whole",
+        "--json",
+        "--png",
+        str(png),
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["k"] == 8 and data["candidate_checks_for_95pct"] == 7

@@ -23,12 +23,17 @@ def shared_data_dir() -> Path | None:
 
 def tiny_png(path: Path, value: int = 128) -> Path:
     """Write a valid 2x2 grayscale PNG (no image library needed)."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     raw = b"".join(b"\x00" + bytes([value, value]) for _ in range(2))
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 0, 0, 0, 0)) \
-        + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(png)
     return path

@@ -22,26 +22,82 @@ def _slake(root: Path) -> Path:
     tiny_png(root / "imgs" / "xmlab1" / "source.jpg")
     tiny_png(root / "imgs" / "xmlab2" / "source.jpg")
     base = {"base_type": "vqa", "triple": ["vhead", "_", "_"]}
-    write_json(root / "train.json", [
-        {"img_id": 1, "img_name": "xmlab1/source.jpg", "question": "Which organ is abnormal?", "answer": "Lung",
-         "q_lang": "en", "location": "Lung", "modality": "CT", "answer_type": "OPEN", "content_type": "Organ",
-         "qid": 0, **base},
-        {"img_id": 1, "img_name": "xmlab1/source.jpg", "question": "哪个器官不正常?", "answer": "肺",
-         "q_lang": "zh", "location": "Lung", "modality": "CT", "answer_type": "OPEN", "content_type": "Organ",
-         "qid": 1, **base},
-        {"img_id": 2, "img_name": "xmlab2/source.jpg", "question": "How many lungs\tare shown?", "answer": 2,
-         "q_lang": "en", "location": "Chest", "modality": "X-Ray", "answer_type": "OPEN ", "content_type": "Quantity",
-         "qid": 2, **base},
-        {"img_id": 2, "img_name": "xmlab2/source.jpg", "question": "Is this a CT?", "answer": "No",
-         "q_lang": "en", "location": "Chest", "modality": "X-Ray", "answer_type": "CLOSED", "content_type": "Modality",
-         "qid": 3, **base},
-        {"img_id": 2, "img_name": "xmlab2/source.jpg", "question": "", "answer": "No", "q_lang": "en", "qid": 4},
-    ])
-    write_json(root / "test.json", [
-        {"img_id": 1, "img_name": "xmlab1/source.jpg", "question": "What modality is used?", "answer": "CT",
-         "q_lang": "en", "location": "Lung", "modality": "CT", "answer_type": "OPEN", "content_type": "Modality",
-         "qid": 100, **base},
-    ])
+    write_json(
+        root / "train.json",
+        [
+            {
+                "img_id": 1,
+                "img_name": "xmlab1/source.jpg",
+                "question": "Which organ is abnormal?",
+                "answer": "Lung",
+                "q_lang": "en",
+                "location": "Lung",
+                "modality": "CT",
+                "answer_type": "OPEN",
+                "content_type": "Organ",
+                "qid": 0,
+                **base,
+            },
+            {
+                "img_id": 1,
+                "img_name": "xmlab1/source.jpg",
+                "question": "哪个器官不正常?",
+                "answer": "肺",
+                "q_lang": "zh",
+                "location": "Lung",
+                "modality": "CT",
+                "answer_type": "OPEN",
+                "content_type": "Organ",
+                "qid": 1,
+                **base,
+            },
+            {
+                "img_id": 2,
+                "img_name": "xmlab2/source.jpg",
+                "question": "How many lungs\tare shown?",
+                "answer": 2,
+                "q_lang": "en",
+                "location": "Chest",
+                "modality": "X-Ray",
+                "answer_type": "OPEN ",
+                "content_type": "Quantity",
+                "qid": 2,
+                **base,
+            },
+            {
+                "img_id": 2,
+                "img_name": "xmlab2/source.jpg",
+                "question": "Is this a CT?",
+                "answer": "No",
+                "q_lang": "en",
+                "location": "Chest",
+                "modality": "X-Ray",
+                "answer_type": "CLOSED",
+                "content_type": "Modality",
+                "qid": 3,
+                **base,
+            },
+            {"img_id": 2, "img_name": "xmlab2/source.jpg", "question": "", "answer": "No", "q_lang": "en", "qid": 4},
+        ],
+    )
+    write_json(
+        root / "test.json",
+        [
+            {
+                "img_id": 1,
+                "img_name": "xmlab1/source.jpg",
+                "question": "What modality is used?",
+                "answer": "CT",
+                "q_lang": "en",
+                "location": "Lung",
+                "modality": "CT",
+                "answer_type": "OPEN",
+                "content_type": "Modality",
+                "qid": 100,
+                **base,
+            },
+        ],
+    )
     return root
 
 
@@ -93,8 +149,9 @@ def _pathvqa(root: Path) -> Path:
     (root / "qas" / "train" / "train_qa.pkl").write_bytes(pickle.dumps(PATH_RECORDS))
     tiny_png(root / "images" / "train" / "train_0001.jpg")
     tiny_png(root / "images" / "train" / "train_0002.jpg")
-    write_jsonl(root / "test.jsonl", [{"image": "test_0001", "question": "What organ is this?", "answer": "liver"},
-                                      "{not json"])
+    write_jsonl(
+        root / "test.jsonl", [{"image": "test_0001", "question": "What organ is this?", "answer": "liver"}, "{not json"]
+    )
     tiny_png(root / "images" / "test" / "test_0001.jpg")
     return root
 
@@ -103,8 +160,12 @@ def test_pathvqa_drops_yes_no_like_the_paper(tmp_path):
     root = _pathvqa(tmp_path / "pvqa")
     assert detect_format(root) == "pathvqa"
     ds = load_dataset(root)
-    assert [it.question_id for it in ds] == ["train/train_0001/1", "train/train_0001/3", "train/train_0002/2",
-                                             "test/test_0001/1"]
+    assert [it.question_id for it in ds] == [
+        "train/train_0001/1",
+        "train/train_0001/3",
+        "train/train_0002/2",
+        "test/test_0001/1",
+    ]
     assert ds.dropped == {"yes/no answer": 2}
     assert {it.answer_type for it in ds} == {"open"}
     assert [(i.source, i.line, i.kind) for i in ds.issues] == [
@@ -127,8 +188,11 @@ def test_pathvqa_keep_yes_no_keeps_ids_stable(tmp_path):
 @pytest.mark.parametrize(
     ("name", "payload"),
     [
-        pytest.param("class", pickle.dumps([{"image": "x", "question": "q", "answer": datetime.date(2020, 1, 1)}]),
-                     id="refuses-classes"),
+        pytest.param(
+            "class",
+            pickle.dumps([{"image": "x", "question": "q", "answer": datetime.date(2020, 1, 1)}]),
+            id="refuses-classes",
+        ),
         pytest.param("truncated", pickle.dumps(PATH_RECORDS)[:20], id="truncated"),
         pytest.param("dict", pickle.dumps({"a": 1}), id="not-a-list"),
     ],
@@ -142,8 +206,10 @@ def test_pathvqa_bad_pickles(tmp_path, name, payload):
 
 
 def test_pathvqa_csv(tmp_path):
-    write_lines(tmp_path / "val.csv", ["image,question,answer", "val_0001,What is seen?,\"fibrin, blood\"",
-                                       "val_0002,Is it benign?,yes"])
+    write_lines(
+        tmp_path / "val.csv",
+        ["image,question,answer", 'val_0001,What is seen?,"fibrin, blood"', "val_0002,Is it benign?,yes"],
+    )
     tiny_png(tmp_path / "images" / "val" / "val_0001.png")
     ds = load_dataset(tmp_path / "val.csv")
     assert [(it.question_id, it.reference) for it in ds] == [("val/val_0001/1", "fibrin, blood")]
@@ -154,15 +220,15 @@ def test_pathvqa_csv(tmp_path):
 
 PMC_HEADER = "index,Figure_path,Caption,Question,Choice A,Choice B,Choice C,Choice D,Answer,Answer_label"
 PMC_ROWS = [
-    '0,PMC1_F1.jpg,cap,What imaging is shown?, A:CT , B:MRI , C:Ultrasound , D:X-ray ,MRI,B',
-    '1,PMC1_F1.jpg,cap,Which finding is seen?, A:Mass , B:Cyst , C:Edema , D:None of the above ,None of the above,D',
-    '2,PMC2_F1.jpg,cap,What organ is shown?, A:Liver , B:Kidney , C:Spleen , D:Heart ,Spleen,',
-    '3,PMC2_F1.jpg,cap,What stain is used?, A:H&E , B:PAS , C:Trichrome , D:Giemsa ,PAS,C',
-    '4,PMC2_F1.jpg,cap,What is the size?, A:Small , B:Large , C:Cannot be determined , D:Medium ,'
-    'Cannot be determined,C',
+    "0,PMC1_F1.jpg,cap,What imaging is shown?, A:CT , B:MRI , C:Ultrasound , D:X-ray ,MRI,B",
+    "1,PMC1_F1.jpg,cap,Which finding is seen?, A:Mass , B:Cyst , C:Edema , D:None of the above ,None of the above,D",
+    "2,PMC2_F1.jpg,cap,What organ is shown?, A:Liver , B:Kidney , C:Spleen , D:Heart ,Spleen,",
+    "3,PMC2_F1.jpg,cap,What stain is used?, A:H&E , B:PAS , C:Trichrome , D:Giemsa ,PAS,C",
+    "4,PMC2_F1.jpg,cap,What is the size?, A:Small , B:Large , C:Cannot be determined , D:Medium ,"
+    "Cannot be determined,C",
     '5,PMC3_F2.jpg,cap,Where is the lesion?,"A:\u00a0left lobe ","B: right lobe","C:both lobes","D:neither",B,',
-    '6,../escape.jpg,cap,What is it?, A:a , B:b , C:c , D:d ,a,A',
-    '7,PMC1_F1.jpg,cap,What is wrong?, A:x , B:y , C:z , D:w ,q,',
+    "6,../escape.jpg,cap,What is it?, A:a , B:b , C:c , D:d ,a,A",
+    "7,PMC1_F1.jpg,cap,What is wrong?, A:x , B:y , C:z , D:w ,q,",
 ]
 
 
@@ -249,19 +315,34 @@ MX_OPTIONS = {"A": "Sarcoidosis", "B": "Tuberculosis", "C": "Lymphoma", "D": "Si
 
 def _medxpert(root: Path) -> Path:
     inline = " ".join(f"({k}) {v}" for k, v in MX_OPTIONS.items())
-    write_jsonl(root / "MM" / "test.jsonl", [
-        {"id": "MM-1", "question": f"A 40-year-old man has a cough.\nWhat is the diagnosis? Answer Choices: {inline}",
-         "options": MX_OPTIONS, "label": "C", "images": ["MM-1-a.jpeg", "MM-1-b.jpeg"],
-         "medical_task": "Diagnosis", "body_system": "Respiratory", "question_type": "Reasoning"},
-        {"id": "MM-2", "question": "Which is it? Answer Choices: (A) x (B) y", "options": MX_OPTIONS, "label": "A",
-         "images": ["MM-2-a.png"]},
-        {"id": "MM-3", "question": "Q?", "options": MX_OPTIONS, "label": "F", "images": ["MM-1-a.jpeg"]},
-        {"id": "MM-4", "question": "Q?", "options": MX_OPTIONS, "label": "A", "images": []},
-        {"id": "MM-5", "question": "Q?", "options": {"A": "x", "1": "y"}, "label": "A", "images": ["MM-2-a.png"]},
-        "[1, 2",
-        {"id": "MM-7", "question": "Q?", "options": MX_OPTIONS, "label": "B", "images": ["/etc/hostname"]},
-        {"id": "MM-1", "question": "again?", "options": MX_OPTIONS, "label": "B", "images": ["MM-2-a.png"]},
-    ])
+    write_jsonl(
+        root / "MM" / "test.jsonl",
+        [
+            {
+                "id": "MM-1",
+                "question": f"A 40-year-old man has a cough.\nWhat is the diagnosis? Answer Choices: {inline}",
+                "options": MX_OPTIONS,
+                "label": "C",
+                "images": ["MM-1-a.jpeg", "MM-1-b.jpeg"],
+                "medical_task": "Diagnosis",
+                "body_system": "Respiratory",
+                "question_type": "Reasoning",
+            },
+            {
+                "id": "MM-2",
+                "question": "Which is it? Answer Choices: (A) x (B) y",
+                "options": MX_OPTIONS,
+                "label": "A",
+                "images": ["MM-2-a.png"],
+            },
+            {"id": "MM-3", "question": "Q?", "options": MX_OPTIONS, "label": "F", "images": ["MM-1-a.jpeg"]},
+            {"id": "MM-4", "question": "Q?", "options": MX_OPTIONS, "label": "A", "images": []},
+            {"id": "MM-5", "question": "Q?", "options": {"A": "x", "1": "y"}, "label": "A", "images": ["MM-2-a.png"]},
+            "[1, 2",
+            {"id": "MM-7", "question": "Q?", "options": MX_OPTIONS, "label": "B", "images": ["/etc/hostname"]},
+            {"id": "MM-1", "question": "again?", "options": MX_OPTIONS, "label": "B", "images": ["MM-2-a.png"]},
+        ],
+    )
     for name in ("MM-1-a.jpeg", "MM-1-b.jpeg", "MM-2-a.png"):
         tiny_png(root / "MM" / "images" / name)
     return root
@@ -272,15 +353,26 @@ def test_medxpertqa(tmp_path):
     assert detect_format(root) == "medxpertqa"
     ds = load_dataset(root)
     assert [it.question_id for it in ds] == ["MM-1", "MM-2"]
-    assert [(i.line, i.kind) for i in ds.issues] == [(3, "error"), (4, "error"), (5, "error"), (6, "error"),
-                                                      (7, "path"), (8, "duplicate")]
+    assert [(i.line, i.kind) for i in ds.issues] == [
+        (3, "error"),
+        (4, "error"),
+        (5, "error"),
+        (6, "error"),
+        (7, "path"),
+        (8, "duplicate"),
+    ]
     item = ds.by_id("MM-1")
     assert item.question == "A 40-year-old man has a cough. What is the diagnosis?"
     assert (item.answer_type, item.reference, item.alternatives, item.label) == ("mcq", "C", ("Lymphoma",), "C")
     assert [im.figure for im in item.images] == ["MM-1-a", "MM-1-b"]
     assert item.root == root.resolve() and item.images[0].path == (root / "MM" / "images" / "MM-1-a.jpeg").resolve()
-    assert item.metadata == {"split": "test", "n_images": 2, "medical_task": "Diagnosis",
-                             "body_system": "Respiratory", "question_type": "Reasoning"}
+    assert item.metadata == {
+        "split": "test",
+        "n_images": 2,
+        "medical_task": "Diagnosis",
+        "body_system": "Respiratory",
+        "question_type": "Reasoning",
+    }
     # inline choices that disagree with the options stay in the question
     assert ds.by_id("MM-2").question == "Which is it? Answer Choices: (A) x (B) y"
     assert load_dataset(root, strip_inline_options=False).by_id("MM-1").question.endswith("(E) Histoplasmosis")
@@ -312,22 +404,63 @@ FACT_MARKER = "SECRET-FACT-7f3a"
 
 
 def _sim(root: Path, version: int = 1) -> Path:
-    write_json(root / "dataset.json", {"format": "boe-sim", "version": version, "seed": 0, "size": 64,
-                                       "n_questions": 4, "n_images": 2})
-    write_jsonl(root / "questions.jsonl", [
-        {"id": "sim-0-00000", "image_id": "img-0-00000", "images": ["images/img-0-00000.png"], "dicom": None,
-         "question": "What imaging modality is this?", "options": None, "answer": "ct", "answer_type": "open",
-         "asks": "modality", "slot": "modality"},
-        {"id": "sim-0-00001", "image_id": "img-0-00000", "images": ["images/img-0-00000.png"], "dicom": None,
-         "question": "Is there a mass in the left lung?", "options": None, "answer": "no", "answer_type": "closed",
-         "asks": "presence", "slot": "attribute"},
-        {"id": "sim-0-00002", "image_id": "img-0-00001", "images": ["images/img-0-00001.png"], "dicom": None,
-         "question": "Which side is the lesion on?", "options": {"A": "right", "B": "left"}, "answer": "left",
-         "answer_type": "choice", "asks": "side", "slot": "attribute"},
-        {"id": "sim-0-00003", "image_id": "img-0-00001", "images": ["../outside.png"], "dicom": None,
-         "question": "What region?", "options": None, "answer": "chest", "answer_type": "open", "asks": "region",
-         "slot": "region"},
-    ])
+    write_json(
+        root / "dataset.json",
+        {"format": "boe-sim", "version": version, "seed": 0, "size": 64, "n_questions": 4, "n_images": 2},
+    )
+    write_jsonl(
+        root / "questions.jsonl",
+        [
+            {
+                "id": "sim-0-00000",
+                "image_id": "img-0-00000",
+                "images": ["images/img-0-00000.png"],
+                "dicom": None,
+                "question": "What imaging modality is this?",
+                "options": None,
+                "answer": "ct",
+                "answer_type": "open",
+                "asks": "modality",
+                "slot": "modality",
+            },
+            {
+                "id": "sim-0-00001",
+                "image_id": "img-0-00000",
+                "images": ["images/img-0-00000.png"],
+                "dicom": None,
+                "question": "Is there a mass in the left lung?",
+                "options": None,
+                "answer": "no",
+                "answer_type": "closed",
+                "asks": "presence",
+                "slot": "attribute",
+            },
+            {
+                "id": "sim-0-00002",
+                "image_id": "img-0-00001",
+                "images": ["images/img-0-00001.png"],
+                "dicom": None,
+                "question": "Which side is the lesion on?",
+                "options": {"A": "right", "B": "left"},
+                "answer": "left",
+                "answer_type": "choice",
+                "asks": "side",
+                "slot": "attribute",
+            },
+            {
+                "id": "sim-0-00003",
+                "image_id": "img-0-00001",
+                "images": ["../outside.png"],
+                "dicom": None,
+                "question": "What region?",
+                "options": None,
+                "answer": "chest",
+                "answer_type": "open",
+                "asks": "region",
+                "slot": "region",
+            },
+        ],
+    )
     write_jsonl(root / "facts.jsonl", [{"image_id": "img-0-00000", "note": FACT_MARKER}])
     tiny_png(root / "images" / "img-0-00000.png")
     tiny_png(root / "images" / "img-0-00001.png")
@@ -387,12 +520,30 @@ def test_boe_sim_synonyms_from_the_simulator(tmp_path):
     pytest.importorskip("boe.sim.vocab")
     root = tmp_path / "simset"
     write_json(root / "dataset.json", {"format": "boe-sim", "version": 1})
-    write_jsonl(root / "questions.jsonl", [
-        {"id": "s1", "images": ["images/a.png"], "question": "Which modality?", "answer": "mr", "answer_type": "choice",
-         "options": {"A": "CT", "B": "MRI", "C": "ultrasound"}, "asks": "modality", "slot": "modality"},
-        {"id": "s2", "images": ["images/a.png"], "question": "Which modality?", "answer": "xr", "answer_type": "open",
-         "asks": "modality", "slot": "modality"},
-    ])
+    write_jsonl(
+        root / "questions.jsonl",
+        [
+            {
+                "id": "s1",
+                "images": ["images/a.png"],
+                "question": "Which modality?",
+                "answer": "mr",
+                "answer_type": "choice",
+                "options": {"A": "CT", "B": "MRI", "C": "ultrasound"},
+                "asks": "modality",
+                "slot": "modality",
+            },
+            {
+                "id": "s2",
+                "images": ["images/a.png"],
+                "question": "Which modality?",
+                "answer": "xr",
+                "answer_type": "open",
+                "asks": "modality",
+                "slot": "modality",
+            },
+        ],
+    )
     tiny_png(root / "images" / "a.png")
     ds = load_dataset(root)
     assert ds.by_id("s1").label == "B"

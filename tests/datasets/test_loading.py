@@ -28,8 +28,16 @@ from tests.datasets.helpers import FIXTURES, record_at, tiny_png, write_json, wr
 
 
 def _rad(qid, image, **extra):
-    rec = {"qid": qid, "image_name": image, "image_organ": "HEAD", "answer": "yes", "answer_type": "CLOSED",
-           "question_type": "PRES", "question": f"Question {qid}?", "phrase_type": "freeform"}
+    rec = {
+        "qid": qid,
+        "image_name": image,
+        "image_organ": "HEAD",
+        "answer": "yes",
+        "answer_type": "CLOSED",
+        "question_type": "PRES",
+        "question": f"Question {qid}?",
+        "phrase_type": "freeform",
+    }
     rec.update(extra)
     return rec
 
@@ -92,8 +100,9 @@ def test_a_different_root(tmp_path):
         pytest.param([_rad(1, "a.jpg"), _rad(1, "a.jpg")], "appears twice", id="duplicate-id"),
         pytest.param([_rad(1, "a.jpg"), "just text"], "expected an object", id="not-an-object"),
         pytest.param([_rad(1, "a.jpg"), {"qid": 2, "image_name": "a.jpg"}], "missing field", id="missing-fields"),
-        pytest.param([_rad(1, "a.jpg"), _rad(2, "a.jpg", answer_type="MAYBE")], "neither OPEN nor CLOSED",
-                     id="bad-answer-type"),
+        pytest.param(
+            [_rad(1, "a.jpg"), _rad(2, "a.jpg", answer_type="MAYBE")], "neither OPEN nor CLOSED", id="bad-answer-type"
+        ),
         pytest.param([_rad(1, "a.jpg"), _rad(2, "a.jpg", answer=" \t ")], "'answer' is empty", id="blank-answer"),
         pytest.param([_rad(1, "a.jpg"), _rad(2, "a.jpg", question=["a list"])], "must be text", id="list-question"),
     ],
@@ -169,8 +178,13 @@ def test_a_new_format_by_name(tmp_path):
                     raise RecordProblem("expected 4 columns")
                 if parts[1] == skip:
                     raise Drop("skipped question")
-                yield ctx.item(question_id=parts[0], question=parts[1], reference=parts[2], answer_type="open",
-                               images=[ctx.image(parts[3])])
+                yield ctx.item(
+                    question_id=parts[0],
+                    question=parts[1],
+                    reference=parts[2],
+                    answer_type="open",
+                    images=[ctx.image(parts[3])],
+                )
 
     try:
         ds = load_dataset(f, format="test-tsv")
@@ -199,15 +213,20 @@ def _item(**kw):
         pytest.param({"question_id": ""}, "question_id", id="no-id"),
         pytest.param({"reference": " "}, "reference", id="no-reference"),
         pytest.param({"answer_type": "free"}, "answer_type", id="bad-type"),
-        pytest.param({"answer_type": "mcq", "options": {"A": "x", "B": "y"}}, "needs options and a label",
-                     id="mcq-without-label"),
+        pytest.param(
+            {"answer_type": "mcq", "options": {"A": "x", "B": "y"}}, "needs options and a label", id="mcq-without-label"
+        ),
         pytest.param({"options": {"A": "x"}, "label": "B"}, "not one of the options", id="label-not-an-option"),
         pytest.param({"options": {"a": "x"}}, "capital letters", id="lowercase-key"),
         pytest.param({"options": {"A": ""}}, "no text", id="empty-option"),
-        pytest.param({"answer_type": "mcq", "options": {"A": "x"}, "label": "A", "options_hidden": True},
-                     "cannot hide", id="hidden-mcq"),
-        pytest.param({"images": (ImageFile("f", Path("/a")), ImageFile("f", Path("/b")))}, "unique",
-                     id="duplicate-figures"),
+        pytest.param(
+            {"answer_type": "mcq", "options": {"A": "x"}, "label": "A", "options_hidden": True},
+            "cannot hide",
+            id="hidden-mcq",
+        ),
+        pytest.param(
+            {"images": (ImageFile("f", Path("/a")), ImageFile("f", Path("/b")))}, "unique", id="duplicate-figures"
+        ),
         pytest.param({"missing_images": ("nope",)}, "unknown figures", id="missing-unknown-figure"),
     ],
 )
@@ -217,8 +236,15 @@ def test_item_validation(kw, message):
 
 
 def test_for_generator_never_shows_evaluation_data():
-    item = _item(options={"A": "cyst", "B": "mass"}, options_hidden=True, label="A", alternatives=("simple cyst",),
-                 metadata={"modality": "CT"}, images=(ImageFile("fig1", Path("/data/a.png")),), answer_raw="cyst")
+    item = _item(
+        options={"A": "cyst", "B": "mass"},
+        options_hidden=True,
+        label="A",
+        alternatives=("simple cyst",),
+        metadata={"modality": "CT"},
+        images=(ImageFile("fig1", Path("/data/a.png")),),
+        answer_raw="cyst",
+    )
     view = item.for_generator()
     assert view == {"question_id": "q1", "question": "What?", "options": None, "images": [("fig1", "/data/a.png")]}
     shown = _item(answer_type="mcq", options={"A": "cyst", "B": "mass"}, label="A", reference="A")
@@ -240,9 +266,11 @@ def test_subset_is_deterministic_and_order_free():
 
 
 def test_importing_the_package_stays_light():
-    code = ("import sys, boe.datasets as d; d.available_formats(); "
-            "heavy = [m for m in ('cv2', 'openai', 'langgraph', 'sqlalchemy', 'boe.tools', 'boe.agent') "
-            "if m in sys.modules]; print(heavy)")
+    code = (
+        "import sys, boe.datasets as d; d.available_formats(); "
+        "heavy = [m for m in ('cv2', 'openai', 'langgraph', 'sqlalchemy', 'boe.tools', 'boe.agent') "
+        "if m in sys.modules]; print(heavy)"
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "[]"

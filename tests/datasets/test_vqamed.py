@@ -58,8 +58,11 @@ def test_real_category_file(shared_data):
 
 def test_questions_only_file_is_refused(shared_data):
     with pytest.raises(DatasetRecordError, match="no reference answers") as exc:
-        load_dataset(shared_data / "vqa-med-2019" / "test" / "VQAMed2019_Test_Questions.txt", format="vqa-med",
-                     require_images=False)
+        load_dataset(
+            shared_data / "vqa-med-2019" / "test" / "VQAMed2019_Test_Questions.txt",
+            format="vqa-med",
+            require_images=False,
+        )
     assert exc.value.line == 1
 
 
@@ -92,19 +95,45 @@ def test_fixture_quirks_are_in_the_files():
     ("qid", "question", "reference", "alternatives"),
     [
         pytest.param("train/modality/synpic90002", "is this a t2 weighted image?", "no", (), id="tab-in-question"),
-        pytest.param("train/organ/synpic90001", "which organ system is shown?", "skull and contents", (),
-                     id="bom-first-line"),
-        pytest.param("train/organ/synpic90003", "what part of the body is imaged?", "lung, mediastinum, pleura", (),
-                     id="no-final-newline-comma-kept"),
+        pytest.param(
+            "train/organ/synpic90001", "which organ system is shown?", "skull and contents", (), id="bom-first-line"
+        ),
+        pytest.param(
+            "train/organ/synpic90003",
+            "what part of the body is imaged?",
+            "lung, mediastinum, pleura",
+            (),
+            id="no-final-newline-comma-kept",
+        ),
         pytest.param("val/plane/synpic90102", "which plane is shown?", "sagittal", (), id="crlf"),
-        pytest.param("train/abnormality/synpic90006", "what is the primary abnormality?", "hodgkin\u2019s lymphoma",
-                     (), id="curly-apostrophe"),
-        pytest.param("test/organ/synpic90202", "what organ system is imaged?", "face, sinuses, and neck",
-                     ("skull and contents",), id="hash-alternative"),
-        pytest.param("test/abnormality/synpic90203", "what is abnormal?", "(iatrogenic) pneumoperitoneum",
-                     ("iatrogenic pneumoperitoneum", "pneumoperitoneum"), id="optional-part"),
-        pytest.param("test/modality/synpic90201", "what modality is used?", "ct w/contrast (iv)",
-                     ("ct w/contrast iv", "ct w/contrast"), id="optional-tail"),
+        pytest.param(
+            "train/abnormality/synpic90006",
+            "what is the primary abnormality?",
+            "hodgkin\u2019s lymphoma",
+            (),
+            id="curly-apostrophe",
+        ),
+        pytest.param(
+            "test/organ/synpic90202",
+            "what organ system is imaged?",
+            "face, sinuses, and neck",
+            ("skull and contents",),
+            id="hash-alternative",
+        ),
+        pytest.param(
+            "test/abnormality/synpic90203",
+            "what is abnormal?",
+            "(iatrogenic) pneumoperitoneum",
+            ("iatrogenic pneumoperitoneum", "pneumoperitoneum"),
+            id="optional-part",
+        ),
+        pytest.param(
+            "test/modality/synpic90201",
+            "what modality is used?",
+            "ct w/contrast (iv)",
+            ("ct w/contrast iv", "ct w/contrast"),
+            id="optional-tail",
+        ),
     ],
 )
 def test_fixture_lines(qid, question, reference, alternatives):

@@ -59,8 +59,15 @@ def core_view(rec: dict[str, Any]) -> dict[str, Any]:
         "claims": [(c["id"], c["slot"], c["value"]) for c in rec["claims"]],
         "edges": sorted((claims.index(e["claim"]), e["candidate"], e["sign"]) for e in rec["edges"]),
         "actions": [
-            (a["id"], a["kind"], None if a["claim"] is None else claims.index(a["claim"]), a["candidate"],
-             float(a["cost"]), a["group"], a["outcome"])
+            (
+                a["id"],
+                a["kind"],
+                None if a["claim"] is None else claims.index(a["claim"]),
+                a["candidate"],
+                float(a["cost"]),
+                a["group"],
+                a["outcome"],
+            )
             for a in rec["actions"]
         ],
     }
@@ -78,8 +85,15 @@ def tables_view(url: str, run: str) -> list[dict[str, Any]]:
                 "claims": [(c.claim_id, c.slot, c.value) for c in q.claims],
                 "edges": [(e.claim_pos, e.candidate_idx, e.sign) for e in q.edges],
                 "actions": [
-                    (a.action_id, a.kind, a.claim_pos, a.candidate_idx, a.cost, a.group_name,
-                     a.outcome.outcome if a.outcome else None)
+                    (
+                        a.action_id,
+                        a.kind,
+                        a.claim_pos,
+                        a.candidate_idx,
+                        a.cost,
+                        a.group_name,
+                        a.outcome.outcome if a.outcome else None,
+                    )
                     for a in q.actions
                 ],
             }
@@ -118,21 +132,24 @@ def test_cli_replay_from_store_equals_replay_from_export(sqlite_url: str, tmp_pa
 def test_bad_records_are_reported_by_line_and_the_good_ones_stored(sqlite_url: str, tmp_path: Path) -> None:
     good = pool_records(4, seed=8)
     lines = [
-        json.dumps(good[0]).encode(),                                  # 1 good
-        b'{"format": "boe-ledger/1", "question_id": ',                 # 2 not JSON
-        b"",                                                           # 3 blank
-        json.dumps(good[1]).encode().replace(b"what", b"wh\xffat"),    # 4 not UTF-8
-        json.dumps(good[2]).encode(),                                  # 5 good
+        json.dumps(good[0]).encode(),  # 1 good
+        b'{"format": "boe-ledger/1", "question_id": ',  # 2 not JSON
+        b"",  # 3 blank
+        json.dumps(good[1]).encode().replace(b"what", b"wh\xffat"),  # 4 not UTF-8
+        json.dumps(good[2]).encode(),  # 5 good
         json.dumps({**good[3], "candidates": [{**good[3]["candidates"][0], "utility": 2.0}]}).encode(),  # 6 bad field
-        json.dumps(good[0]).encode(),                                  # 7 duplicate of line 1
-        json.dumps({**good[1], "format": "boe-ledger/9"}).encode(),    # 8 unknown format
-        json.dumps(good[3]).encode(),                                  # 9 good
+        json.dumps(good[0]).encode(),  # 7 duplicate of line 1
+        json.dumps({**good[1], "format": "boe-ledger/9"}).encode(),  # 8 unknown format
+        json.dumps(good[3]).encode(),  # 9 good
     ]
     src = tmp_path / "mixed.jsonl"
     src.write_bytes(b"\n".join(lines) + b"\n")
     out = boe_cli("import", str(src), "--db", sqlite_url, "--run", "r")
-    reported = sorted(int(line.split(f"{src}:")[1].split(",")[0].split(":")[0])
-                      for line in out.stderr.splitlines() if f"{src}:" in line)
+    reported = sorted(
+        int(line.split(f"{src}:")[1].split(",")[0].split(":")[0])
+        for line in out.stderr.splitlines()
+        if f"{src}:" in line
+    )
     assert reported == [2, 4, 6, 7, 8], out.stderr
     assert "candidates[0].utility" in out.stderr and "already seen" in out.stderr and "not UTF-8" in out.stderr
     assert "stored 3 question(s)" in out.stderr and "4 bad" not in out.stderr and "5 bad record(s)" in out.stderr
@@ -199,8 +216,13 @@ def assert_whole_questions(url: str, run: str) -> int:
             keys = conn.execute(stmt).all()
             assert len(keys) == len({(d, s) for _, d, s in keys}) == len(records)
             pk_key = {pk: (d, s) for pk, d, s in keys}
-            for table, attr in ((m.Candidate, "candidates"), (m.Claim, "claims"), (m.Edge, "edges"),
-                                (m.Action, "actions"), (m.Outcome, "actions")):  # every action of a ledger was run
+            for table, attr in (
+                (m.Candidate, "candidates"),
+                (m.Claim, "claims"),
+                (m.Edge, "edges"),
+                (m.Action, "actions"),
+                (m.Outcome, "actions"),
+            ):  # every action of a ledger was run
                 t = table.__table__
                 counts = dict(conn.execute(select(t.c.question_pk, func.count()).group_by(t.c.question_pk)).all())
                 for pk, key in pk_key.items():

@@ -5,10 +5,13 @@ from __future__ import annotations
 from boe.db import Store, request_key
 
 MESSAGES = [
-    {"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-        {"type": "text", "text": "what modality?"},
-    ]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            {"type": "text", "text": "what modality?"},
+        ],
+    },
 ]
 
 
@@ -16,8 +19,13 @@ def test_key_depends_on_the_request_not_on_credentials() -> None:
     base = request_key("http://host:8000/v1", "m", MESSAGES, {"temperature": 0.7, "n": 8}, seed=1)
     same = [
         request_key("http://user:secret@host:8000/v1/", "m", MESSAGES, {"n": 8, "temperature": 0.7}, seed=1),
-        request_key("http://host:8000/v1", "m", MESSAGES, {"temperature": 0.7, "n": 8, "api_key": "k2",
-                                                           "timeout": 30, "extra_headers": {"Authorization": "x"}}, 1),
+        request_key(
+            "http://host:8000/v1",
+            "m",
+            MESSAGES,
+            {"temperature": 0.7, "n": 8, "api_key": "k2", "timeout": 30, "extra_headers": {"Authorization": "x"}},
+            1,
+        ),
         request_key("http://host:8000/v1", "m", MESSAGES, {"temperature": 0.7, "n": 8, "seed": 1}),
     ]
     assert all(k == base for k in same)
@@ -52,8 +60,14 @@ def test_cache_round_trip_and_off_switch(store_url: str) -> None:
 
 def test_many_replies_cached_in_one_write(store_url: str) -> None:
     entries = [
-        {"key": f"{i:064x}", "response": {"texts": [f"r{i}"]}, "endpoint": "http://u:p@host/v1", "model": "m",
-         "prompt_tokens": i, "completion_tokens": 1}
+        {
+            "key": f"{i:064x}",
+            "response": {"texts": [f"r{i}"]},
+            "endpoint": "http://u:p@host/v1",
+            "model": "m",
+            "prompt_tokens": i,
+            "completion_tokens": 1,
+        }
         for i in range(3)
     ]
     with Store(store_url) as store:

@@ -29,8 +29,14 @@ def agent_record(qid: str = "q1", answer0: str = "ct") -> dict[str, Any]:
         "task": {"question": "what modality?", "image": "img/1.png", "options": ["ct", "mr"]},
         "reference": "ct",
         "candidates": [
-            {"index": 0, "answer": answer0, "valid": True, "utility": 1.0, "raw_text": '{"answer": "CT"}',
-             "slots": {"modality": "ct", "region": None}},
+            {
+                "index": 0,
+                "answer": answer0,
+                "valid": True,
+                "utility": 1.0,
+                "raw_text": '{"answer": "CT"}',
+                "slots": {"modality": "ct", "region": None},
+            },
             {"index": 1, "answer": "mr", "valid": True, "utility": 0.0, "raw_text": "MRI", "slots": {"modality": "mr"}},
             {"index": 2, "answer": None, "valid": False, "utility": 0.0, "raw_text": "I cannot tell"},
         ],
@@ -44,24 +50,62 @@ def agent_record(qid: str = "q1", answer0: str = "ct") -> dict[str, Any]:
             {"candidate": 1, "claim": "modality=mr", "sign": 1},
         ],
         "actions": [
-            {"id": "s:modality=ct", "kind": "structured", "claim": "modality=ct", "candidate": None, "cost": 1,
-             "group": "structured/modality", "outcome": "confirm", "view": {"field": "Modality"},
-             "rationale": "DICOM tag says CT"},
-            {"id": "g:modality=mr", "kind": "grounded_factor", "claim": "modality=mr", "candidate": None, "cost": 4,
-             "group": "grounded", "outcome": "unresolved", "view": {"crop": [10, 20, 110, 140]},
-             "error": "segmenter timed out"},
-            {"id": "w:1", "kind": "whole_response", "claim": None, "candidate": 1, "cost": 8, "group": "whole",
-             "outcome": "reject", "rationale": "contradicts the image", "raw_reply": '{"verdict": "reject"}'},
-            {"id": "v:modality=ct", "kind": "vlm_factor", "claim": "modality=ct", "candidate": None, "cost": 4,
-             "group": "vlm", "outcome": "unresolved", "observed": False},  # on the menu, never run
+            {
+                "id": "s:modality=ct",
+                "kind": "structured",
+                "claim": "modality=ct",
+                "candidate": None,
+                "cost": 1,
+                "group": "structured/modality",
+                "outcome": "confirm",
+                "view": {"field": "Modality"},
+                "rationale": "DICOM tag says CT",
+            },
+            {
+                "id": "g:modality=mr",
+                "kind": "grounded_factor",
+                "claim": "modality=mr",
+                "candidate": None,
+                "cost": 4,
+                "group": "grounded",
+                "outcome": "unresolved",
+                "view": {"crop": [10, 20, 110, 140]},
+                "error": "segmenter timed out",
+            },
+            {
+                "id": "w:1",
+                "kind": "whole_response",
+                "claim": None,
+                "candidate": 1,
+                "cost": 8,
+                "group": "whole",
+                "outcome": "reject",
+                "rationale": "contradicts the image",
+                "raw_reply": '{"verdict": "reject"}',
+            },
+            {
+                "id": "v:modality=ct",
+                "kind": "vlm_factor",
+                "claim": "modality=ct",
+                "candidate": None,
+                "cost": 4,
+                "group": "vlm",
+                "outcome": "unresolved",
+                "observed": False,
+            },  # on the menu, never run
         ],
     }
 
 
 def test_runs(store_url: str) -> None:
     with Store(store_url) as store:
-        cfg = {"model": "m", "endpoint": "http://user:pw@host:8000/v1?api_key=SECRET", "api_key": "SECRET",
-               "nested": {"hf_token": "T0K", "budget": 16, "max_tokens": 64, "keys": ["a"]}, "path": Path("/x")}
+        cfg = {
+            "model": "m",
+            "endpoint": "http://user:pw@host:8000/v1?api_key=SECRET",
+            "api_key": "SECRET",
+            "nested": {"hf_token": "T0K", "budget": 16, "max_tokens": 64, "keys": ["a"]},
+            "path": Path("/x"),
+        }
         run = store.create_run("r1", cfg, git_revision="abc123")
         assert run.name == "r1" and run.git_revision == "abc123" and run.boe_version
         assert "SECRET" not in json.dumps(run.config) and "pw" not in json.dumps(run.config)
@@ -109,7 +153,13 @@ def test_normalised_tables_match_the_record(store_url: str) -> None:
         with Session(store.engine) as s:
             q = s.scalars(select(m.Question)).one()
             assert (q.dataset, q.source_id, q.question_text, q.options, q.image, q.reference, q.n_candidates) == (
-                "vqa-rad", "q1", "what modality?", ["ct", "mr"], "img/1.png", "ct", 3
+                "vqa-rad",
+                "q1",
+                "what modality?",
+                ["ct", "mr"],
+                "img/1.png",
+                "ct",
+                3,
             )
             assert [(c.idx, c.answer, c.valid, c.utility, c.raw_text) for c in q.candidates] == [
                 (0, "ct", True, 1.0, '{"answer": "CT"}'),
@@ -118,7 +168,8 @@ def test_normalised_tables_match_the_record(store_url: str) -> None:
             ]
             assert q.candidates[0].slots == {"modality": "ct", "region": None} and q.candidates[2].slots is None
             assert [(c.pos, c.claim_id, c.slot, c.value, c.figure) for c in q.claims] == [
-                (0, "modality=ct", "modality", "ct", "0"), (1, "modality=mr", "modality", "mr", None)
+                (0, "modality=ct", "modality", "ct", "0"),
+                (1, "modality=mr", "modality", "mr", None),
             ]
             assert [(e.claim_pos, e.candidate_idx, e.sign) for e in q.edges] == [(0, 0, 1), (0, 1, -1), (1, 1, 1)]
             acts = [
@@ -189,13 +240,26 @@ def test_transcripts_model_calls_and_images(store_url: str, tmp_path: Path) -> N
     img = ImageRecord.from_file(img_path, width=64, height=48)
     embedded = ImageRecord.from_bytes(b"other", path="b.png", width=1, height=1, format="png", embed=True)
     t = TranscriptRecord(
-        dataset="vqa-rad", question_id="q1", policy="boe", budget=16, selected=0, actions=["s:modality=ct"],
-        scores=[0.7, 0.2, 0.1], cost=1, utility=1.0,
+        dataset="vqa-rad",
+        question_id="q1",
+        policy="boe",
+        budget=16,
+        selected=0,
+        actions=["s:modality=ct"],
+        scores=[0.7, 0.2, 0.1],
+        cost=1,
+        utility=1.0,
         evidence=[{"action": "s:modality=ct", "outcome": "confirm", "rationale": "DICOM tag says CT"}],
     )
     call = ModelCall(
-        endpoint="https://user:secret@api.example/v1?key=abc", model="m", request_hash="h" * 64,
-        prompt_tokens=100, completion_tokens=20, latency_s=0.5, retries=1, cached=False,
+        endpoint="https://user:secret@api.example/v1?key=abc",
+        model="m",
+        request_hash="h" * 64,
+        prompt_tokens=100,
+        completion_tokens=20,
+        latency_s=0.5,
+        retries=1,
+        cached=False,
     )
     with Store(store_url) as store:
         store.create_run("r")
@@ -207,8 +271,17 @@ def test_transcripts_model_calls_and_images(store_url: str, tmp_path: Path) -> N
         assert t.to_dict()["budget"] == 16 and t.to_dict()["evidence"][0]["outcome"] == "confirm"
         # transcripts of stored questions can be added later (e.g. by a replay)
         t2 = TranscriptRecord.from_dict(
-            {"question_id": "q2", "dataset": "vqa-rad", "policy": "raw", "budget": 0, "selected": 1,
-             "actions": [], "cost": 0, "scores": [0.5, 0.4, 0.1], "utility": 0.0}
+            {
+                "question_id": "q2",
+                "dataset": "vqa-rad",
+                "policy": "raw",
+                "budget": 0,
+                "selected": 1,
+                "actions": [],
+                "cost": 0,
+                "scores": [0.5, 0.4, 0.1],
+                "utility": 0.0,
+            }
         )
         assert store.save_transcripts("r", [t2]) == 1
         assert list(store.iter_transcripts("r", policy="raw")) == [t2]

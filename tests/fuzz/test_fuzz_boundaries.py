@@ -26,27 +26,54 @@ from boe.prompts import load_prompt, options_block
 from boe.tools.client import ModelClient, _BadBody, _read_completion
 from boe.tools.images import header_size, open_image
 
-FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-                derandomize=True)
+FUZZ = settings(
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], derandomize=True
+)
 
 # -- model replies ------------------------------------------------------------------------------------------
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True),
-                    st.text(max_size=40))
-json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                             st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-                           max_leaves=12)
-message = st.one_of(json_values, st.fixed_dictionaries({"role": st.just("assistant")},
-                                                       optional={"content": st.one_of(st.text(max_size=3000),
-                                                                                      json_values)}))
-choice = st.one_of(json_values, st.fixed_dictionaries({}, optional={"index": json_values, "message": message,
-                                                                    "finish_reason": json_values}))
-usage = st.one_of(json_values, st.fixed_dictionaries({}, optional={
-    "prompt_tokens": json_values, "completion_tokens": json_values,
-    "prompt_tokens_details": st.one_of(json_values, st.fixed_dictionaries({}, optional={
-        "cached_tokens": json_values}))}))
-replies = st.one_of(json_values, st.fixed_dictionaries({}, optional={
-    "choices": st.one_of(json_values, st.lists(choice, max_size=5)), "usage": usage, "error": json_values}))
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=40)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+message = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {"role": st.just("assistant")}, optional={"content": st.one_of(st.text(max_size=3000), json_values)}
+    ),
+)
+choice = st.one_of(
+    json_values,
+    st.fixed_dictionaries({}, optional={"index": json_values, "message": message, "finish_reason": json_values}),
+)
+usage = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "prompt_tokens": json_values,
+            "completion_tokens": json_values,
+            "prompt_tokens_details": st.one_of(
+                json_values, st.fixed_dictionaries({}, optional={"cached_tokens": json_values})
+            ),
+        },
+    ),
+)
+replies = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "choices": st.one_of(json_values, st.lists(choice, max_size=5)),
+            "usage": usage,
+            "error": json_values,
+        },
+    ),
+)
 
 
 @settings(FUZZ, max_examples=400)
@@ -61,8 +88,7 @@ def test_any_reply_body_is_read_or_is_one_bad_body_error(reply):
 
 
 @settings(FUZZ, max_examples=80)
-@given(replies, st.sampled_from([200, 200, 200, 400, 404, 413, 422, 500]), st.integers(0, 300_000),
-       st.integers(1, 4))
+@given(replies, st.sampled_from([200, 200, 200, 400, 404, 413, 422, 500]), st.integers(0, 300_000), st.integers(1, 4))
 def test_the_client_ends_any_reply_in_a_completion_or_a_model_error(reply, status, padding, n):
     def handler(request):
         if request.method == "GET":
@@ -89,15 +115,21 @@ def test_the_client_ends_any_reply_in_a_completion_or_a_model_error(reply, statu
 
 # -- images -------------------------------------------------------------------------------------------------
 
+
 def _png(arr: np.ndarray) -> bytes:
     return cv2.imencode(".png", arr)[1].tobytes()
 
 
 def _seeds() -> list[bytes]:
     gray = (np.arange(48 * 40) % 251).astype(np.uint8).reshape(48, 40)
-    out = [_png(gray), _png(gray.astype(np.uint16) * 257), cv2.imencode(".jpg", gray)[1].tobytes(),
-           cv2.imencode(".bmp", gray)[1].tobytes(), cv2.imencode(".tiff", gray.astype(np.float32))[1].tobytes(),
-           cv2.imencode(".webp", np.dstack([gray] * 3))[1].tobytes()]
+    out = [
+        _png(gray),
+        _png(gray.astype(np.uint16) * 257),
+        cv2.imencode(".jpg", gray)[1].tobytes(),
+        cv2.imencode(".bmp", gray)[1].tobytes(),
+        cv2.imencode(".tiff", gray.astype(np.float32))[1].tobytes(),
+        cv2.imencode(".webp", np.dstack([gray] * 3))[1].tobytes(),
+    ]
     try:
         from pydicom.data import get_testdata_file
 
@@ -164,9 +196,21 @@ def test_the_simulator_answers_any_image_bytes_or_refuses_them_with_a_400(data):
     from boe.sim.model import ModelInput, SimModel
     from boe.sim.wire import RequestError, parse_chat_request
 
-    body = {"model": "boe-sim-vlm", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()}},
-        {"type": "text", "text": "TASK: boe_generation\n<question>Which side?</question>"}]}]}
+    body = {
+        "model": "boe-sim-vlm",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()},
+                    },
+                    {"type": "text", "text": "TASK: boe_generation\n<question>Which side?</question>"},
+                ],
+            }
+        ],
+    }
     try:
         req = parse_chat_request(json.dumps(body).encode(), pixel_limit=4_000_000)
         texts = SimModel().complete(ModelInput(req.system, req.user, req.images, 1.0, None, 3), 2)
@@ -184,5 +228,3 @@ def test_the_simulator_answers_any_image_bytes_or_refuses_them_with_a_400(data):
 def test_header_sizes_never_raise(data):
     size = header_size(data)
     assert size is None or (isinstance(size[0], int) and isinstance(size[1], int))
-
-

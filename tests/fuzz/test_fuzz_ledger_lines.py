@@ -36,8 +36,30 @@ _json = st.recursive(
 )
 _hostile = st.sampled_from(
     [
-        None, True, 1, -1, 0, 10**30, -(10**30), 1e308, -1e-308, "", "\x00", "\ud800", "\u202e", "a" * 300,
-        [], {}, [[[]]], {"a": {"b": {}}}, "NaN", float("inf"), float("nan"), "confirm", "whole_response", 2.5,
+        None,
+        True,
+        1,
+        -1,
+        0,
+        10**30,
+        -(10**30),
+        1e308,
+        -1e-308,
+        "",
+        "\x00",
+        "\ud800",
+        "\u202e",
+        "a" * 300,
+        [],
+        {},
+        [[[]]],
+        {"a": {"b": {}}},
+        "NaN",
+        float("inf"),
+        float("nan"),
+        "confirm",
+        "whole_response",
+        2.5,
     ]
 )
 

@@ -94,8 +94,15 @@ def test_every_request_of_a_question_opens_with_the_same_prefix():
         load_prompt("claim_extraction").render(question=q, options_block=options_block(None), candidate="left"),
         load_prompt("factor_judge").render(view_kind="whole", figure="0", question=q, slot="attribute", value="left"),
         load_prompt("grounded_factor_judge").render(
-            view_kind="crop", figure="0", view_image="3", location="left", question=q, slot="attribute",
-            value="left", figures_block=figures_block(["0", "1"])),
+            view_kind="crop",
+            figure="0",
+            view_image="3",
+            location="left",
+            question=q,
+            slot="attribute",
+            value="left",
+            figures_block=figures_block(["0", "1"]),
+        ),
         load_prompt("whole_judge").render(figure="0", question=q, options_block=options_block(None), candidate="x"),
     ]
     prefixes = set()

@@ -47,12 +47,28 @@ def test_figures_draw_every_policy_and_the_oracle_line(pool_ledger, tmp_path):
 
 def test_boe_report_and_show_from_a_ledger(pool_ledger, tmp_path):
     out = tmp_path / "report.html"
-    res = boe("report", "--ledger", str(pool_ledger), "--out", str(out), "--png", str(tmp_path / "figs"),
-              "--budget", "4,16", "--policy", "raw,boe,random-factor", "--resamples", "100")
+    res = boe(
+        "report",
+        "--ledger",
+        str(pool_ledger),
+        "--out",
+        str(out),
+        "--png",
+        str(tmp_path / "figs"),
+        "--budget",
+        "4,16",
+        "--policy",
+        "raw,boe,random-factor",
+        "--resamples",
+        "100",
+    )
     assert res.returncode == 0, res.stderr
     assert f"wrote {out}" in res.stderr.replace("\n", "") and "150 questions" in res.stderr
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == [
-        "accuracy_vs_budget.png", "cost.png", "paired_intervals.png", "selection_summary.png"
+        "accuracy_vs_budget.png",
+        "cost.png",
+        "paired_intervals.png",
+        "selection_summary.png",
     ]
     html = out.read_text()
     assert html.count('id="fig-') == 4

@@ -36,4 +36,3 @@ def sim_server() -> Iterator[SimHandle]:
         yield handle
     finally:
         handle.close()
-

@@ -25,8 +25,9 @@ def _png(q: dict[str, Any]) -> bytes:
 
 
 def _answer(c: openai.OpenAI, model: str, q: dict[str, Any]) -> str | None:
-    resp = c.chat.completions.create(model=model, temperature=0.0, seed=0,
-                                     **generation_request(_png(q), q["question"], q["options"]))
+    resp = c.chat.completions.create(
+        model=model, temperature=0.0, seed=0, **generation_request(_png(q), q["question"], q["options"])
+    )
     assert resp.model == model
     return candidate_answer(parse_intent(q["question"], q["options"]), resp.choices[0].message.content or "")
 

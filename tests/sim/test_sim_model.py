@@ -59,12 +59,13 @@ def test_a_crop_around_the_finding_is_judged_better_than_the_whole_image() -> No
     for f, img in _scans(30, seed=31, abnormal=True):
         x0, y0, x1, y1 = f.lesion_box
         cx, cy, half = (x0 + x1) / 2, (y0 + y1) / 2, max(x1 - x0, y1 - y0) + 16
-        crop = img[int(max(0, cy - half)):int(cy + half), int(max(0, cx - half)):int(cx + half)]
+        crop = img[int(max(0, cy - half)) : int(cy + half), int(max(0, cx - half)) : int(cx + half)]
         for kind, pixels in (("whole", img), ("crop", crop)):
             view = model.view(_png(pixels), kind)
             rng = np.random.default_rng(0)
-            right[kind] += sum(sample_percept(view.belief, view.bias, 1.0, rng, model.noise).finding == f.finding
-                               for _ in range(8))
+            right[kind] += sum(
+                sample_percept(view.belief, view.bias, 1.0, rng, model.noise).finding == f.finding for _ in range(8)
+            )
     assert right["crop"] >= right["whole"] + 0.1 * 30 * 8, right
 
 
@@ -84,8 +85,9 @@ def _generate(model: SimModel, img: bytes, strict: bool, temperature: float, n: 
     req = generation_request(img, "What abnormality is seen?")
     req["response_format"]["json_schema"]["strict"] = strict
     msgs = req["messages"]
-    inp = ModelInput(msgs[0]["content"], msgs[1]["content"][1]["text"], (img,), temperature,
-                     req["response_format"], seed=9)
+    inp = ModelInput(
+        msgs[0]["content"], msgs[1]["content"][1]["text"], (img,), temperature, req["response_format"], seed=9
+    )
     return model.complete(inp, n)
 
 
@@ -100,8 +102,11 @@ def test_strict_schema_replies_always_parse_others_sometimes_do_not() -> None:
             data = json.loads(text)
         except json.JSONDecodeError:
             return False
-        return isinstance(data, dict) and set(data) == set(GENERATION_SCHEMA["required"]) and all(
-            v is None or isinstance(v, str) for v in data.values())
+        return (
+            isinstance(data, dict)
+            and set(data) == set(GENERATION_SCHEMA["required"])
+            and all(v is None or isinstance(v, str) for v in data.values())
+        )
 
     loose = _generate(model, img, False, 1.5, 64)
     assert 0 < sum(not valid(t) for t in loose) < 32
@@ -112,15 +117,38 @@ def test_strict_schema_replies_always_parse_others_sometimes_do_not() -> None:
 @pytest.mark.parametrize(
     "schema",
     [
-        pytest.param({"type": "object", "properties": {
-            "modality": {"type": "string", "enum": ["CT", "MRI", "X-ray", "Ultrasound"]},
-            "size_mm": {"type": "number"}, "count": {"type": "integer"}, "has_mass": {"type": "boolean"},
-            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
-        }}, id="flat"),
-        pytest.param({"$defs": {"Lesion": {"type": "object", "properties": {
-            "kind": {"type": "string"}, "side": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}},
-            "type": "object", "properties": {"lesions": {"type": "array", "items": {"$ref": "#/$defs/Lesion"}},
-                                            "answer": {"type": ["string", "null"]}}}, id="refs"),
+        pytest.param(
+            {
+                "type": "object",
+                "properties": {
+                    "modality": {"type": "string", "enum": ["CT", "MRI", "X-ray", "Ultrasound"]},
+                    "size_mm": {"type": "number"},
+                    "count": {"type": "integer"},
+                    "has_mass": {"type": "boolean"},
+                    "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+                },
+            },
+            id="flat",
+        ),
+        pytest.param(
+            {
+                "$defs": {
+                    "Lesion": {
+                        "type": "object",
+                        "properties": {
+                            "kind": {"type": "string"},
+                            "side": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                        },
+                    }
+                },
+                "type": "object",
+                "properties": {
+                    "lesions": {"type": "array", "items": {"$ref": "#/$defs/Lesion"}},
+                    "answer": {"type": ["string", "null"]},
+                },
+            },
+            id="refs",
+        ),
     ],
 )
 def test_generic_schema_filling(schema: dict[str, Any]) -> None:
@@ -152,8 +180,15 @@ def test_generic_schema_filling(schema: dict[str, Any]) -> None:
 def _fits(value: Any, node: dict[str, Any]) -> bool:
     types = node.get("type", "object")
     types = types if isinstance(types, list) else [types]
-    py = {"object": dict, "array": list, "string": str, "number": (int, float), "integer": int,
-          "boolean": bool, "null": type(None)}
+    py = {
+        "object": dict,
+        "array": list,
+        "string": str,
+        "number": (int, float),
+        "integer": int,
+        "boolean": bool,
+        "null": type(None),
+    }
     if "enum" in node and value not in node["enum"]:
         return False
     return any(isinstance(value, py[t]) for t in types)

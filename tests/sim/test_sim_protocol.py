@@ -111,8 +111,11 @@ def test_choice_intent_from_options() -> None:
     ],
 )
 def test_candidate_answer(text: str, answer: str | None) -> None:
-    intent = parse_intent("Which modality?", {"A": "CT", "B": "MRI", "C": "X-ray", "D": "ultrasound"}) \
-        if text.startswith("B") else parse_intent("What imaging modality is this?")
+    intent = (
+        parse_intent("Which modality?", {"A": "CT", "B": "MRI", "C": "X-ray", "D": "ultrasound"})
+        if text.startswith("B")
+        else parse_intent("What imaging modality is this?")
+    )
     assert candidate_answer(intent, text) == answer
 
 

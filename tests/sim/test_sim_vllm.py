@@ -74,8 +74,9 @@ def test_greedy_n_is_refused_as_vllm_does_and_the_client_samples_one_at_a_time(s
     with serve_in_thread(options=SimOptions(reject_greedy_n=True)) as sim:
         raw = openai.OpenAI(base_url=sim.base_url, api_key="x", max_retries=0)
         with pytest.raises(openai.BadRequestError) as err:
-            raw.chat.completions.create(model="boe-sim-vlm", n=2, temperature=0.0,
-                                        messages=[{"role": "user", "content": "hi"}])
+            raw.chat.completions.create(
+                model="boe-sim-vlm", n=2, temperature=0.0, messages=[{"role": "user", "content": "hi"}]
+            )
         assert "n must be 1 when using greedy sampling, got 2." in str(err.value)
         _, comp = _ask(sim.base_url, _judge(q), [_url(q)], n=3, temperature=0.0)
         assert len(comp.texts) == 3 and comp.call.n_fallback and comp.call.requests == 3
@@ -131,8 +132,9 @@ def _free_port() -> int:
 def _serve(port: int, *args: str) -> subprocess.Popen[bytes]:
     boe = Path(sys.executable).with_name("boe")
     cmd = [str(boe)] if boe.exists() else [sys.executable, "-m", "boe"]
-    proc = subprocess.Popen([*cmd, "sim", "serve", "--port", str(port), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*cmd, "sim", "serve", "--port", str(port), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.time() + 30
     while True:
         try:
@@ -146,8 +148,9 @@ def _serve(port: int, *args: str) -> subprocess.Popen[bytes]:
 
 
 def _post(port: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read())
@@ -168,8 +171,18 @@ def test_a_pixel_bomb_is_refused_and_the_simulator_keeps_serving(sim_questions):
     proc = _serve(port)
     try:
         bomb = data_url(png_bomb(20000, 20000))
-        body = {"model": "boe-sim-vlm", "messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": bomb}}, {"type": "text", "text": "<question>q</question>"}]}]}
+        body = {
+            "model": "boe-sim-vlm",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": bomb}},
+                        {"type": "text", "text": "<question>q</question>"},
+                    ],
+                }
+            ],
+        }
         t0 = time.perf_counter()
         status, reply = _post(port, body)
         seconds = time.perf_counter() - t0
@@ -193,8 +206,10 @@ def test_a_client_that_resets_its_connection_leaves_no_traceback():
     port = _free_port()
     proc = _serve(port)
     try:
-        for partial in (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"mo",
-                        b"POST /v1/chat/comp"):
+        for partial in (
+            b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{"mo',
+            b"POST /v1/chat/comp",
+        ):
             s = socket.create_connection(("127.0.0.1", port))
             s.sendall(partial)
             time.sleep(0.1)

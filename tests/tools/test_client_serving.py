@@ -18,12 +18,20 @@ IMG = "data:image/png;base64,AAAA"
 def _ok(body, texts=None):
     n = body.get("n", 1)
     texts = texts or [json.dumps({"answer": f"a{j}"}) for j in range(n)]
-    return httpx2.Response(200, json={
-        "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-        "choices": [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
-                    for i, t in enumerate(texts)],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-    })
+    return httpx2.Response(
+        200,
+        json={
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+                for i, t in enumerate(texts)
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        },
+    )
 
 
 class Server:
@@ -64,8 +72,9 @@ def run(coro):
 
 
 def _error(status, message, param=None):
-    return httpx2.Response(status, json={"error": {"message": message, "type": "BadRequestError", "param": param,
-                                                   "code": status}})
+    return httpx2.Response(
+        status, json={"error": {"message": message, "type": "BadRequestError", "param": param, "code": status}}
+    )
 
 
 @pytest.mark.parametrize(
@@ -96,8 +105,13 @@ def test_sampling_is_explicit_in_the_form_each_server_takes(owned_by, kind, fiel
 
 def test_the_server_kind_can_be_given_and_the_user_sampling_and_extra_body_are_sent():
     srv = Server("vllm")
-    cl = srv.client(server="sglang", top_p=0.9, top_k=40, min_p=0.05,
-                    extra_body={"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20})
+    cl = srv.client(
+        server="sglang",
+        top_p=0.9,
+        top_k=40,
+        min_p=0.05,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20},
+    )
     run(cl.complete(_prompt(), [IMG], n=2, temperature=0.7))
     body = srv.bodies[0]
     assert srv.gets == 0 and cl.endpoint.detected == "given"
@@ -116,7 +130,10 @@ def test_a_server_that_only_knows_max_tokens_gets_it_from_then_on():
     comp = run(cl.complete(_prompt(), [IMG]))
     run(cl.complete(_prompt(), [IMG], seed=3))
     assert comp.texts and [("max_tokens" in b, "max_completion_tokens" in b) for b in srv.bodies] == [
-        (False, True), (True, False), (True, False)]
+        (False, True),
+        (True, False),
+        (True, False),
+    ]
     assert cl.endpoint.tokens_field == "max_tokens" and "max_completion_tokens" in cl.endpoint.notes[0]
 
 
@@ -136,11 +153,16 @@ def test_a_generic_server_that_refuses_top_k_has_it_dropped_and_recorded():
 @pytest.mark.parametrize(
     ("message", "expect"),
     [
-        ("This model's maximum context length is 8192 tokens. However, your request has 9300 input tokens. "
-         "Please reduce the length of the input messages.", ["the limit is 8192 tokens", "9300 input tokens"]),
-        ("'max_tokens' or 'max_completion_tokens' is too large: 512. This model's maximum context length is 4096 "
-         "tokens and your request has 3900 input tokens (512 > 4096 - 3900).",
-         ["the limit is 4096 tokens", "3900 input tokens", "up to 512 reply tokens"]),
+        (
+            "This model's maximum context length is 8192 tokens. However, your request has 9300 input tokens. "
+            "Please reduce the length of the input messages.",
+            ["the limit is 8192 tokens", "9300 input tokens"],
+        ),
+        (
+            "'max_tokens' or 'max_completion_tokens' is too large: 512. This model's maximum context length is 4096 "
+            "tokens and your request has 3900 input tokens (512 > 4096 - 3900).",
+            ["the limit is 4096 tokens", "3900 input tokens", "up to 512 reply tokens"],
+        ),
         ("At most 1 image(s) may be provided in one prompt.", ["at most 1 image(s)", "this request has 2"]),
     ],
 )
@@ -222,9 +244,15 @@ def test_content_parts_and_missing_usage_are_read():
     def handler(request):
         if request.method == "GET":
             return httpx2.Response(404)
-        return httpx2.Response(200, json={"choices": [
-            {"index": 1, "message": {"content": [{"type": "text", "text": "b"}]}},
-            {"index": 0, "message": {"content": None}}]})
+        return httpx2.Response(
+            200,
+            json={
+                "choices": [
+                    {"index": 1, "message": {"content": [{"type": "text", "text": "b"}]}},
+                    {"index": 0, "message": {"content": None}},
+                ]
+            },
+        )
 
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
     cl = ModelClient(base_url="http://vlm.test/v1", model="m", http_client=http, max_retries=0)

@@ -153,13 +153,19 @@ def test_claims_about_one_region_share_one_segmentation(disc):
         tool = make_tool("grounded_factor", client=client, segmenter=Counting())
         reqs = [
             ToolRequest(
-                action={"id": f"g:{slot}={value}"}, question="q", image=img, seed=0,
+                action={"id": f"g:{slot}={value}"},
+                question="q",
+                image=img,
+                seed=0,
                 claim={"id": f"{slot}={value}", "slot": slot, "value": value, "location": ["left", "upper"]},
             )
             for slot, value in (("finding", "mass"), ("finding", "nodule"), ("attribute", "large"))
         ]
         other = ToolRequest(
-            action={"id": "g:finding=cyst"}, question="q", image=img, seed=0,
+            action={"id": "g:finding=cyst"},
+            question="q",
+            image=img,
+            seed=0,
             claim={"id": "finding=cyst", "slot": "finding", "value": "cyst", "location": ["right", "lower"]},
         )
         try:
