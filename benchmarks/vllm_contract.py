@@ -86,6 +86,16 @@ def bodies() -> list[tuple[str, dict[str, Any]]]:
             0.0,
             0,
         ),
+        (
+            "answer judge",
+            load_prompt("answer_judge").render(
+                figure="0", question=q, options_block=opts, figures_block="", candidate='{"answer": "left"}'
+            ),
+            [url],
+            1,
+            0.0,
+            0,
+        ),
     ]
     out = []
     for name, prompt, urls, n, temperature, seed in kinds:
