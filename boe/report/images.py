@@ -78,10 +78,10 @@ def _pixels(src: ImageSource) -> np.ndarray:
         with tempfile.NamedTemporaryFile(suffix=".img") as tmp:
             tmp.write(src.data)
             tmp.flush()
-            return open_image(tmp.name).pixels
+            return open_image(tmp.name, max_pixels=None).pixels  # pixels only: nothing is sent
     if src.path is None:
         raise FileNotFoundError("the store keeps neither the bytes nor a path of this image")
-    return open_image(src.path).pixels
+    return open_image(src.path, max_pixels=None).pixels
 
 
 def _shrink(pixels: np.ndarray, max_side: int) -> np.ndarray:
