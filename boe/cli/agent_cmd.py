@@ -143,6 +143,12 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             marks,
         )
     console.print(t)
+    short = [f"{c} {slot}" for slot, c in _SLOT_COLS if c != slot]
+    console.print(
+        f"[dim]{'; '.join(short)}; s0 score before any evidence, s score after"
+        f"{'; ✓/✗ correct/wrong against the reference' if result.reference is not None else ''}[/]",
+        highlight=False,
+    )
     console.print(
         f"[bold]evidence log[/] (policy {escape(result.policy)}, budget {_num(result.budget)}, "
         f"spent {_num(result.cost)})",
