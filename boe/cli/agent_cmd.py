@@ -637,8 +637,8 @@ def costs_command(
         return
     table = meter.table()
     t = Table(title=f"measured costs of run {escape(run)} (basis {basis})", title_justify="left", pad_edge=False)
-    for col in ("action kind", "actions", "mean tokens", "mean seconds", "design cost", "measured cost"):
-        t.add_column(col, justify="left" if col == "action kind" else "right")
+    for col in ("action kind", "actions", "tokens", "seconds", "design", "measured"):
+        t.add_column(col, justify="left" if col == "action kind" else "right", no_wrap=True)
     for k in KINDS:
         row = table.get(k)
         t.add_row(
@@ -651,6 +651,11 @@ def costs_command(
         )
     console = out_console()
     console.print(t)
+    console.print(
+        f"[dim]tokens, seconds: mean per action; design: the paper's cost; measured cost: the measured model "
+        f"kinds share their design total by mean {basis} (record checks and unmeasured kinds keep design)[/]",
+        highlight=False,
+    )
     if out is not None:
         console.print(f"wrote {escape(str(out))}; use it with boe ask --costs {escape(str(out))}", highlight=False)
 
