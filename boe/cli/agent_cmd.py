@@ -143,6 +143,12 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             marks,
         )
     console.print(t)
+    short = [f"{c} {slot}" for slot, c in _SLOT_COLS if c != slot]
+    console.print(
+        f"[dim]{'; '.join(short)}; s0 score before any evidence, s score after"
+        f"{'; ✓/✗ correct/wrong against the reference' if result.reference is not None else ''}[/]",
+        highlight=False,
+    )
     console.print(
         f"[bold]evidence log[/] (policy {escape(result.policy)}, budget {_num(result.budget)}, "
         f"spent {_num(result.cost)})",
@@ -251,7 +257,11 @@ def _ref_label(result: AskResult) -> str | None:
 
 
 def _tick(v: bool | None) -> str:
-    return "?" if v is None else ("[green]right[/]" if v else "[red]wrong[/]")
+    return "?" if v is None else ("[green]correct[/]" if v else "[red]wrong[/]")  # "right" reads as an answer
+
+
+def _mark(v: bool | None) -> str:
+    return "?" if v is None else ("[green]✓[/]" if v else "[red]✗[/]")
 
 
 def _num(x: float) -> str:
@@ -503,19 +513,22 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
 
     t = Table(title="demo summary", title_justify="left", pad_edge=False)
     for col in ("question", "reference", "raw majority", "selected", "cost", "calls", "tokens"):
-        t.add_column(col, justify="right" if col in ("cost", "calls", "tokens") else "left")
+        t.add_column(
+            col, justify="right" if col in ("cost", "calls", "tokens") else "left", no_wrap=col == "question"
+        )  # a cut question id cannot be passed to boe show
     for r in run.results:
         u = r.usage()
         t.add_row(
             escape(r.question_id),
             escape(_label(r, _ref_label(r))),
-            f"{escape(_label(r, r.raw_answer))} {_tick(r.raw_correct)}",
-            f"{escape(_label(r, r.answer))} {_tick(r.correct)}",
+            f"{escape(_label(r, r.raw_answer))} {_mark(r.raw_correct)}",
+            f"{escape(_label(r, r.answer))} {_mark(r.correct)}",
             _num(r.cost),
             str(u["calls"]),
             str(u["prompt_tokens"] + u["completion_tokens"]),
         )
     console.print(t)
+    console.print("[dim]✓ correct, ✗ wrong (against the reference); cost in design units[/]", highlight=False)
     pq = summary["per_question"]
     n = summary["questions"]
     raw_right = round(summary["raw_majority_accuracy"] * n)
@@ -547,6 +560,7 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
         f"  boe replay --db {escape(summary['db'])} --run {escape(str(summary['run']))} --policy {cfg.policy} "
         f"--budget {_num(cfg.budget)} --calibration run --transcripts replay.jsonl",
         highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -631,8 +645,8 @@ def costs_command(
         return
     table = meter.table()
     t = Table(title=f"measured costs of run {escape(run)} (basis {basis})", title_justify="left", pad_edge=False)
-    for col in ("action kind", "actions", "mean tokens", "mean seconds", "design cost", "measured cost"):
-        t.add_column(col, justify="left" if col == "action kind" else "right")
+    for col in ("action kind", "actions", "tokens", "seconds", "design", "measured"):
+        t.add_column(col, justify="left" if col == "action kind" else "right", no_wrap=True)
     for k in KINDS:
         row = table.get(k)
         t.add_row(
@@ -645,6 +659,11 @@ def costs_command(
         )
     console = out_console()
     console.print(t)
+    console.print(
+        f"[dim]tokens, seconds: mean per action; design: the paper's cost; measured cost: the measured model "
+        f"kinds share their design total by mean {basis} (record checks and unmeasured kinds keep design)[/]",
+        highlight=False,
+    )
     if out is not None:
         console.print(f"wrote {escape(str(out))}; use it with boe ask --costs {escape(str(out))}", highlight=False)
 

@@ -375,7 +375,9 @@ def render_summary(
         for w in e["warnings"]:
             console.print(f"  [yellow]warning:[/] {escape(w)}", highlight=False)
     if next_commands:
-        console.print("[bold]next:[/]\n" + "\n".join(f"  {escape(c)}" for c in next_commands), highlight=False)
+        console.print(  # soft wrap: a command broken across lines would paste as two broken ones
+            "[bold]next:[/]\n" + "\n".join(f"  {escape(c)}" for c in next_commands), highlight=False, soft_wrap=True
+        )
 
 
 def register(app: typer.Typer) -> None:

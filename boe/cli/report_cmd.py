@@ -325,7 +325,9 @@ def _print_question(page: Any) -> None:
         if not 0 <= i < len(cand):
             return "-"
         u = cand[i][2]
-        mark = "" if u is None else (" [green]right[/]" if u >= 0.5 else " [red]wrong[/]")
+        mark = (
+            "" if u is None else (" [green](correct)[/]" if u >= 0.5 else " [red](wrong)[/]")
+        )  # "right" reads as a side
         return f"#{i} {escape(s(cand[i][0]))}{mark}"
 
     out.print(f"[bold]calibration:[/] {escape(page.calibration)}", highlight=False)

@@ -38,6 +38,14 @@ def _cell(mc: MonteCarlo) -> str:
     return f"{mc.success:.3f} ± {mc.se:.3f}"
 
 
+def _table(title: str, caption: str | None = None) -> Any:
+    """A compact terminal table (no vertical rules), titled on the left."""
+    from rich import box
+    from rich.table import Table
+
+    return Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+
+
 def _pyplot() -> Any:
     try:
         import matplotlib
@@ -116,25 +124,36 @@ def factor_code_command(
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
-        from rich.table import Table
-
-        t = Table(
-            title=f"factor-code model: M={m}, K={k}; {n} replayed questions, calibration fitted on {train} others",
-            caption="success ± binomial SE; fac/cand: mean factor / candidate checks bought",
-        )
+        # two tables, not one: the exact columns beside the replays would not fit 80 columns
+        exact = _table(f"factor-code model: M={m}, K={k}: exact curves")
         for col in ("budget", "q factor", "exact factor", "q cand.", "exact cand."):
-            t.add_column(col, justify="right")
-        for p in policies:
-            t.add_column(f"{p}", justify="right")
-            t.add_column("fac/cand", justify="right")
+            exact.add_column(col, justify="right")
+        t = _table(
+            f"replays of {n} questions, calibration fitted on {train} others",
+            "success ± binomial SE; checks bought per question (mean)",
+        )  # one row per policy: a column pair per policy would not fit 80 columns
+        for col in ("budget", "policy", "success", "factor checks", "cand. checks"):
+            t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
         for row in rows:
-            cells = [f"{row['budget']:g}", str(row["factor_checks"]), f"{row['exact_factor']:.4f}"]
-            cells += [str(row["candidate_checks"]), f"{row['exact_candidate']:.4f}"]
-            for p in policies:
+            exact.add_row(
+                f"{row['budget']:g}",
+                str(row["factor_checks"]),
+                f"{row['exact_factor']:.4f}",
+                str(row["candidate_checks"]),
+                f"{row['exact_candidate']:.4f}",
+            )
+            for i, p in enumerate(policies):
                 r = by[p, float(row["budget"])]
-                cells += [_cell(r), f"{r.factor_checks:.1f}/{r.checks - r.factor_checks:.1f}"]
-            t.add_row(*cells)
+                t.add_row(
+                    f"{row['budget']:g}" if i == 0 else "",
+                    p,
+                    _cell(r),
+                    f"{r.factor_checks:.1f}",
+                    f"{r.checks - r.factor_checks:.1f}",
+                    end_section=i == len(policies) - 1,
+                )
         out = out_console()
+        out.print(exact)
         out.print(t)
         out.print(
             f"exact factor checks identify the answer after log2 K = {m}; candidate checks need "
@@ -264,27 +283,31 @@ def noisy_command(
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
-        from rich.table import Table
-
-        t = Table(title=f"noisy factor model: M={m}, K={k}, budget {budget:g} ({m} checks); {n} questions per rho")
+        exact = _table(f"noisy factor model: M={m}, K={k}, budget {budget:g} ({m} checks): exact")
         for col in ("rho", "exact rho^M", "gain rho^M-1/K", "I (bits)", "Lambda (nats)", "ceiling sqrt(L/2)"):
-            t.add_column(col, justify="right")
-        for p in policies:
-            t.add_column(f"{p} success", justify="right")
-            t.add_column(f"{p} gain", justify="right")
+            exact.add_column(col, justify="right")
+        t = _table(f"replays: {n} questions per rho", "success ± binomial SE; gain: success - 1/K")
+        for col in ("rho", "policy", "success", "gain"):
+            t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
         for row in rows:
-            cells = [
+            exact.add_row(
                 f"{row['rho']:g}",
                 f"{row['exact_success']:.4f}",
                 f"{row['exact_gain']:.4f}",
                 f"{row['information_bits']:.3f}",
                 f"{row['information_nats']:.3f}",
                 f"{row['ceiling']:.4f}",
-            ]
-            for p in policies:
+            )
+            for i, p in enumerate(policies):
                 rep = row["replays"][p]
-                cells += [f"{rep['success']:.4f} ± {rep['se']:.4f}", f"{rep['gain']:+.4f}"]
-            t.add_row(*cells)
+                t.add_row(
+                    f"{row['rho']:g}" if i == 0 else "",
+                    p,
+                    f"{rep['success']:.4f} ± {rep['se']:.4f}",
+                    f"{rep['gain']:+.4f}",
+                    end_section=i == len(policies) - 1,
+                )
+        out_console().print(exact)
         out_console().print(t)
     if png is not None:
         _draw_noisy(png, m, policies, rows)

@@ -68,3 +68,25 @@ def test_demo_answers_rescues_and_stores_a_replayable_run(tmp_path):
         s.pop("evidence", None)
         assert s == r
     assert [r["transcript"] for r in out["results"]] == replayed
+
+
+def test_the_demo_summary_reads_whole_at_80_columns(tmp_path):
+    """Question ids are not cut, correctness is not 'right' (an answer), the replay command is one line."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "80"}
+    res = subprocess.run(
+        [sys.executable, "-c", "from boe.cli import main; main()", "demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    table = res.stdout[res.stdout.index("demo summary") :]
+    with Store(f"sqlite:///{tmp_path / 'boe-demo.db'}") as store:
+        run = next(r for r in store.list_runs() if not r.name.startswith("demo-same-judge"))
+        qids = [t.question_id for t in store.iter_transcripts(run.name)]
+    assert qids and all(f"│{q} " in table for q in qids), table
+    assert " right" not in table.split("raw majority right on")[0], table
+    replay = [line.strip() for line in table.splitlines() if line.strip().startswith("boe replay")]
+    assert replay and replay[0].endswith("--transcripts replay.jsonl"), table

@@ -7,6 +7,7 @@ offline replay engine reads the stored run back.
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -354,3 +355,21 @@ def test_a_dicom_question_gets_its_record_checks_under_the_default_dataset_name(
     record = [e for e in out["evidence"] if e["kind"] == "structured"]
     assert record and all(e["view"]["source"] == "dicom" for e in record)
     assert any(e["kappa"] > 0.7 for e in record)  # the header settles the answer-bearing claim
+
+
+def test_the_candidate_table_of_boe_ask_has_a_legend_for_its_abbreviations(sim):
+    """At 80 columns the table's short headers (mod, attr, s0, s) are spelled out under it."""
+    image = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "vqa-rad" / "images" / "synpic21604.jpg"
+    res = subprocess.run(
+        [sys.executable, "-m", "boe", "ask", str(image), "what imaging modality was used?"]
+        + ["--base-url", sim, "--model", "boe-sim", "--k", "4", "--budget", "4"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert " mod " in res.stdout and " attr " in res.stdout  # the short headers are there
+    for words in ("mod modality", "attr attribute", "s0 score before any evidence", "s score after"):
+        assert words in text, res.stdout

@@ -129,3 +129,25 @@ def test_cli_noisy_table_and_errors(tmp_path):
     assert bad.returncode != 0 and "rho" in bad.stderr
     bad = _boe("theory", "factor-code", "--policy", "nope")
     assert bad.returncode != 0 and "unknown policy" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("noisy", "--m", "2", "--rho", "0.5,0.75,1", "--n", "100", "--train", "100"),
+        ("factor-code", "--m", "3", "--n", "100", "--train", "100", "--budget", "0,4,12,28"),
+    ],
+    ids=["noisy", "factor-code"],
+)
+def test_theory_tables_fit_80_columns_without_cutting_a_number(args):
+    out = subprocess.run(
+        [sys.executable, "-m", "boe", "theory", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "…" not in out.stdout, out.stdout
+    assert max(map(len, out.stdout.splitlines())) <= 80
+    assert "±" in out.stdout and ("ceiling" in out.stdout or "cand. checks" in out.stdout)

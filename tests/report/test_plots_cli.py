@@ -94,3 +94,12 @@ def test_user_errors_are_one_message_without_a_traceback(pool_ledger, tmp_path):
     assert "A:B" in error("report", "--ledger", str(pool_ledger), "--compare", "boe", "--out", str(tmp_path / "r.html"))
     assert "does not exist" in error("report", "--ledger", str(pool_ledger), "--out", str(tmp_path / "no" / "r.html"))
     assert not (tmp_path / "r.html").exists()
+
+
+def test_show_marks_correctness_in_words_no_answer_can_be(pool_ledger):
+    """'selected #3 left right' reads as two answers on a side question: correctness is marked (correct)/(wrong)."""
+    qs, _ = load_ledgers([pool_ledger])
+    shown = boe("show", qs[0].question_id, "--ledger", str(pool_ledger), "--budget", "16")
+    assert shown.returncode == 0, shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("selected #"))
+    assert re.search(r"^selected #\d+ .+ \((correct|wrong)\)   raw majority #\d+ .+ \((correct|wrong)\)", line), line
