@@ -145,7 +145,7 @@ def main() -> None:
         url, run = build_store(args.n, folder)
         t_data = time.perf_counter() - t0
         t0 = time.perf_counter()
-        files = make_report(folder / "report.html", db=url, run=run, png_dir=folder / "figures")
+        files = make_report(folder / "report.html", db=url, run=run, png_dir=folder / "figures", image_root=folder)
         t_report = time.perf_counter() - t0
         report = files.report
         images = [e for e in report.images.values() if e.src]

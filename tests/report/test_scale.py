@@ -22,7 +22,8 @@ N = 2000
 
 def test_a_2000_question_report_is_small_and_opens_fast(tmp_path, chromium):
     url, run = build_store(N, tmp_path)
-    files = make_report(tmp_path / "report.html", db=url, run=run, resamples=500)
+    # the records name absolute image paths: a --db report reads them only under --image-root
+    files = make_report(tmp_path / "report.html", db=url, run=run, resamples=500, image_root=tmp_path)
     rep = files.report
     assert len(rep.questions) == N
     assert sum(1 for e in rep.images.values() if e.src) == N  # every question's own image, as a thumbnail
