@@ -5,34 +5,13 @@ import json
 
 import httpx2
 import pytest
+from replies import chat_reply
 
 from boe.errors import ModelError
 from boe.prompts import SYSTEM_TEXT, load_prompt, options_block
 from boe.tools.client import MemoryCache, ModelClient, build_messages
 
 IMG = "data:image/png;base64,AAAA"
-
-
-def _reply(body, texts, usage=(50, 5)):
-    return httpx2.Response(
-        200,
-        json={
-            "id": "c",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
-                for i, t in enumerate(texts)
-            ],
-            "usage": {
-                "prompt_tokens": usage[0],
-                "completion_tokens": usage[1] * len(texts),
-                "total_tokens": usage[0] + usage[1] * len(texts),
-                "prompt_tokens_details": {"cached_tokens": 7},
-            },
-        },
-    )
 
 
 class Server:
@@ -60,7 +39,7 @@ class Server:
             return httpx2.Response(400, json={"error": {"message": "'n' must be 1 for this model"}})
         if self.short_n:
             n = 1
-        return _reply(body, [json.dumps({"answer": f"a{i}-{j}"}) for j in range(n)])
+        return chat_reply(body, [json.dumps({"answer": f"a{i}-{j}"}) for j in range(n)])
 
     def client(self, base_url="http://vlm.test/v1", **kw):
         kw.setdefault("backoff", 0.001)
@@ -212,7 +191,7 @@ def test_concurrency_is_bounded():
         peak = max(peak, active)
         await asyncio.sleep(0.01)
         active -= 1
-        return _reply(json.loads(request.content), ['{"answer": "x"}'])
+        return chat_reply(json.loads(request.content), ['{"answer": "x"}'])
 
     async def go():
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
@@ -225,7 +204,7 @@ def test_concurrency_is_bounded():
 
 def test_an_unusable_reply_is_asked_again_and_not_cached():
     replies = iter(["not json", "still not", '{"verdict": "confirm", "rationale": "ok"}'])
-    srv = Server(script={i: (lambda r: _reply(json.loads(r.content), [next(replies)])) for i in (1, 2, 3)})
+    srv = Server(script={i: (lambda r: chat_reply(json.loads(r.content), [next(replies)])) for i in (1, 2, 3)})
     cache = MemoryCache()
     cl = srv.client(cache=cache)
     prompt = load_prompt("factor_judge").render(
@@ -241,7 +220,7 @@ def test_an_unusable_reply_is_asked_again_and_not_cached():
 
 
 def test_a_reply_that_stays_unusable_is_returned_with_the_error_and_not_cached():
-    srv = Server(script={i: (lambda r: _reply(json.loads(r.content), ["nope"])) for i in range(1, 10)})
+    srv = Server(script={i: (lambda r: chat_reply(json.loads(r.content), ["nope"])) for i in range(1, 10)})
     cache = MemoryCache()
     comp = run(srv.client(cache=cache).complete(_prompt(), [IMG], accept=lambda t: "not JSON"))
     assert comp.texts == ["nope"] and comp.call.reasks == 2 and "not JSON" in comp.call.error

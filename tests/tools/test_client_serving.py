@@ -7,6 +7,7 @@ import json
 
 import httpx2
 import pytest
+from replies import chat_reply
 
 from boe.errors import ModelError
 from boe.prompts import load_prompt, options_block
@@ -16,22 +17,7 @@ IMG = "data:image/png;base64,AAAA"
 
 
 def _ok(body, texts=None):
-    n = body.get("n", 1)
-    texts = texts or [json.dumps({"answer": f"a{j}"}) for j in range(n)]
-    return httpx2.Response(
-        200,
-        json={
-            "id": "c",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
-                for i, t in enumerate(texts)
-            ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-        },
-    )
+    return chat_reply(body, texts or [json.dumps({"answer": f"a{j}"}) for j in range(body.get("n", 1))])
 
 
 class Server:
