@@ -78,10 +78,6 @@ def extract_json(text: str | None, *, last: bool = False) -> dict[str, Any]:
     obj = _loads(stripped)  # a schema-constrained reply is the object itself
     if isinstance(obj, dict):
         return obj
-    if last:  # the object the reply ends with, if any, whatever the prose before it holds
-        obj = _final_object(stripped)
-        if obj is not None:
-            return obj
     tries = 0
     best: tuple[int, dict[str, Any]] | None = None  # (end, object) of the latest object found (``last``)
     for strings in (True, False):  # a stray quote in prose can hide objects from the string-aware scan
@@ -193,33 +189,6 @@ def object_spans(text: str, *, strings: bool = True) -> list[tuple[int, int, lis
                 break
             at = resume
     return spans
-
-
-_FINAL_WINDOW = 2**16
-
-
-def _final_object(text: str) -> dict[str, Any] | None:
-    """The JSON object that ends ``text`` (before an optional closing code fence), else None.
-
-    Openers are tried from the right, at most `MAX_TRIES` of them within the
-    last `_FINAL_WINDOW` characters, so the cost is bounded whatever precedes.
-    """
-    end = text[:-3].rstrip() if text.endswith("```") else text
-    if not end.endswith("}"):
-        return None
-    decoder = json.JSONDecoder()
-    low, pos = max(0, len(end) - _FINAL_WINDOW), len(end)
-    for _ in range(MAX_TRIES):
-        pos = end.rfind("{", low, pos)
-        if pos < 0:
-            return None
-        try:
-            obj, stop = decoder.raw_decode(end, pos)
-        except (json.JSONDecodeError, RecursionError):
-            continue
-        if stop == len(end) and isinstance(obj, dict):
-            return obj
-    return None
 
 
 def _loads(text: str) -> Any:
