@@ -133,7 +133,7 @@ def _one_line(text: str, n: int = 200) -> str:
 
 
 _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
-_KEYS = re.compile(r"\b(sk|pk|key|token)[-_][A-Za-z0-9_-]{8,}", re.IGNORECASE)
+_KEYS = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}")  # API-key shaped words, not identifiers such as token_count
 
 
 def _redact(text: str) -> str:
