@@ -240,6 +240,9 @@ class OpenCVSegmenter:
         gc = np.zeros(small.shape, np.uint8)
         bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
         bgr = cv2.cvtColor(small, cv2.COLOR_GRAY2BGR)
+        # GrabCut seeds its colour models from OpenCV's per-thread RNG, which earlier calls advance:
+        # reseed so the same image and box give the same mask whatever ran before.
+        cv2.setRNGSeed(0)
         try:
             cv2.grabCut(bgr, gc, (x0, y0, x1 - x0, y1 - y0), bgd, fgd, self.iterations, cv2.GC_INIT_WITH_RECT)
         except cv2.error:
