@@ -17,12 +17,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from boe.core.ledger import ALL_KINDS, ANSWER_KIND, FACTOR_KINDS, LedgerRecord, RecordDict, check_graph, valid_flags
+from boe.core.ledger import (
+    ALL_KINDS,
+    ANSWER_KIND,
+    FACTOR_KINDS,
+    WHOLE_KIND,
+    LedgerRecord,
+    RecordDict,
+    check_graph,
+    valid_flags,
+)
 
 __all__ = ["ANSWER_CODE", "KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
 
 KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(ALL_KINDS)}
-WHOLE_CODE = KIND_CODES["whole_response"]
+WHOLE_CODE = KIND_CODES[WHOLE_KIND]
 ANSWER_CODE = KIND_CODES[ANSWER_KIND]
 #: Factor kinds have the lowest codes.
 N_FACTOR_CODES = len(FACTOR_KINDS)

@@ -39,6 +39,7 @@ __all__ = [
     "FORMAT_1_1",
     "KINDS",
     "OUTCOMES",
+    "WHOLE_KIND",
     "Action",
     "Candidate",
     "Claim",
@@ -60,7 +61,8 @@ __all__ = [
 FORMAT = "boe-ledger/1"
 OUTCOMES: tuple[str, str, str] = ("confirm", "reject", "unresolved")
 FACTOR_KINDS: tuple[str, str, str] = ("structured", "vlm_factor", "grounded_factor")
-KINDS: tuple[str, ...] = (*FACTOR_KINDS, "whole_response")
+WHOLE_KIND = "whole_response"
+KINDS: tuple[str, ...] = (*FACTOR_KINDS, WHOLE_KIND)
 
 # Revision 1.1 (spec section 8): answer-level response checks. A record that
 # contains one carries FORMAT_1_1; every other record stays FORMAT.
@@ -204,7 +206,7 @@ def check_graph(
         and len({a[0] for a in actions}) == len(actions)
         and all(
             (a[2] is None and a[3] is not None and 0 <= a[3] < k)
-            if a[1] == "whole_response" or a[1] == ANSWER_KIND
+            if a[1] == WHOLE_KIND or a[1] == ANSWER_KIND
             else (a[3] is None and a[2] in ids)
             for a in actions
         )

@@ -12,9 +12,9 @@ import math
 import random
 from collections.abc import Iterable
 
-from boe.core.ledger import FACTOR_KINDS, OUTCOMES, LedgerRecord
+from boe.core.ledger import ANSWER_KIND, FACTOR_KINDS, OUTCOMES, WHOLE_KIND, LedgerRecord
 
-RESPONSE_KINDS = ("whole_response", "answer_response")
+RESPONSE_KINDS = (WHOLE_KIND, ANSWER_KIND)
 
 __all__ = ["literal_calibration", "literal_replay"]
 
@@ -40,7 +40,7 @@ def _alpha(rec: LedgerRecord, action_pos: int, outcome: str) -> list[int]:
         for e in rec.edges:
             if e.claim == act.claim:
                 out[e.candidate] = flip * e.sign
-    elif act.kind == "answer_response":
+    elif act.kind == ANSWER_KIND:
         # spec section 8: every valid candidate whose normalised answer equals the representative's
         rep = rec.candidates[act.candidate]  # type: ignore[index]
         assert rep.valid and rep.answer is not None
