@@ -63,10 +63,12 @@ class Costs(RootModel[dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False
         return dict(self.root)
 
 
-def _builtin_kinds() -> tuple[str, ...]:
-    from boe.kinds import builtin_kinds
+def _default_kinds() -> tuple[str, ...]:
+    """Every registered kind: the built-ins and those of installed plugins (a plugin's menu rule decides which
+    questions its checks apply to)."""
+    from boe.kinds import kind_names
 
-    return builtin_kinds()
+    return kind_names()
 
 
 class AgentConfig(BaseModel):
@@ -88,7 +90,7 @@ class AgentConfig(BaseModel):
     eta: float = 0.0
     policy_seed: int = 0
     costs: Costs = Field(default_factory=Costs)
-    kinds: tuple[str, ...] = Field(default_factory=lambda: _builtin_kinds())
+    kinds: tuple[str, ...] = Field(default_factory=lambda: _default_kinds())
     calibration: str | None = None  # file path, "neutral" (no groups), or None: the shipped simulator calibration
     dataset: str = Field(default="boe-sim", min_length=1)
     root: str | None = None

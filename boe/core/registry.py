@@ -118,7 +118,8 @@ class Registry(Mapping[str, T]):
     def _fill_builtins(self) -> None:
         if self._builtins is not None:
             fill, self._builtins = self._builtins, None
-            fill()
+            with source_scope("boe"):  # even when a plugin's registration is what triggers it
+                fill()
 
     def _fill(self) -> None:
         self._fill_builtins()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,6 +27,7 @@ __all__ = [
     "TokenEstimate",
     "ToolContext",
     "builtin_kinds",
+    "declare_kinds",
     "claims_per_question",
     "judge_args",
     "kind_names",
@@ -151,10 +152,25 @@ KINDS: Registry[KindSpec] = Registry("kinds", "action kind", _builtins)
 def register_kind(spec: KindSpec, *, override: bool = False) -> KindSpec:
     """Register an action kind and its tool (a taken name is refused unless ``override=True``)."""
     KINDS.add(spec.name, spec, override=override, where=getattr(spec.menu, "__module__", None))
+    from boe.core.ledger import CORE_TARGETS, PLUGIN_KINDS, PluginKind
+
+    if spec.name not in CORE_TARGETS:  # the ledger reader accepts records that declare it (format 1.2)
+        PLUGIN_KINDS.add(spec.name, PluginKind(spec.target, KINDS.entry(spec.name).source), override=override)
     protocol = sys.modules.get("boe.tools.protocol")
     if protocol is not None:  # otherwise the tool registry adds every kind's tool when it first fills
         protocol.TOOLS.add(spec.name, spec.tool, override=override)
     return spec
+
+
+def declare_kinds(kinds: Iterable[str]) -> dict[str, dict[str, str]]:
+    """The ``kinds`` declaration a ledger record needs for the plugin kinds among ``kinds`` (empty: none)."""
+    from boe.core.ledger import CORE_TARGETS
+
+    out: dict[str, dict[str, str]] = {}
+    for name in dict.fromkeys(kinds):
+        if name and name not in CORE_TARGETS:
+            out[name] = {"target": kind_spec(name).target, "plugin": KINDS.entry(name).source}
+    return out
 
 
 def kind_spec(name: str) -> KindSpec:
