@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "extending"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "extending"
 
 
 @pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.stem)
@@ -18,5 +19,5 @@ def test_the_page_example_runs(page, tmp_path):
     assert blocks, f"{page} has no python example"
     script = tmp_path / "example.py"
     script.write_text("\n".join(blocks), encoding="utf-8")
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""The structured check (cost 1): vocabulary, option and record-metadata checks of one claim.
+"""The record check (cost 1): vocabulary, option and record-metadata checks of one claim.
 
 No model is called. The check
 
