@@ -86,6 +86,8 @@ FORMATS: tuple[str, ...] = (FORMAT, FORMAT_1_1, FORMAT_1_2)
 #: What each core kind targets: a claim (a factor check), one response, or an answer shared by responses.
 CORE_TARGETS: dict[str, str] = {**dict.fromkeys(FACTOR_KINDS, "claim"), WHOLE_KIND: "response", ANSWER_KIND: "answer"}
 TARGETS: tuple[str, str, str] = ("claim", "response", "answer")
+_ON_CANDIDATE: dict[str, bool] = {name: t != "claim" for name, t in CORE_TARGETS.items()}
+_PLAIN_KINDS = frozenset(KINDS)  # the kinds of format 1: no format or representative rule
 #: The core kind whose code a plugin kind of each target takes in the replay arrays (bayes pools it there).
 TARGET_PARENT: dict[str, str] = {"claim": FACTOR_KINDS[1], "response": WHOLE_KIND, "answer": ANSWER_KIND}
 
@@ -257,7 +259,10 @@ def check_graph(
     """
     if kinds:
         _check_declared(kinds, fmt)
-    targets = kind_targets(kinds)
+        targets = kind_targets(kinds)
+        on_candidate = {name: t != "claim" for name, t in targets.items()}
+    else:
+        targets, on_candidate = CORE_TARGETS, _ON_CANDIDATE
     k = len(indexes)
     ids = set(claim_ids)
     if (
@@ -268,8 +273,8 @@ def check_graph(
         and len({a[0] for a in actions}) == len(actions)
         and all(
             (a[2] is None and a[3] is not None and 0 <= a[3] < k)
-            if (t := targets.get(a[1])) == "response" or t == "answer"
-            else (t == "claim" and a[3] is None and a[2] in ids)
+            if (c := on_candidate.get(a[1]))
+            else (c is False and a[3] is None and a[2] in ids)
             for a in actions
         )
         and _answer_checks_ok(actions, valid, fmt, targets)
@@ -309,6 +314,8 @@ def _answer_checks_ok(
     needs format 1.2."""
     for a in actions:
         kind = a[1]
+        if kind in _PLAIN_KINDS:
+            continue
         if kind == ANSWER_KIND or kind not in CORE_TARGETS:
             if fmt is not None and fmt != FORMAT_1_2 and (fmt != FORMAT_1_1 or kind != ANSWER_KIND):
                 return False
