@@ -12,20 +12,33 @@ policies see).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import itemgetter, not_
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from boe.core.ledger import ALL_KINDS, ANSWER_KIND, FACTOR_KINDS, FORMAT_1_1, LedgerRecord, RecordDict, check_graph
+from boe.core.ledger import (
+    ALL_KINDS,
+    ANSWER_KIND,
+    FACTOR_KINDS,
+    FORMAT_1_1,
+    FORMAT_1_2,
+    TARGET_PARENT,
+    WHOLE_KIND,
+    LedgerRecord,
+    RecordDict,
+    check_graph,
+    kind_targets,
+)
 
 __all__ = ["ANSWER_CODE", "KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
 
 KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(ALL_KINDS)}
-WHOLE_CODE = KIND_CODES["whole_response"]
+WHOLE_CODE = KIND_CODES[WHOLE_KIND]
 ANSWER_CODE = KIND_CODES[ANSWER_KIND]
 #: Factor kinds have the lowest codes.
 N_FACTOR_CODES = len(FACTOR_KINDS)
@@ -154,11 +167,13 @@ class _Columns:
         kind = np.array(self.kind, dtype=np.int8)
         claim = np.array(self.action_claim, dtype=np.int64)
         factor = kind < N_FACTOR_CODES
-        ok = np.where(factor, (cand == -1) & (claim >= 0), (claim == -1) & (cand >= 0) & (cand < k))
+        ok = np.where(factor, (cand == -1) & (claim >= 0), (claim == -1) & (cand >= 0) & (cand < k)) & (kind >= 0)
         if not ok.all():
             return False
         answer = kind == ANSWER_CODE
-        return not answer.any() or (rec["format"] == FORMAT_1_1 and bool(np.array(self.valid)[cand[answer]].all()))
+        return not answer.any() or (
+            rec["format"] in (FORMAT_1_1, FORMAT_1_2) and bool(np.array(self.valid)[cand[answer]].all())
+        )
 
 
 def _positions(claim_ids: list[str]) -> tuple[dict[str | None, int], bool]:
@@ -169,8 +184,16 @@ def _positions(claim_ids: list[str]) -> tuple[dict[str | None, int], bool]:
     return pos, unique
 
 
+def _codes(declared: Mapping[str, Any] | None) -> dict[str, int]:
+    """Kind -> code; revision 1.2: a plugin kind takes the code of the core kind of its target."""
+    if not declared:
+        return KIND_CODES
+    return {**{n: KIND_CODES[TARGET_PARENT[t]] for n, t in kind_targets(declared).items()}, **KIND_CODES}
+
+
 def _columns(rec: RecordDict) -> _Columns:
     """The columns of a record dict validated by `parse_record_dict` (every action, failed ones too)."""
+    codes = _codes(rec.get("kinds"))
     cands = rec["candidates"]
     edges = rec.get("edges", ())
     acts = rec.get("actions", ())
@@ -189,7 +212,7 @@ def _columns(rec: RecordDict) -> _Columns:
         edge_claim=[get(e["claim"], _UNKNOWN) for e in edges],
         edge_sign=[e["sign"] for e in edges],
         action_ids=[a["id"] for a in acts],
-        kind=[KIND_CODES[a["kind"]] for a in acts],
+        kind=[codes.get(a["kind"], _UNKNOWN) for a in acts],
         action_claim=[get(a.get("claim"), _UNKNOWN) for a in acts],
         action_candidate=[-1 if c is None else c for c in candidates],
         cost=[a["cost"] for a in acts],
@@ -264,6 +287,7 @@ class Question:
         acts = [a for a in rec.actions if not a.failed]  # a failed check is not on the menu (spec section 1)
         claim_ids = [c.id for c in rec.claims]
         pos, _ = _positions(claim_ids)
+        codes = _codes(None if rec.kinds is None else {k: d.target for k, d in rec.kinds.items()})
         cols = _Columns(
             answers=[c.answer for c in rec.candidates],
             valid=[c.valid and c.answer is not None for c in rec.candidates],
@@ -273,7 +297,7 @@ class Question:
             edge_claim=[pos[e.claim] for e in rec.edges],
             edge_sign=[e.sign for e in rec.edges],
             action_ids=[a.id for a in acts],
-            kind=[KIND_CODES[a.kind] for a in acts],
+            kind=[codes[a.kind] for a in acts],
             action_claim=[pos[a.claim] for a in acts],
             action_candidate=[-1 if a.candidate is None else a.candidate for a in acts],
             cost=[a.cost for a in acts],
@@ -293,7 +317,8 @@ class Question:
         one fails does `check_graph` go through the record again to name it.
         """
         cols = _columns(rec)
-        if check and not cols.rules_hold(rec):
+        declared = rec.get("kinds")  # revision 1.2 (plugin kinds): check_graph applies the rules
+        if check and (declared or not cols.rules_hold(rec)):
             cands = rec["candidates"]
             check_graph(
                 [c["index"] for c in cands],
@@ -302,8 +327,10 @@ class Question:
                 [(a["id"], a["kind"], a.get("claim"), a.get("candidate")) for a in rec.get("actions", ())],
                 valid=cols.valid,
                 fmt=rec["format"],
+                kinds=declared,
             )
-            raise AssertionError("the vectorised graph rules and check_graph disagree")
+            if not declared:
+                raise AssertionError("the vectorised graph rules and check_graph disagree")
         return cls._build(rec["question_id"], rec["dataset"], cols.menu(), groups)
 
     @classmethod
