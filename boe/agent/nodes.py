@@ -15,6 +15,7 @@ from boe.agent.claims import build_graph, build_menu, canonicalise, figure_conte
 from boe.agent.costs import cost_kinds
 from boe.agent.planner import Planner, build_record
 from boe.agent.state import AgentContext, AgentState
+from boe.core.calls import ModelCall
 from boe.core.ledger import LedgerRecord
 from boe.errors import ModelError
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
@@ -389,28 +390,6 @@ def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
     return out
 
 
-_CALL_KEYS = (
-    "call_id",
-    "role",
-    "purpose",
-    "prompt_version",
-    "model",
-    "n",
-    "temperature",
-    "requests",
-    "reasks",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "latency_ms",
-    "cache_hit",
-    "n_fallback",
-    "error",
-    "tags",
-    "sampling",
-)
-
-
 def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
     """The stored ledger record: the menu with the outcomes this run observed, plus the evidence log."""
     cfg = ctx.config
@@ -452,7 +431,7 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
             },
             "evidence_log": [{k: v for k, v in b.items() if k not in ("scores", "raw_reply")} for b in bought],
             # every model call with its prompt version (the store's call table has no column for it)
-            "model_calls": [{k: c.get(k) for k in _CALL_KEYS} for c in state.get("calls") or []],
+            "model_calls": [ModelCall.from_dict(c).ledger_entry() for c in state.get("calls") or []],
         },
     )
     return rec.model_dump(mode="json", exclude_unset=True)

@@ -32,7 +32,7 @@ class StoreCache:
         self.store = store
 
     def key(self, endpoint: str, model: str, messages: Any, params: dict[str, Any], seed: int | None) -> str:
-        from boe.db.cache import request_key
+        from boe.core.calls import request_key
 
         return request_key(endpoint, model, messages, params, seed)
 
@@ -118,15 +118,6 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
     return ", ".join(f"{k}: {a.get(k)!r} there, {b.get(k)!r} here" for k in diff[:3])
 
 
-def _when(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
-
-
 def save_question(
     ctx: AgentContext,
     record: dict[str, Any],
@@ -155,25 +146,11 @@ def question_data(
     image_ref: dict[str, Any] | list[dict[str, Any]],
 ) -> QuestionData:
     """One answered question as the store takes it: the record, its model calls, transcript and images."""
-    from boe.db import ImageRecord, ModelCall, QuestionData, TranscriptRecord
+    from boe.core.calls import ModelCall
+    from boe.db import ImageRecord, QuestionData, TranscriptRecord
 
     rec = LedgerRecord.model_validate(record)
-    model_calls = [
-        ModelCall(
-            endpoint=c["base_url"],
-            model=c["model"],
-            request_hash=c["request_key"],
-            prompt_tokens=c.get("prompt_tokens"),
-            completion_tokens=c.get("completion_tokens"),
-            latency_s=(c.get("latency_ms") or 0.0) / 1000.0,
-            status="cached" if c.get("cache_hit") else ("error" if c.get("error") else "ok"),
-            retries=max(0, int(c.get("requests", 1)) - 1),
-            cached=bool(c.get("cache_hit")),
-            error=c.get("error"),
-            created=_when(c.get("started_at")),
-        )
-        for c in calls
-    ]
+    model_calls = [ModelCall.from_dict(c) for c in calls]
     evidence = record.get("evidence_log") or []
     tr = TranscriptRecord.from_dict({**transcript, "evidence": evidence})
     refs = image_ref if isinstance(image_ref, list) else [image_ref]

@@ -459,19 +459,7 @@ class Store:
         run_id = self._run_id(run)
         stmt = select(_MC).where(_MC.c.run_id == run_id).order_by(_MC.c.id)
         for r in self._stream(stmt):
-            yield ModelCall(
-                endpoint=r.endpoint,
-                model=r.model,
-                request_hash=r.request_hash,
-                prompt_tokens=r.prompt_tokens,
-                completion_tokens=r.completion_tokens,
-                latency_s=r.latency_s,
-                status=r.status,
-                retries=r.retries,
-                cached=bool(r.cached),
-                error=r.error,
-                created=r.created,
-            )
+            yield _call_from_row(r)
 
     # -- request cache ----------------------------------------------------------------
 
@@ -749,6 +737,29 @@ def _link_images(conn: Connection, question_pk: int, images: Sequence[ImageRecor
     conn.execute(insert(_QI), links)
 
 
+def _call_from_row(r: Any) -> ModelCall:
+    """A ``model_calls`` row as a `ModelCall`: the columns it has; the rest (role, prompt, tags) is in the ledger."""
+    cached = bool(r.cached)
+    return ModelCall(
+        call_id="",
+        role="",
+        purpose="",
+        prompt_version="",
+        model=r.model,
+        base_url=r.endpoint,
+        n=0,
+        temperature=0.0,
+        request_key=r.request_hash,
+        started_at=r.created.isoformat() if r.created is not None else "",
+        requests=0 if cached else int(r.retries or 0) + 1,
+        prompt_tokens=r.prompt_tokens or 0,
+        completion_tokens=r.completion_tokens or 0,
+        latency_ms=(r.latency_s or 0.0) * 1000.0,
+        cache_hit=cached,
+        error=r.error,
+    )
+
+
 def _insert_calls(conn: Connection, run_id: int, question_pk: int | None, calls: Sequence[ModelCall]) -> None:
     if not calls:
         return
@@ -759,15 +770,15 @@ def _insert_calls(conn: Connection, run_id: int, question_pk: int | None, calls:
             {
                 "run_id": run_id,
                 "question_pk": question_pk,
-                "endpoint": redact_url(c.endpoint),
+                "endpoint": redact_url(c.base_url),
                 "model": c.model,
-                "request_hash": c.request_hash,
+                "request_hash": c.request_key,
                 "prompt_tokens": c.prompt_tokens,
                 "completion_tokens": c.completion_tokens,
-                "latency_s": c.latency_s,
+                "latency_s": (c.latency_ms or 0.0) / 1000.0,
                 "status": c.status,
                 "retries": c.retries,
-                "cached": c.cached,
+                "cached": c.cache_hit,
                 "error": c.error,
                 "created": c.created or now,
             }

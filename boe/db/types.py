@@ -10,6 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from boe.core.calls import ModelCall
+
 if TYPE_CHECKING:
     from boe.core.ledger import LedgerRecord
 
@@ -89,23 +91,6 @@ class ImageRecord:
             raise InputError(f"cannot read image {p}: {exc.strerror}") from exc
         fmt = format or (p.suffix.lstrip(".").lower() or None)
         return cls.from_bytes(data, path=p, width=width, height=height, format=fmt, embed=embed)
-
-
-@dataclass(frozen=True)
-class ModelCall:
-    """One request to a model endpoint (credentials are stripped from ``endpoint`` when stored)."""
-
-    endpoint: str
-    model: str
-    request_hash: str
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_s: float | None = None
-    status: str = "ok"
-    retries: int = 0
-    cached: bool = False
-    error: str | None = None
-    created: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ One `ModelClient` talks to one endpoint and model through ``openai.AsyncOpenAI``
   if the server refuses it (the reply parser copes with prose);
 * bounds concurrency, and retries 408/409/429/5xx, timeouts and connection
   errors with exponential backoff and jitter (``Retry-After`` is honoured);
-* records every call (tokens, latency, attempts, error) as a `ModelCall`;
-* answers repeated requests from a request cache, so a re-run never pays twice;
+* records every call (tokens, latency, attempts, error) as a `boe.core.calls.ModelCall`;
+* answers repeated requests from a request cache (keyed by `boe.core.calls.request_key`), so a
+  re-run never pays twice;
 * sends explicit sampling fields (``top_p``, ``top_k``, ``min_p``; defaults that
   sample the model's whole distribution), so a server that fills absent fields
   from the model's ``generation_config.json`` (vLLM's default; Qwen2.5-VL ships
@@ -45,10 +46,11 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from boe.core.calls import ModelCall, request_key
 from boe.errors import ConfigError, MissingExtraError, ModelError
 from boe.prompts import Rendered
 from boe.util import redact_url
@@ -112,22 +114,6 @@ class MemoryCache:
         self.data[key] = value
 
 
-def request_key(endpoint: str, model: str, messages: Any, params: dict[str, Any], seed: int | None) -> str:
-    """sha256 over (redacted endpoint, model, messages, params, seed) in canonical JSON."""
-    blob = json.dumps(
-        {
-            "endpoint": redact_url(endpoint).rstrip("/"),
-            "model": model,
-            "messages": messages,
-            "params": params,
-            "seed": seed,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
 def api_key_from_env() -> str | None:
     """``BOE_API_KEY``, else ``OPENAI_API_KEY``, else None."""
     return os.environ.get("BOE_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
@@ -174,48 +160,6 @@ class EndpointState:
             "dropped": list(self.dropped),
             "notes": list(self.notes),
         }
-
-
-@dataclass
-class ModelCall:
-    """One logical model call as recorded in the store (never holds the API key or the images)."""
-
-    call_id: str
-    role: str  # generator | judge
-    purpose: str  # the prompt name
-    prompt_version: str
-    model: str
-    base_url: str  # redacted
-    n: int
-    temperature: float
-    request_key: str
-    started_at: str
-    requests: int = 0  # HTTP requests sent, retries included
-    attempts: int = 0  # attempts of the last request chain
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    latency_ms: float = 0.0
-    cache_hit: bool = False
-    n_fallback: bool = False
-    reasks: int = 0  # requests repeated because the reply was unusable
-    error: str | None = None
-    tags: dict[str, Any] = field(default_factory=dict)
-    sampling: dict[str, Any] = field(default_factory=dict)  # the sampling fields actually sent, and the server kind
-
-    def as_dict(self) -> dict[str, Any]:
-        """The call as a JSON-ready dict (``dataclasses.asdict`` without its deep copies: fields are scalars)."""
-        out = {f.name: getattr(self, f.name) for f in _CALL_FIELDS}
-        out["tags"] = dict(self.tags)
-        out["sampling"] = dict(self.sampling)
-        return out
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-_CALL_FIELDS = fields(ModelCall)
 
 
 @dataclass

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
 from boe.db import Store, request_key
+from boe.util import redact_url
 
 MESSAGES = [
     {
@@ -79,3 +88,59 @@ def test_many_replies_cached_in_one_write(store_url: str) -> None:
         assert hit is not None and hit.response == {"texts": ["r2"]} and hit.prompt_tokens == 2
     with Store(store_url, cache=False) as store:
         assert store.cache_put_many(entries) == 0
+
+
+def _old_client_key(endpoint: str, model: str, messages: Any, params: dict[str, Any], seed: int | None) -> str:
+    """The key `boe.tools.client.request_key` computed before it became the store's key (commit 025b0dc)."""
+    blob = json.dumps(
+        {
+            "endpoint": redact_url(endpoint).rstrip("/"),
+            "model": model,
+            "messages": messages,
+            "params": params,
+            "seed": seed,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def test_the_client_and_the_store_share_one_key_function() -> None:
+    from boe.agent.persist import StoreCache
+    from boe.tools.client import MemoryCache
+    from boe.tools.client import request_key as client_key
+
+    assert client_key is request_key
+    args = ("http://h/v1", "m", MESSAGES, {"n": 2, "temperature": 1.0}, 4)
+    assert MemoryCache().key(*args) == StoreCache(None).key(*args) == request_key(*args)
+
+
+def test_a_cache_written_by_an_earlier_version_still_answers(tmp_path: Path) -> None:
+    """`data/old-cache.db` was written by boe 025b0dc (see `old_cache`): its entry answers today's request."""
+    from boe.tools.client import build_messages
+
+    from . import old_cache
+
+    db = tmp_path / "old-cache.db"
+    shutil.copyfile(Path(__file__).parent / "data" / "old-cache.db", db)
+    with sqlite3.connect(db) as conn:
+        (stored_key,) = conn.execute("SELECT key FROM request_cache").fetchone()
+    sent: list[Any] = []
+
+    def server(request: Any) -> Any:
+        sent.append(request)
+        raise AssertionError("the cached request went to the server")
+
+    with Store(f"sqlite:///{db}") as store:
+        client = old_cache.client(store, server)
+        prompt = old_cache.prompt()
+        n = len(old_cache.REPLIES)
+        comp = asyncio.run(client.complete(prompt, [old_cache.IMG], n=n, temperature=1.0, seed=old_cache.SEED))
+    assert sent == [] and comp.call.cache_hit and comp.texts == old_cache.REPLIES
+    assert comp.call.request_key == stored_key
+    # the decision this test guards: the key kept is the store's; the client's old key (never persisted) differed
+    params = {"n": n, "temperature": 1.0, "max_tokens": client.max_tokens, "schema": prompt.schema_name}
+    messages = build_messages(prompt, [old_cache.IMG])
+    old = _old_client_key(old_cache.BASE_URL, old_cache.MODEL, messages, params, old_cache.SEED)
+    assert old != stored_key == request_key(old_cache.BASE_URL, old_cache.MODEL, messages, params, old_cache.SEED)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -252,14 +253,20 @@ def test_transcripts_model_calls_and_images(store_url: str, tmp_path: Path) -> N
         evidence=[{"action": "s:modality=ct", "outcome": "confirm", "rationale": "DICOM tag says CT"}],
     )
     call = ModelCall(
-        endpoint="https://user:secret@api.example/v1?key=abc",
+        call_id="c1",
+        role="judge",
+        purpose="factor_judge",
+        prompt_version="factor_judge@1",
         model="m",
-        request_hash="h" * 64,
+        base_url="https://user:secret@api.example/v1?key=abc",
+        n=1,
+        temperature=0.0,
+        request_key="h" * 64,
+        started_at="2026-01-02T03:04:05.678+00:00",
+        requests=2,
         prompt_tokens=100,
         completion_tokens=20,
-        latency_s=0.5,
-        retries=1,
-        cached=False,
+        latency_ms=500.0,
     )
     with Store(store_url) as store:
         store.create_run("r")
@@ -290,8 +297,12 @@ def test_transcripts_model_calls_and_images(store_url: str, tmp_path: Path) -> N
             store.save_transcripts("r", [TranscriptRecord.from_dict({**t2.to_dict(), "question_id": "q9"})])
         store.save_model_calls("r", [call])
         calls = list(store.iter_model_calls("r"))
-        assert len(calls) == 2 and {c.endpoint for c in calls} == {"https://api.example/v1?key=***"}
+        assert len(calls) == 2 and {c.base_url for c in calls} == {"https://api.example/v1?key=***"}
         assert (calls[0].prompt_tokens, calls[0].completion_tokens, calls[0].retries) == (100, 20, 1)
+        # the columns the table has come back; the prompt, role and tags live in the ledger record
+        back = calls[0]
+        assert (back.request_key, back.requests, back.latency_ms, back.status) == ("h" * 64, 2, 500.0, "ok")
+        assert back.created is not None and back.created.replace(tzinfo=None) == datetime(2026, 1, 2, 3, 4, 5, 678000)
         with store.engine.connect() as conn:
             stmt = select(m.Image.sha256, m.Image.path, m.Image.width, m.Image.data).order_by(m.Image.id)
             rows = conn.execute(stmt).all()

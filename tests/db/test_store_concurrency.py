@@ -24,7 +24,20 @@ def _save_one_by_one(url: str, recs: list[dict[str, Any]], busy_timeout: float, 
         for r in recs:
             rec = parse_record(r)
             t = TranscriptRecord(rec.dataset, rec.question_id, "raw", 0, 0, [], [0.5] * rec.k)
-            call = ModelCall("http://sim/v1", "sim", "h" * 64, prompt_tokens=10, completion_tokens=2)
+            call = ModelCall(
+                "c",
+                "generator",
+                "generation",
+                "generation@1",
+                "sim",
+                "http://sim/v1",
+                1,
+                0.0,
+                "h" * 64,
+                "",
+                prompt_tokens=10,
+                completion_tokens=2,
+            )
             store.save_question("shared", rec, transcripts=[t], model_calls=[call])
             store.cache_put(rec.question_id, {"q": rec.question_id}, endpoint="http://sim/v1", model="sim")
         store.close()
