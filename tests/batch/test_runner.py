@@ -40,7 +40,7 @@ def test_every_question_is_stored_once_with_the_evaluators_utilities(sim_data, s
         assert run.config["kind"] == "batch" and run.config["batch"]["evaluator"]["uses_llm"] is False
         records = list(store.iter_record_dicts("r", strict=True))
         transcripts = list(store.iter_transcripts("r"))
-        paid = [c for c in store.iter_model_calls("r") if not c.cached]
+        paid = [c for c in store.iter_model_calls("r") if not c.cache_hit]
     assert sorted(r["question_id"] for r in records) == sorted(items)
     assert len(transcripts) == 24 and len(paid) == s.calls_paid
     for rec in records:
