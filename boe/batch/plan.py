@@ -43,16 +43,6 @@ from boe.datasets import Dataset, DatasetItem
 
 __all__ = ["BatchItem", "Estimate", "Measured", "estimate", "image_tokens", "measure_records", "select_items"]
 
-#: Calls by prompt purpose, in the order they are shown.
-PURPOSES = (
-    "generation",
-    "claim_extraction",
-    "factor_judge",
-    "grounded_factor_judge",
-    "whole_judge",
-    "answer_judge",
-    "answer_grading",
-)
 _JUDGE = {
     "vlm_factor": "factor_judge",
     "grounded_factor": "grounded_factor_judge",

@@ -52,10 +52,10 @@ def calibrate_command(
     labelled = sum(1 for q in questions if q.labelled)
     if not labelled:
         raise ConfigError("no question has a reference answer: a calibration is fitted on labelled questions")
-    from boe.agent.calibrate import fit_questions
+    from boe.calibrations import fit_calibration
 
     command = "boe calibrate " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else None
-    cal = fit_questions(questions, keys, cheap_kappa, fitted_on=sources, command=command)
+    cal = fit_calibration(questions, keys, cheap_kappa, fitted_on=sources, command=command)
     save_calibration(cal, out)
     cal.source = str(out)
     warnings = []

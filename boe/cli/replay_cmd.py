@@ -43,7 +43,7 @@ def replay_command(
         show_default=False,
     ),
     cheap_kappa: Optional[float] = typer.Option(
-        None, "--cheap-kappa", help="kappa of the cheap prior [default: 0.55, or the calibration file's]."
+        None, "--cheap-kappa", help="kappa of the cheap prior.", show_default="0.55, or the calibration file's"
     ),
     eta: float = typer.Option(0.0, "--eta", help="Stop when the best value per cost is <= eta."),
     seed: int = typer.Option(0, "--seed", help="Seed of random-factor, cross-fit folds and the bootstrap."),
@@ -67,11 +67,10 @@ def replay_command(
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
     from boe.calibrations import choose_calibration
     from boe.cli.common import check_outputs
-    from boe.core.calibration import Calibration, fit_groups
     from boe.core.calibration import save_calibration as save_cal
     from boe.core.experiment import run_experiment
     from boe.core.policies import POLICIES, _load_plugins
-    from boe.core.replay import stats_matrix, transcripts
+    from boe.core.replay import transcripts
     from boe.errors import ConfigError
 
     check_outputs(("--transcripts", transcripts_out), ("--save-calibration", save_calibration))
@@ -150,38 +149,10 @@ def replay_command(
             for r in exp.runs:
                 for line in transcripts(r, questions):
                     fh.write(json.dumps(line, separators=(",", ":")) + "\n")
-    if save_calibration is not None:
-        if isinstance(cal_arg, Calibration) or cal_arg == "fit":
-            to_save = exp.plan.calibrations[0]
-        else:  # cross-fit: save the deployable fit on all questions
-            stats, gidx, _ = stats_matrix(questions, len(groups))
-            import numpy as np
+    if save_calibration is not None:  # the file it ran under, or the plug-in fit on every question
+        from boe.calibrations import utc_now
 
-            summed = np.zeros((len(groups), 7))
-            for col in range(7):
-                summed[:, col] = np.bincount(gidx, weights=stats[:, col], minlength=len(groups))
-            to_save = fit_groups(summed, groups.keys, exp.plan.calibrations[0].cheap_kappa)
-            for p in policies:
-                from boe.core.policies import make_policy
-
-                pol = make_policy(p)
-                if hasattr(pol, "fit_extra"):
-                    to_save = pol.fit_extra(questions, np.ones(len(questions), bool), to_save)
-        if to_save.info is None and not isinstance(cal_arg, Calibration):  # what a fitted file covers
-            from collections import Counter
-            from datetime import UTC, datetime
-
-            from boe.core.calibration import CalibrationInfo
-
-            to_save.info = CalibrationInfo(
-                method="fit",
-                how="plug-in kappa and p on every replayed question (boe replay --save-calibration)",
-                datasets=dict(sorted(Counter(q.dataset for q in questions).items())),
-                questions=len(questions),
-                groups=len(to_save.groups),
-                created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            )
-        save_cal(to_save, save_calibration)
+        save_cal(exp.deployable_calibration(created=utc_now()), save_calibration)
 
     warnings = choice.warnings + exp.warnings()
     if as_json:

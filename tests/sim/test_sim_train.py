@@ -1,4 +1,4 @@
-"""Fitting the perception heads on generated scans (the shipped file comes from `python -m boe.sim.train`)."""
+"""Fitting the perception heads on generated scans (the shipped file comes from `python scripts/train_sim_perception.py`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from boe.sim.perception import HEADS_FILE, Heads, load_heads
-from boe.sim.train import collect, fit_heads
+from scripts.train_sim_perception import collect, fit_heads
 from boe.sim.vocab import MODALITIES
 
 
