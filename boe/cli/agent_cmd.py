@@ -298,7 +298,7 @@ def ask_command(
     agent: AgentOptions,
 ) -> None:
     """Answer one image question: sample K candidates, buy evidence, select, print the evidence log."""
-    from boe.agent.api import ask
+    from boe.api import ask
 
     cfg = agent.build()
     images = _images(image, more_images or [], figures)

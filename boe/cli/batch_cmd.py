@@ -132,22 +132,18 @@ def _evaluate(summary: Any, config: Any) -> dict[str, Any] | None:
     A full ledger is replayed under crossfit:5 fitted on the run (held out; the agent itself scored with the
     calibration it was given, which may not cover this dataset); an online run under its own calibration.
     """
-    from boe.calibrations import choose_calibration
-    from boe.core.experiment import run_experiment
-    from boe.db import Store
+    from boe.api import load_questions, replay
 
-    with Store(config.db, create=False) as store:
-        questions, groups = store.load_questions(config.run)
-        stored_cal = store.get_run(config.run).config.get("calibration")
+    loaded = load_questions(db=config.db, run=config.run)
+    questions = loaded.questions
     labelled = [q for q in questions if q.labelled]
     if not labelled:
         return None
-    online = any(q.unobserved is not None for q in questions)
-    choice = choose_calibration(None, questions, run_calibration=stored_cal, online=online)
     policy, budget = config.agent.policy, config.agent.budget
-    exp = run_experiment(questions, groups.keys, ["raw", policy], [budget], calibration=choice.value, resamples=0)
-    rows = [r for r in exp.rows if r.policy == policy]
-    raw_rows = [r for r in exp.rows if r.policy == "raw"]
+    result = replay(loaded, policies=["raw", policy], budgets=[budget], resamples=0)
+    choice = result.calibration
+    rows = [r for r in result.rows if r.policy == policy]
+    raw_rows = [r for r in result.rows if r.policy == "raw"]
     if not rows or not raw_rows:
         return None
     return {
@@ -189,7 +185,8 @@ def _db_url(text: str) -> str:
 
 
 def _run(config: Any, show_progress: bool) -> BatchSummary:
-    from boe.batch import RichProgress, run_batch
+    from boe.api import run_batch
+    from boe.batch import RichProgress
 
     return run_batch(config, progress=RichProgress(err_console()) if show_progress else None)
 
