@@ -77,10 +77,10 @@ AGENT_OPTIONS: tuple[AgentOption, ...] = (
     AgentOption(
         "base_url",
         "--base-url",
-        "OpenAI-compatible endpoint of the generator, e.g. http://127.0.0.1:8000/v1.",
+        "Required: the OpenAI-compatible endpoint of the generator, e.g. http://127.0.0.1:8000/v1.",
         envvar=("BOE_BASE_URL", "OPENAI_BASE_URL"),
     ),
-    AgentOption("model", "--model", "Generator model name.", envvar=("BOE_MODEL",)),
+    AgentOption("model", "--model", "Required: the generator model name.", envvar=("BOE_MODEL",)),
     AgentOption("judge_model", "--judge-model", "Judge model.", default_text="the generator"),
     AgentOption("judge_base_url", "--judge-base-url", "Judge endpoint.", default_text="--base-url"),
     AgentOption("k", "--k", "Candidates sampled per question."),
@@ -286,10 +286,13 @@ def agent_options(
         for opt in chosen:
             ftype, choices = _field_type(opt.field)
             kind = opt.value_type or ftype
+            info_field = AgentConfig.model_fields[opt.field]
             if opt.field in own:
                 default = own[opt.field]
+            elif info_field.is_required():
+                default = None
             else:
-                default = AgentConfig.model_fields[opt.field].get_default(call_default_factory=True)
+                default = info_field.get_default(call_default_factory=True)
             text, shown = _help(opt, default, choices)
             if help_defaults and opt.field in help_defaults:
                 shown = help_defaults[opt.field]
