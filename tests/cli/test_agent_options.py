@@ -123,3 +123,17 @@ def test_config_file_drives_a_real_ask_against_the_simulator(tmp_path: Path) -> 
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert len(out["candidates"]) == 3 and out["policy"] == "whole" and out["budget"] == 4
+
+
+def test_the_readme_config_file_loads(tmp_path: Path) -> None:
+    import re
+
+    from boe.agent.config_file import load_agent_config
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", text, re.S)
+    assert blocks, "the README lost its --config example"
+    path = tmp_path / "agent.toml"
+    path.write_text(blocks[0], encoding="utf-8")
+    cfg = load_agent_config(path)
+    assert (cfg.k, cfg.budget, cfg.grounded_view) == (16, 8, "mask")
