@@ -8,9 +8,10 @@ format in-process. The commands are thin wrappers over these functions.
 Heavy libraries (LangGraph, openai, SQLAlchemy) load only in the function
 that needs them: replaying ledger files needs none of them.
 
-The registration functions are today's registries (`register_policy`,
-`register_tool`, `register_format`); the redesign's single registry may
-rename them.
+The registration functions (`register_policy`, `register_tool`,
+`register_format`) front the registry of `boe.registry` (entry points,
+action kinds: see `boe plugins` and docs/extending); their names may still
+change with it.
 """
 
 from __future__ import annotations
@@ -416,18 +417,20 @@ def save_calibration(calibration: Calibration, path: PathLike) -> None:
 # ---- plugins, in-process
 
 
-def register_policy(name: str) -> Callable[[type], type]:
-    """Class decorator: a selection policy by name, for `replay`, `ask` and the commands."""
+def register_policy(name: str, *, override: bool = False) -> Callable[[type], type]:
+    """Class decorator: a selection policy by name, for `replay`, `ask` and the commands (a taken name is refused
+    unless ``override``)."""
     from boe.core.policies import register_policy as register
 
-    return register(name)
+    return register(name, override=override)
 
 
-def register_tool(kind: str) -> Callable[[type], type]:
-    """Class decorator: the tool that runs actions of ``kind`` in the agent."""
+def register_tool(kind: str, *, override: bool = False) -> Callable[[type], type]:
+    """Class decorator: the tool that runs actions of ``kind`` in the agent (a built-in kind's tool is replaced
+    only with ``override``)."""
     from boe.tools.protocol import register_tool as register
 
-    return register(kind)
+    return register(kind, override=override)
 
 
 def register_format(name: str, **kwargs: Any) -> Callable[..., Any]:

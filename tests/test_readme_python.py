@@ -57,7 +57,7 @@ def test_readme_python_examples_run(sim, tmp_path: Path) -> None:
     assert len((tmp_path / "transcripts.jsonl").read_text().splitlines()) == 300 * 3 * 2
     pool_cal = json.loads((tmp_path / "pool-calibration.json").read_text())
     assert pool_cal["groups"] and pool_cal["info"]["questions"] == 300
-    assert "('cheapest-first', 4.0)" in out
+    assert "('cheap-first', 4.0)" in out
 
 
 def test_import_boe_stays_light_and_exposes_the_api() -> None:

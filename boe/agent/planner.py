@@ -28,6 +28,7 @@ from boe.core.ledger import LedgerRecord, format_for
 from boe.core.policies import Policy, make_policy
 from boe.core.replay import plan_calibration, replay, transcripts
 from boe.core.state import EvidenceState, bind_questions
+from boe.kinds import declare_kinds
 
 __all__ = ["Planner", "Step", "build_record"]
 
@@ -66,6 +67,9 @@ def build_record(
         "edges": [dict(e) for e in edges],
         "actions": [{**a, "outcome": outcomes.get(a["id"], PLACEHOLDER)} for a in actions],
     }
+    declared = declare_kinds(a.get("kind", "") for a in actions)
+    if declared:  # a plugin's kind: the record says which plugin it needs (format 1.2)
+        data["kinds"] = declared
     data.update(extra or {})
     return LedgerRecord.model_validate(data)
 

@@ -102,9 +102,9 @@ AGENT_OPTIONS: tuple[AgentOption, ...] = (
     AgentOption(
         "costs",
         "--costs",
-        "paper (1,4,4,8,8); four or five numbers structured,vlm_factor,grounded_factor,whole_response"
-        ",answer_response; measured (from this run's earlier questions; measured:seconds for time); or a FILE "
-        "(boe costs --out FILE).",
+        "paper (1,4,4,8,8); four or five numbers (the built-in action kinds' costs in menu order, as boe plugins "
+        "lists them; the fifth is optional); measured (from this run's earlier questions; measured:seconds for "
+        "time); or a FILE (boe costs --out FILE).",
         default_text="paper",
         parse=_parse_costs,
         value_type=str,
