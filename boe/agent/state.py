@@ -42,6 +42,7 @@ class AgentState(TypedDict, total=False):
     mode: str  # "online" (run the bought actions) or "full" (run every action, then plan over them)
     outcomes: dict[str, dict[str, Any]]  # full-ledger mode: every action's result, by action id
     bought: list[dict[str, Any]]  # the evidence log: one entry per bought action, in order
+    skipped: list[dict[str, Any]]  # purchases refused when proposed (planner.skip_entry): action, id, reason, after
     pending: dict[str, Any] | None  # the result of the action being bought (between act and update)
     next_action: int  # index into actions, -1: stop
     selected: int
