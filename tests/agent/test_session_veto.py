@@ -48,13 +48,13 @@ class _PauseBeforeAct:
     async def aget_state(self, config: Any) -> Any:
         return await self.graph.aget_state(config)
 
-    async def ainvoke(self, state: Any, config: Any, *, context: Any) -> Any:
-        await self.graph.ainvoke(state, config, context=context, interrupt_before=["act"])
+    async def ainvoke(self, state: Any, config: Any, *, context: Any, **kw: Any) -> Any:
+        await self.graph.ainvoke(state, config, context=context, interrupt_before=["act"], **kw)
         snap = await self.graph.aget_state(config)
         if snap.next == ("act",):
             self.paused.add(snap.values["question_id"])
             await self.decide(self.graph, config, snap.values)
-        return await self.graph.ainvoke(None, config, context=context)
+        return await self.graph.ainvoke(None, config, context=context, **kw)
 
 
 async def _veto(graph: Any, config: Any, values: dict[str, Any]) -> None:
