@@ -436,7 +436,7 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
         extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a["id"])}
         if res is not None:
             extra.update({k: res.get(k) for k in keys[1:]})
-        if a["id"] in skipped:  # refused when proposed (spec section 9): a replay refuses it too
+        if a["id"] in skipped:  # refused when proposed (spec section 10): a replay refuses it too
             extra["skipped"] = skipped[a["id"]]
         actions.append({**a, **extra})
     rec = _state_record(

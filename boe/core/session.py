@@ -346,7 +346,7 @@ def transcript_line(
     scores: list[float],
     skipped: Sequence[int] = (),
 ) -> dict[str, object]:
-    """One spec section 7 transcript line; ``skipped`` (spec section 9, menu order) appears only when not empty."""
+    """One spec section 7 transcript line; ``skipped`` (spec section 10, menu order) appears only when not empty."""
     u = question.utility[selected]
     ids = question.action_ids
     line: dict[str, object] = {
