@@ -209,8 +209,13 @@ class Session:
         return session
 
     def _restart(self) -> None:
+        policy = make_policy(self.policy_name, **self.options)
+        if policy.reads_labels:
+            raise SessionError(
+                f"policy {self.policy_name!r} reads utilities; it replays offline only, not in a session"
+            )
         state = bind_questions([self.question], [0], [self.calibration], None, self.group_keys, self.budget)
-        self._run = PolicySession(state, make_policy(self.policy_name, **self.options))
+        self._run = PolicySession(state, policy)
         self._events: list[Event] = []
         self._steps: list[Step] = []
 

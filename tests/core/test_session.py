@@ -197,6 +197,8 @@ def test_events_that_do_not_follow_the_policy_are_refused():
     assert s.next_action() == -1 and s.finish().skipped == [a, *stopped]
     with pytest.raises(SessionError, match="stopped"):
         s.reveal(a, "confirm")
+    with pytest.raises(SessionError, match="reads utilities"):
+        Session.from_record(parse_record(rec), cal, "label-guided", 16)
 
 
 def test_a_veto_differs_from_a_failed_check():
