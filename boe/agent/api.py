@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from boe.agent.configuration import NEUTRAL, AgentConfig, make_config
-from boe.agent.costs import KINDS, MODEL_KINDS, CostMeter, QuestionCosts, load_costs_file, measured_costs
+from boe.agent.costs import CostMeter, QuestionCosts, cost_kinds, load_costs_file, measured_costs, model_kinds
 from boe.core.calibration import PRIOR_CHANNELS, Calibration, with_prior
 from boe.errors import ConfigError, InputError, MissingExtraError
 
@@ -293,7 +293,6 @@ class Agent:
         try:
             from boe.agent.graph import build_graph
             from boe.tools.client import ModelClient
-            from boe.tools.protocol import make_tool
         except ImportError as exc:
             raise MissingExtraError("agent", exc.name or "langgraph", "the agent") from exc
         cfg = self.config
@@ -334,26 +333,12 @@ class Agent:
         self._stack.push_async_callback(self.generator.aclose)
         self._stack.push_async_callback(self.judge.aclose)
         self.tools = {}
-        for kind in cfg.kinds:
-            if kind == "structured":
-                self.tools[kind] = make_tool(kind)
-            elif kind == "grounded_factor":
-                from boe.tools.segment import make_segmenter
+        from boe.kinds import ToolContext, kind_spec
 
-                self.segmenter = make_segmenter(
-                    cfg.segmenter, checkpoint=cfg.sam_checkpoint, model=cfg.sam_model, device=cfg.sam_device
-                )
-                self.tools[kind] = make_tool(
-                    kind,
-                    client=self.judge,
-                    temperature=cfg.judge_temperature,
-                    pad=cfg.crop_pad,
-                    min_frac=cfg.crop_min,
-                    segmenter=self.segmenter,
-                    view=cfg.grounded_view,
-                )
-            else:
-                self.tools[kind] = make_tool(kind, client=self.judge, temperature=cfg.judge_temperature)
+        tool_ctx = ToolContext(cfg, self.judge)
+        for kind in cfg.kinds:
+            self.tools[kind] = kind_spec(kind).build_tool(tool_ctx)
+        self.segmenter = tool_ctx.segmenter
         saver = None
         if self.checkpoint is not None:
             try:
@@ -400,13 +385,13 @@ class Agent:
         """The costs the next question is planned with: the design costs, or costs measured so far (see
         `boe.agent.costs`), with the design costs and the measurements beside them."""
         cfg = self.config
-        design = {k: cfg.costs.of(k) for k in KINDS}
+        design = {k: cfg.costs.of(k) for k in cost_kinds()}
         if cfg.cost_mode == "design":
             return QuestionCosts(design, design, "design")
         meter = self._file_meter if self._file_meter is not None else self.meter
         used = measured_costs(design, meter, cfg.cost_basis)
         where = f"file {cfg.cost_file}" if self._file_meter is not None else "this run's earlier questions"
-        measured = [k for k in MODEL_KINDS if k in meter.sums]
+        measured = [k for k in model_kinds() if k in meter.sums]
         source = (
             f"measured ({cfg.cost_basis}, {where}: {', '.join(measured)})"
             if measured

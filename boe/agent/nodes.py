@@ -12,7 +12,7 @@ from typing import Any, cast
 from langgraph.runtime import Runtime
 
 from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
-from boe.agent.costs import KINDS as COST_KINDS
+from boe.agent.costs import cost_kinds
 from boe.agent.planner import build_record, events_of, skip_entry
 from boe.agent.state import AgentContext, AgentState
 from boe.core.ledger import LedgerRecord
@@ -185,7 +185,7 @@ async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
 async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """The action menu with the costs this question is planned with (design or measured) and its groups."""
     cfg = runtime.context.config
-    design = {k: cfg.costs.of(k) for k in COST_KINDS}
+    design = {k: cfg.costs.of(k) for k in cost_kinds()}
     used = (state.get("costs") or {}).get("used") or design
     actions = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
     return {"actions": actions, "bought": [], "skipped": [], "pending": None, "mode": cfg.ledger}
