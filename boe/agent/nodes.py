@@ -13,10 +13,11 @@ from langgraph.runtime import Runtime
 
 from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
 from boe.agent.costs import cost_kinds
-from boe.agent.planner import Planner, build_record
+from boe.agent.planner import build_record, events_of, skip_entry
 from boe.agent.state import AgentContext, AgentState
 from boe.core.calls import ModelCall
 from boe.core.ledger import LedgerRecord
+from boe.core.session import Session
 from boe.errors import ModelError
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
 from boe.tools.images import LoadedImage, open_image
@@ -188,7 +189,7 @@ async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     design = {k: cfg.costs.of(k) for k in cost_kinds()}
     used = (state.get("costs") or {}).get("used") or design
     actions = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
-    return {"actions": actions, "bought": [], "pending": None, "mode": cfg.ledger}
+    return {"actions": actions, "bought": [], "skipped": [], "pending": None, "mode": cfg.ledger}
 
 
 def route_after_menu(state: AgentState) -> str:
@@ -248,34 +249,32 @@ async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     return {"outcomes": outcomes, "calls": calls}
 
 
-#: Planners kept at most (questions in progress at once in one agent).
-MAX_PLANNERS = 1024
+#: Sessions kept at most (questions in progress at once in one agent).
+MAX_SESSIONS = 1024
 
 
-def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
-    """The policy on this question's menu (the same objects `boe replay` uses).
+def session_for(state: AgentState, ctx: AgentContext) -> Session:
+    """The policy session of this question (the loop `boe replay` runs), advanced to the state's events.
 
-    Built once per question: the nodes after the menu reuse it while the
-    state still holds the very candidate, claim, edge and action lists it was
-    built from (any new list, say from a restored checkpoint, builds afresh).
+    Built once per question and kept while the state holds the same menu (compared by value, so a
+    restored checkpoint reuses it too); `Session.advance` applies only the events it has not seen.
     """
     parts = (state["candidates"], state["claims"], state["edges"], state["actions"])
     qid = state["question_id"]
     hit = ctx.planners.get(qid)
-    if hit is not None and all(a is b for a, b in zip(hit[0], parts, strict=True)):
-        return cast(Planner, hit[1])
-    planner = _build_planner(state, ctx)
-    ctx.planners.pop(qid, None)
-    ctx.planners[qid] = (parts, planner)
-    while len(ctx.planners) > MAX_PLANNERS:
-        del ctx.planners[next(iter(ctx.planners))]
-    return planner
-
-
-def _build_planner(state: AgentState, ctx: AgentContext) -> Planner:
-    cfg = ctx.config
-    rec = _state_record(state, ctx, state["actions"])
-    return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed)
+    if hit is not None and hit[0] == parts:
+        session = cast(Session, hit[1])
+    else:
+        cfg = ctx.config
+        rec = _state_record(state, ctx, state["actions"])
+        options = {"eta": cfg.eta, "seed": cfg.policy_seed}
+        session = Session.from_record(rec, ctx.calibration, cfg.policy, cfg.budget, options=options)
+        ctx.planners.pop(qid, None)
+        ctx.planners[qid] = (parts, session)
+        while len(ctx.planners) > MAX_SESSIONS:
+            del ctx.planners[next(iter(ctx.planners))]
+    session.advance(events_of(state.get("bought") or [], state.get("skipped") or []))
+    return session
 
 
 def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any) -> LedgerRecord:
@@ -295,14 +294,9 @@ def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, 
     )
 
 
-def _bought_pairs(state: AgentState) -> list[tuple[int, str]]:
-    return [(b["action"], b["outcome"]) for b in state.get("bought") or []]
-
-
 async def plan(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Ask the policy for the next action (value per cost for `boe`), -1 to stop."""
-    planner = planner_for(state, runtime.context)
-    return {"next_action": planner.next_action(_bought_pairs(state))}
+    return {"next_action": session_for(state, runtime.context).next_action()}
 
 
 def route_after_plan(state: AgentState) -> str:
@@ -328,8 +322,7 @@ async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     pending = state["pending"]
     assert pending is not None
     bought = list(state.get("bought") or [])
-    pairs = [*_bought_pairs(state), (pending["action"], pending["outcome"])]
-    step = planner_for(state, ctx).step(pairs)
+    step = session_for(state, ctx).reveal(pending["action"], pending["outcome"])
     action = state["actions"][pending["action"]]
     entry = {
         "step": len(bought) + 1,
@@ -361,11 +354,27 @@ async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
 
 
 async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
-    """The policy's selection and final scores, and the raw-majority selection beside it."""
-    planner = planner_for(state, runtime.context)
-    sel, scores, spent = planner.finish(_bought_pairs(state))
-    raw, prior = planner.raw_majority()
-    return {"selected": sel, "scores": scores, "cost": spent, "raw_selected": raw, "prior_scores": prior}
+    """The policy's selection and final scores, and the raw-majority selection beside it.
+
+    A run steered to stop where the policy would still buy (``next_action`` set to -1 from outside
+    the graph) skips each purchase the policy still proposes, so the stored ledger replays to this stop.
+    """
+    session = session_for(state, runtime.context)
+    out: dict[str, Any] = {}
+    if state.get("next_action", -1) < 0 and session.next_action() >= 0:
+        after = len(state.get("bought") or [])
+        entries = [skip_entry(state["actions"][a], a, "stopped", after) for a in session.stop("stopped")]
+        out["skipped"] = [*(state.get("skipped") or []), *entries]
+    res = session.finish()
+    raw, prior = session.raw_majority()
+    return {
+        **out,
+        "selected": res.selected,
+        "scores": res.scores,
+        "cost": res.spent,
+        "raw_selected": raw,
+        "prior_scores": prior,
+    }
 
 
 def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
@@ -395,6 +404,7 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
     cfg = ctx.config
     bought = state.get("bought") or []
     step_of = {b["id"]: b["step"] for b in bought}
+    skipped = {s["id"]: s["reason"] for s in state.get("skipped") or []}
     observed: dict[str, dict[str, Any]] = dict(state.get("outcomes") or {})
     keys = ("outcome", "rationale", "view", "error", "raw_reply", "calls", "tokens", "seconds")
     for b in bought:
@@ -405,6 +415,8 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
         extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a["id"])}
         if res is not None:
             extra.update({k: res.get(k) for k in keys[1:]})
+        if a["id"] in skipped:  # refused when proposed (spec section 10): a replay refuses it too
+            extra["skipped"] = skipped[a["id"]]
         actions.append({**a, **extra})
     rec = _state_record(
         state,
@@ -441,10 +453,8 @@ async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Write the question's record, model calls, transcript and image reference to the store."""
     ctx = runtime.context
     record = final_record(state, ctx)
-    transcript = planner_for(state, ctx).transcript(_bought_pairs(state))
+    transcript = session_for(state, ctx).transcript()
     ctx.planners.pop(state["question_id"], None)  # the question is done
-    if transcript["selected"] != state["selected"]:
-        raise RuntimeError(f"offline replay selected {transcript['selected']}, the online run {state['selected']}")
     if ctx.store is not None:
         from boe.agent.persist import save_question
 

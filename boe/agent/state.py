@@ -42,6 +42,7 @@ class AgentState(TypedDict, total=False):
     mode: str  # "online" (run the bought actions) or "full" (run every action, then plan over them)
     outcomes: dict[str, dict[str, Any]]  # full-ledger mode: every action's result, by action id
     bought: list[dict[str, Any]]  # the evidence log: one entry per bought action, in order
+    skipped: list[dict[str, Any]]  # purchases refused when proposed (planner.skip_entry): action, id, reason, after
     pending: dict[str, Any] | None  # the result of the action being bought (between act and update)
     next_action: int  # index into actions, -1: stop
     selected: int
@@ -67,5 +68,5 @@ class AgentContext:
     store: Any = None  # boe.db.Store or None
     run_id: Any = None
     on_step: Any = None  # optional callback(state_update) for progress output and tests
-    # the planner of each question in progress, with the state lists it was built from (see nodes.planner_for)
+    # the policy session of each question in progress, with the menu it was built on (see nodes.session_for)
     planners: dict[str, tuple[tuple[Any, ...], Any]] = field(default_factory=dict)
