@@ -100,6 +100,8 @@ class AgentConfig(BaseModel):
     # decoded size refused before decoding
     max_pixels: int = Field(default=1024 * 1024, ge=0)  # 0: no limit
     pixel_limit: int = Field(default=100_000_000, ge=4096)
+    # pause before each purchase for a person or a program to approve or veto it (a LangGraph interrupt)
+    approve: bool = False
 
     @field_validator("kinds")
     @classmethod

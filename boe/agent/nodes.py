@@ -1,6 +1,9 @@
 """The nodes of the agent graph: small async functions of (state, runtime) -> state update.
 
-generate -> parse -> claims -> menu -> [ledger] -> (plan -> act -> update)* -> select -> persist
+intake -> generate -> parse -> claims -> menu -> [ledger] -> (plan -> approve -> act -> update)* -> select -> persist
+
+Progress goes through LangGraph's stream writer (``stream_mode="custom"``):
+one event dict per step, ``{"event": "generated" | "purchase" | "veto" | "selected", "question_id": ..., ...}``.
 """
 
 from __future__ import annotations
@@ -9,12 +12,14 @@ import asyncio
 import time
 from typing import Any, cast
 
+from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 
 from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
 from boe.agent.costs import KINDS as COST_KINDS
 from boe.agent.planner import Planner, build_record
-from boe.agent.state import AgentContext, AgentState
+from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase, Veto
 from boe.core.ledger import LedgerRecord
 from boe.errors import ModelError
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
@@ -24,6 +29,9 @@ from boe.tools.protocol import ToolRequest, ToolResult
 
 __all__ = [
     "act",
+    "approve",
+    "context_of",
+    "intake",
     "claims",
     "generate",
     "ledger",
@@ -31,6 +39,7 @@ __all__ = [
     "parse",
     "persist",
     "plan",
+    "route_after_approve",
     "route_after_menu",
     "route_after_plan",
     "select",
@@ -38,6 +47,50 @@ __all__ = [
 ]
 
 Ctx = Runtime[AgentContext]
+
+
+def context_of(runtime: Ctx) -> AgentContext:
+    """The run's live context: the one given to the graph, or (LangGraph Studio / server, which pass none or a
+    dict of `AgentConfig` overrides) one built once per process from the environment (see `boe.agent.graph`)."""
+    ctx = runtime.context
+    if isinstance(ctx, AgentContext):
+        return ctx
+    from boe.agent.graph import environment_context
+
+    return environment_context(ctx if isinstance(ctx, dict) else None)
+
+
+def emit(ctx: AgentContext, state: AgentState, event: str, **data: Any) -> None:
+    """Send one progress event to the stream writer (``stream_mode="custom"``) and, for purchases, ``on_step``."""
+    payload = {"event": event, "question_id": state["question_id"], **data}
+    get_stream_writer()(payload)
+    if event == "purchase" and ctx.on_step is not None:
+        ctx.on_step(payload)
+
+
+async def intake(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """A question given as ``image_path`` + ``question`` (LangGraph Studio / server): open its figures and fill
+    in the id, figures, analysis and costs exactly as `Agent.ask` does; a prepared input passes unchanged."""
+    if state.get("analysis") is not None:
+        return {}
+    from boe.agent.graph import keep_images, question_input
+
+    ctx = context_of(runtime)
+    if not state.get("image_path") or not state.get("question"):
+        from boe.errors import InputError
+
+        raise InputError("a question needs 'question' and 'image_path' (one path or a list) in the graph input")
+    prepared, imgs = question_input(
+        ctx.config,
+        state["image_path"],
+        state["question"],
+        options=state.get("options"),
+        reference=state.get("reference"),
+        question_id=state.get("question_id"),
+        dataset=state.get("dataset"),
+    )
+    keep_images(ctx, imgs)
+    return prepared
 
 
 def figure_refs(state: AgentState) -> list[dict[str, Any]]:
@@ -87,7 +140,7 @@ def all_images(ctx: AgentContext, state: AgentState) -> list[LoadedImage]:
 
 async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Sample K candidates in one request (n=K; the client falls back to K requests)."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     cfg = ctx.config
     images = all_images(ctx, state)
     ids = figure_ids(state)
@@ -105,6 +158,7 @@ async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         tags={"question_id": state["question_id"]},
         accept=_generation_problem,
     )
+    emit(ctx, state, "generated", k=len(comp.texts))
     return {"replies": comp.texts, "calls": [comp.call.as_dict()]}
 
 
@@ -122,7 +176,7 @@ def _generation_problem(texts: list[str | None]) -> str | None:
 
 async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Read every reply; unreadable ones stay as invalid candidates; slot-less ones get claim extraction."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     ids = figure_ids(state)
     cands = [parse_candidate(i, raw) for i, raw in enumerate(state["replies"])]
     if len(ids) > 1:
@@ -183,11 +237,11 @@ async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
 
 async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """The action menu with the costs this question is planned with (design or measured) and its groups."""
-    cfg = runtime.context.config
+    cfg = context_of(runtime).config
     design = {k: cfg.costs.of(k) for k in COST_KINDS}
     used = (state.get("costs") or {}).get("used") or design
     actions = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
-    return {"actions": actions, "bought": [], "pending": None, "mode": cfg.ledger}
+    return {"actions": actions, "bought": [], "pending": None, "vetoes": [], "mode": cfg.ledger}
 
 
 def route_after_menu(state: AgentState) -> str:
@@ -222,27 +276,27 @@ async def _run_tool(state: AgentState, ctx: AgentContext, action: dict[str, Any]
     return res
 
 
-def _result_dict(res: ToolResult) -> dict[str, Any]:
-    return {
-        "outcome": res.outcome,
-        "rationale": res.rationale,
-        "view": res.view,
-        "error": res.error,
-        "raw_reply": res.raw_reply,
-        "calls": [c.call_id for c in res.calls],
-        "tokens": sum(c.prompt_tokens + c.completion_tokens for c in res.calls),
-        "seconds": round(float(res.seconds or 0.0), 4),
-    }
+def _observation(res: ToolResult) -> Observation:
+    return Observation(
+        outcome=res.outcome,
+        rationale=res.rationale,
+        view=res.view,
+        error=res.error,
+        raw_reply=res.raw_reply,
+        calls=[c.call_id for c in res.calls],
+        tokens=sum(c.prompt_tokens + c.completion_tokens for c in res.calls),
+        seconds=round(float(res.seconds or 0.0), 4),
+    )
 
 
 async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Full-ledger mode: run every action of the menu once (bounded concurrency), store all outcomes."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     results = await asyncio.gather(*(_run_tool(state, ctx, a) for a in state["actions"]))
     failed = [r for r in results if r.failed]
     if failed:  # an outage is no evidence: the question is not stored, and a re-run asks again (paid replies cached)
         raise ModelError(f"{len(failed)} of {len(results)} evidence check(s) could not be run: {failed[0].error}")
-    outcomes = {a["id"]: _result_dict(r) for a, r in zip(state["actions"], results, strict=True)}
+    outcomes = {a["id"]: _observation(r) for a, r in zip(state["actions"], results, strict=True)}
     calls = [c.as_dict() for r in results for c in r.calls]
     return {"outcomes": outcomes, "calls": calls}
 
@@ -258,7 +312,7 @@ def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
     state still holds the very candidate, claim, edge and action lists it was
     built from (any new list, say from a restored checkpoint, builds afresh).
     """
-    parts = (state["candidates"], state["claims"], state["edges"], state["actions"])
+    parts = (state["candidates"], state["claims"], state["edges"], state["actions"], state.get("vetoes") or [])
     qid = state["question_id"]
     hit = ctx.planners.get(qid)
     if hit is not None and all(a is b for a, b in zip(hit[0], parts, strict=True)):
@@ -274,7 +328,8 @@ def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
 def _build_planner(state: AgentState, ctx: AgentContext) -> Planner:
     cfg = ctx.config
     rec = _state_record(state, ctx, state["actions"])
-    return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed)
+    vetoed = [v.action for v in state.get("vetoes") or []]
+    return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed, vetoed=vetoed)
 
 
 def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any) -> LedgerRecord:
@@ -295,75 +350,151 @@ def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, 
 
 
 def _bought_pairs(state: AgentState) -> list[tuple[int, str]]:
-    return [(b["action"], b["outcome"]) for b in state.get("bought") or []]
+    return [(b.action, b.outcome) for b in state.get("bought") or []]
 
 
 async def plan(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Ask the policy for the next action (value per cost for `boe`), -1 to stop."""
-    planner = planner_for(state, runtime.context)
+    planner = planner_for(state, context_of(runtime))
     return {"next_action": planner.next_action(_bought_pairs(state))}
 
 
 def route_after_plan(state: AgentState) -> str:
-    return "act" if state["next_action"] >= 0 else "select"
+    return "approve" if state["next_action"] >= 0 else "select"
+
+
+def approval(answer: Any) -> tuple[bool, str]:
+    """Read a resume value of the approval step: ``True``/``False``, or ``{"approve": bool, "reason": str}``."""
+    if isinstance(answer, bool):
+        return answer, "" if answer else "vetoed"
+    if isinstance(answer, dict) and isinstance(answer.get("approve"), bool):
+        reason = answer.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            from boe.errors import InputError
+
+            raise InputError(f"the approval's 'reason' must be a string, got {type(reason).__name__}")
+        return answer["approve"], reason or ("" if answer["approve"] else "vetoed")
+    from boe.errors import InputError
+
+    raise InputError(
+        f"an approval is True, False or {{'approve': bool, 'reason': str}}, got {answer!r} "
+        "(resume with Command(resume=...))"
+    )
+
+
+async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """With ``approve`` on, pause (LangGraph ``interrupt``) before the purchase; a veto takes the action off
+    this question's menu and the policy chooses again. Without it, or when approved, a pass-through."""
+    ctx = context_of(runtime)
+    if not ctx.config.approve:
+        return {}
+    idx = state["next_action"]
+    action = state["actions"][idx]
+    bought = state.get("bought") or []
+    step = len(bought) + 1
+    spent = sum(b.cost for b in bought)
+    answer = interrupt(
+        {
+            "question_id": state["question_id"],
+            "question": state["question"],
+            "step": step,
+            "action": {k: action.get(k) for k in ("id", "kind", "claim", "candidate", "cost", "group")},
+            "target": _target(state, action),
+            "spent": spent,
+            "budget": ctx.config.budget,
+        }
+    )
+    ok, reason = approval(answer)
+    if ok:
+        return {}
+    veto = Veto(
+        step=step,
+        action=idx,
+        id=action["id"],
+        kind=action["kind"],
+        claim=action["claim"],
+        candidate=action["candidate"],
+        cost=action["cost"],
+        reason=reason,
+    )
+    emit(ctx, state, "veto", **veto.model_dump())
+    return {"vetoes": [*(state.get("vetoes") or []), veto]}
+
+
+def _target(state: AgentState, action: dict[str, Any]) -> str:
+    """What the action checks, in words (for the person approving)."""
+    if action["claim"] is not None:
+        claim = next((c for c in state["claims"] if c["id"] == action["claim"]), None)
+        if claim is not None:
+            return f"claim {claim.get('slot')} = {claim.get('value')!r}"
+    if action["candidate"] is not None:
+        return f"candidate {action['candidate']}: {state['candidates'][action['candidate']].get('answer')!r}"
+    return str(action["id"])
+
+
+def route_after_approve(state: AgentState) -> str:
+    vetoed = {v.action for v in state.get("vetoes") or []}
+    return "plan" if state["next_action"] in vetoed else "act"
 
 
 async def act(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Run the chosen tool (or, in full-ledger mode, read its stored outcome)."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     idx = state["next_action"]
     action = state["actions"][idx]
     if ctx.config.ledger == "full":
-        return {"pending": {"action": idx, **state["outcomes"][action["id"]]}}
+        return {"pending": Purchase(action=idx, **state["outcomes"][action["id"]].model_dump())}
     res = await _run_tool(state, ctx, action)
     if res.failed:  # no outcome to reveal: the question stops here and is not stored
         raise ModelError(f"evidence check {action['id']!r} could not be run: {res.error}")
-    return {"pending": {"action": idx, **_result_dict(res)}, "calls": [c.as_dict() for c in res.calls]}
+    purchase = Purchase(action=idx, **_observation(res).model_dump())
+    return {"pending": purchase, "calls": [c.as_dict() for c in res.calls]}
 
 
 async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Reveal the outcome to the policy's state; log who moved up and down."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     pending = state["pending"]
     assert pending is not None
     bought = list(state.get("bought") or [])
-    pairs = [*_bought_pairs(state), (pending["action"], pending["outcome"])]
+    pairs = [*_bought_pairs(state), (pending.action, pending.outcome)]
     step = planner_for(state, ctx).step(pairs)
-    action = state["actions"][pending["action"]]
-    entry = {
-        "step": len(bought) + 1,
-        "action": pending["action"],
-        "id": action["id"],
-        "kind": action["kind"],
-        "claim": action["claim"],
-        "candidate": action["candidate"],
-        "cost": action["cost"],
-        "design_cost": action.get("design_cost", action["cost"]),
-        "tokens": pending.get("tokens"),
-        "seconds": pending.get("seconds"),
-        "group": action["group"],
-        "outcome": pending["outcome"],
-        "rationale": pending["rationale"],
-        "error": pending["error"],
-        "view": pending["view"],
-        "raw_reply": pending["raw_reply"],
-        "calls": pending["calls"],
-        "kappa": step.kappa,
-        "moved_up": step.moved_up,
-        "moved_down": step.moved_down,
-        "scores": step.scores,
-    }
+    action = state["actions"][pending.action]
+    entry = EvidenceEntry(
+        step=len(bought) + 1,
+        action=pending.action,
+        id=action["id"],
+        kind=action["kind"],
+        claim=action["claim"],
+        candidate=action["candidate"],
+        cost=action["cost"],
+        design_cost=action.get("design_cost", action["cost"]),
+        tokens=pending.tokens,
+        seconds=pending.seconds,
+        group=action["group"],
+        outcome=pending.outcome,
+        rationale=pending.rationale,
+        error=pending.error,
+        view=pending.view,
+        raw_reply=pending.raw_reply,
+        calls=pending.calls,
+        kappa=step.kappa,
+        moved_up=step.moved_up,
+        moved_down=step.moved_down,
+        scores=step.scores,
+    )
     bought.append(entry)
-    if ctx.on_step is not None:
-        ctx.on_step(entry)
+    emit(ctx, state, "purchase", **entry.model_dump())
     return {"bought": bought, "pending": None}
 
 
 async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """The policy's selection and final scores, and the raw-majority selection beside it."""
-    planner = planner_for(state, runtime.context)
+    ctx = context_of(runtime)
+    planner = planner_for(state, ctx)
     sel, scores, spent = planner.finish(_bought_pairs(state))
     raw, prior = planner.raw_majority()
+    emit(ctx, state, "selected", selected=sel, raw_selected=raw, cost=spent, scores=scores)
     return {"selected": sel, "scores": scores, "cost": spent, "raw_selected": raw, "prior_scores": prior}
 
 
@@ -415,17 +546,22 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
     """The stored ledger record: the menu with the outcomes this run observed, plus the evidence log."""
     cfg = ctx.config
     bought = state.get("bought") or []
-    step_of = {b["id"]: b["step"] for b in bought}
-    observed: dict[str, dict[str, Any]] = dict(state.get("outcomes") or {})
+    vetoes = state.get("vetoes") or []
+    step_of = {b.id: b.step for b in bought}
     keys = ("outcome", "rationale", "view", "error", "raw_reply", "calls", "tokens", "seconds")
+    observed: dict[str, dict[str, Any]] = {k: v.model_dump() for k, v in (state.get("outcomes") or {}).items()}
     for b in bought:
-        observed[b["id"]] = {k: b.get(k) for k in keys}
+        observed[b.id] = b.model_dump(include=set(keys))
+    vetoed = {v.id: v for v in vetoes}
     actions = []
     for a in state["actions"]:
         res = observed.get(a["id"])
         extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a["id"])}
         if res is not None:
             extra.update({k: res.get(k) for k in keys[1:]})
+        if a["id"] in vetoed and a["id"] not in step_of:
+            # a vetoed check is not on the menu (spec section 1: failed), so the replay never offers it
+            extra.update({"failed": True, "vetoed": True, "error": f"vetoed: {vetoed[a['id']].reason}"})
         actions.append({**a, **extra})
     rec = _state_record(
         state,
@@ -450,7 +586,8 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
                 "scores": state["scores"],
                 "prior_scores": state["prior_scores"],
             },
-            "evidence_log": [{k: v for k, v in b.items() if k not in ("scores", "raw_reply")} for b in bought],
+            "evidence_log": [b.logged() for b in bought],
+            **({"vetoes": [v.model_dump() for v in vetoes]} if vetoes else {}),
             # every model call with its prompt version (the store's call table has no column for it)
             "model_calls": [{k: c.get(k) for k in _CALL_KEYS} for c in state.get("calls") or []],
         },
@@ -460,7 +597,7 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
 
 async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Write the question's record, model calls, transcript and image reference to the store."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     record = final_record(state, ctx)
     transcript = planner_for(state, ctx).transcript(_bought_pairs(state))
     ctx.planners.pop(state["question_id"], None)  # the question is done

@@ -105,8 +105,11 @@ class Planner:
         *,
         eta: float = 0.0,
         seed: int = 0,
+        vetoed: Sequence[int] = (),
     ) -> None:
         self.record = record
+        # vetoed actions (the approval step refused them) are off the menu, as a stored failed check is
+        self.vetoed = [int(a) for a in vetoed]
         self.groups = GroupIndex()
         self.question = Question.from_record(record, self.groups)
         self.calibration = calibration
@@ -118,6 +121,8 @@ class Planner:
 
     def _fresh(self) -> tuple[EvidenceState, Policy]:
         state = bind_questions([self.question], [0], [self.calibration], None, self.groups.keys, self.budget)
+        if self.vetoed:
+            state.available[0, self.vetoed] = False
         policy = make_policy(self.policy_name, **self.policy_options)
         policy.start(state)
         return state, policy
@@ -205,8 +210,11 @@ class Planner:
         """
         outcomes = {self.record.actions[a].id: o for a, o in bought}
         data = self.record.model_dump(mode="json", exclude_unset=True)
+        vetoed = {self.record.actions[a].id for a in self.vetoed}
         for act in data["actions"]:
             act["outcome"] = outcomes.get(act["id"], PLACEHOLDER)
+            if act["id"] in vetoed:
+                act["failed"] = True
         rec = LedgerRecord.model_validate(data)
         groups = GroupIndex()
         question = Question.from_record(rec, groups)
