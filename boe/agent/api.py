@@ -356,11 +356,9 @@ class Agent:
         assert self._stack is not None
         saver: Any = None
         if self.checkpoint is not None:
-            try:
-                from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-            except ImportError as exc:
-                raise MissingExtraError("agent", "langgraph-checkpoint-sqlite", "checkpointing") from exc
-            saver = await self._stack.enter_async_context(AsyncSqliteSaver.from_conn_string(self.checkpoint))
+            from boe.agent.graph import sqlite_saver
+
+            saver = await self._stack.enter_async_context(sqlite_saver(self.checkpoint))
         elif self.config.approve:
             from langgraph.checkpoint.memory import InMemorySaver
 
@@ -603,7 +601,9 @@ class Agent:
 
         pending: Any = state_in
         while True:
-            out = dict(await self.graph.ainvoke(pending, run_config, context=ctx))
+            # a checkpoint file is for crashes: each step is saved before the next starts
+            durability = "sync" if self.checkpoint is not None else None
+            out = dict(await self.graph.ainvoke(pending, run_config, context=ctx, durability=durability))
             asked = out.get("__interrupt__")
             if not asked:
                 return out

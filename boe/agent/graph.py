@@ -30,8 +30,8 @@ import json
 import math
 import os
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,7 @@ from langgraph.graph import END, START, StateGraph
 from boe.agent import nodes
 from boe.agent.api import Agent, question_input
 from boe.agent.configuration import AgentConfig, make_config
-from boe.agent.state import AgentContext, AgentState
+from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase, Veto
 from boe.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,8 +57,11 @@ __all__ = [
     "make_graph",
     "question_input",
     "recursion_limit",
+    "sqlite_saver",
 ]
 
+#: The pydantic records the graph state holds (what a checkpoint may deserialise).
+STATE_RECORDS = tuple((t.__module__, t.__name__) for t in (EvidenceEntry, Observation, Purchase, Veto))
 #: Figures kept decoded in a shared context (older ones are read again from their path when needed).
 MAX_IMAGES = 32
 
@@ -92,21 +95,25 @@ def build_graph(checkpointer: Any = None) -> Any:
     g.add_conditional_edges("menu", nodes.route_after_menu, ["ledger", "plan"])
     g.add_edge("ledger", "plan")
     g.add_conditional_edges("plan", nodes.route_after_plan, ["approve", "select"])
-    g.add_conditional_edges("approve", nodes.route_after_approve, ["act", "plan"])
+    g.add_conditional_edges("approve", nodes.route_after_approve, ["act", "plan", "approve"])
     g.add_edge("act", "update")
     g.add_edge("update", "plan")
     g.add_edge("select", "persist")
     g.add_edge("persist", END)
+    if checkpointer is not None and hasattr(checkpointer, "with_allowlist"):
+        # the typed records of the state, allow-listed for the checkpoint serialiser (strict msgpack refuses others)
+        checkpointer = checkpointer.with_allowlist(STATE_RECORDS)
     return g.compile(checkpointer=checkpointer)
 
 
-@dataclass(eq=False)
 class BoeGraph:
     """The compiled graph with what it needs at run time: the live context and per-question inputs."""
 
-    graph: Any  # a compiled LangGraph graph
-    context: AgentContext  # pass as ``context=`` to invoke / stream
-    agent: Agent  # owns the clients, tools and store run behind the context
+    # a plain class, not a dataclass: LangGraph loaders exec this file by path, not always as a registered module
+    def __init__(self, graph: Any, context: AgentContext, agent: Agent) -> None:
+        self.graph = graph  # a compiled LangGraph graph
+        self.context = context  # pass as ``context=`` to invoke / stream
+        self.agent = agent  # owns the clients, tools and store run behind the context
 
     @property
     def config(self) -> AgentConfig:
@@ -162,6 +169,21 @@ def keep_images(ctx: AgentContext, imgs: Sequence[LoadedImage]) -> None:
         del ctx.images[next(iter(ctx.images))]
 
 
+@asynccontextmanager
+async def sqlite_saver(path: str | Path) -> AsyncIterator[Any]:
+    """LangGraph's `AsyncSqliteSaver` on a file, reading back exactly the state's typed records (no warnings)."""
+    try:
+        import aiosqlite
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    except ImportError as exc:
+        from boe.errors import MissingExtraError
+
+        raise MissingExtraError("agent", "langgraph-checkpoint-sqlite", "checkpointing") from exc
+    async with aiosqlite.connect(str(path)) as conn:
+        yield AsyncSqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_RECORDS))
+
+
 def make_graph(
     config: AgentConfig | Mapping[str, Any] | None = None,
     *,
@@ -177,12 +199,16 @@ def make_graph(
     """The agent's compiled graph and its run context, from a configuration (an `AgentConfig`, a mapping of its
     fields, or None: `config_from_env`).
 
-    ``checkpointer`` (say ``AsyncSqliteSaver``) makes questions resumable and is needed for the approval
-    step (``approve=True``). ``store`` (a path, URL or `boe.db.Store`) stores each answered question in run
-    ``run_name``. Close the result (``await g.aclose()`` or ``async with``) to close its clients and store.
+    ``checkpointer`` (say `sqlite_saver`, or any LangGraph saver) makes questions resumable and is needed
+    for the approval step (``approve=True``); run with ``durability="sync"`` to survive a crash at any step.
+    ``store`` (a path, URL or `boe.db.Store`) stores each answered question in run ``run_name``. Close the
+    result (``await g.aclose()`` or ``async with``) to close its clients and store.
     """
     try:
-        cfg = config if isinstance(config, AgentConfig) else config_from_env(config)
+        if isinstance(config, AgentConfig):
+            cfg = config
+        else:
+            cfg = config_from_env() if config is None else make_config(**dict(config))
         agent = Agent(
             cfg,
             api_key=api_key,

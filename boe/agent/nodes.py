@@ -356,11 +356,17 @@ def _bought_pairs(state: AgentState) -> list[tuple[int, str]]:
 async def plan(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Ask the policy for the next action (value per cost for `boe`), -1 to stop."""
     planner = planner_for(state, context_of(runtime))
-    return {"next_action": planner.next_action(_bought_pairs(state))}
+    choice = planner.next_action(_bought_pairs(state))
+    return {"next_action": choice, "planned": choice}
+
+
+def _skipped(state: AgentState) -> bool:
+    """Whether someone set ``next_action`` to -1 (`update_state`) over a purchase the policy planned."""
+    return state["next_action"] < 0 and state.get("planned", -1) >= 0
 
 
 def route_after_plan(state: AgentState) -> str:
-    return "approve" if state["next_action"] >= 0 else "select"
+    return "approve" if state["next_action"] >= 0 or _skipped(state) else "select"
 
 
 def approval(answer: Any) -> tuple[bool, str]:
@@ -386,29 +392,35 @@ async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """With ``approve`` on, pause (LangGraph ``interrupt``) before the purchase; a veto takes the action off
     this question's menu and the policy chooses again. Without it, or when approved, a pass-through."""
     ctx = context_of(runtime)
+    _check_override(state)
+    if _skipped(state):  # a pause before ``act`` whose next_action was set to -1: a veto of the planned purchase
+        return {"vetoes": [*(state.get("vetoes") or []), _veto(ctx, state, state["planned"], "skipped")]}
     if not ctx.config.approve:
         return {}
     idx = state["next_action"]
     action = state["actions"][idx]
     bought = state.get("bought") or []
-    step = len(bought) + 1
-    spent = sum(b.cost for b in bought)
     answer = interrupt(
         {
             "question_id": state["question_id"],
             "question": state["question"],
-            "step": step,
+            "step": len(bought) + 1,
             "action": {k: action.get(k) for k in ("id", "kind", "claim", "candidate", "cost", "group")},
             "target": _target(state, action),
-            "spent": spent,
+            "spent": sum(b.cost for b in bought),
             "budget": ctx.config.budget,
         }
     )
     ok, reason = approval(answer)
     if ok:
         return {}
+    return {"vetoes": [*(state.get("vetoes") or []), _veto(ctx, state, idx, reason)]}
+
+
+def _veto(ctx: AgentContext, state: AgentState, idx: int, reason: str) -> Veto:
+    action = state["actions"][idx]
     veto = Veto(
-        step=step,
+        step=len(state.get("bought") or []) + 1,
         action=idx,
         id=action["id"],
         kind=action["kind"],
@@ -418,7 +430,20 @@ async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         reason=reason,
     )
     emit(ctx, state, "veto", **veto.model_dump())
-    return {"vetoes": [*(state.get("vetoes") or []), veto]}
+    return veto
+
+
+def _check_override(state: AgentState) -> None:
+    """Only the policy chooses what to buy: ``next_action`` may be set to -1 (skip), never to another action."""
+    planned = state.get("planned", state["next_action"])
+    if state["next_action"] >= 0 and state["next_action"] != planned:
+        from boe.errors import InputError
+
+        raise InputError(
+            f"next_action was set to {state['next_action']} where the policy planned {planned}: only -1 "
+            "(skip the planned purchase, recorded as a veto) can be set; a purchase the policy did not choose "
+            "could not be replayed"
+        )
 
 
 def _target(state: AgentState, action: dict[str, Any]) -> str:
@@ -434,12 +459,15 @@ def _target(state: AgentState, action: dict[str, Any]) -> str:
 
 def route_after_approve(state: AgentState) -> str:
     vetoed = {v.action for v in state.get("vetoes") or []}
-    return "plan" if state["next_action"] in vetoed else "act"
+    if state.get("planned", state["next_action"]) in vetoed:
+        return "plan"
+    return "approve" if _skipped(state) else "act"
 
 
 async def act(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Run the chosen tool (or, in full-ledger mode, read its stored outcome)."""
     ctx = context_of(runtime)
+    _check_override(state)
     idx = state["next_action"]
     action = state["actions"][idx]
     if ctx.config.ledger == "full":

@@ -116,7 +116,8 @@ class AgentState(TypedDict, total=False):
     bought: list[EvidenceEntry]  # the evidence log: one entry per bought action, in order
     pending: Purchase | None  # the result of the action being bought (between act and update)
     vetoes: list[Veto]  # purchases the approval step refused, in order
-    next_action: int  # index into actions, -1: stop
+    next_action: int  # index into actions, -1: stop (set to -1 with `update_state` to skip the planned purchase)
+    planned: int  # the policy's choice, as `plan` wrote it
     selected: int
     raw_selected: int
     scores: list[float]
