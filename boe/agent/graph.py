@@ -7,7 +7,8 @@
 evidence tool where the replay reads a stored outcome. In full-ledger mode
 `ledger` runs every action first and `act` reads from it. `approve` pauses
 (a LangGraph ``interrupt``) before each purchase when the configuration has
-``approve=True``; resume with ``Command(resume=True | False | {"approve": bool, "reason": str})``.
+``approve=True``; resume with ``Command(resume=True | False | {"approve": bool, "reason": str})``: a veto is a
+skipped action (spec section 9), stored on the record and replayed.
 Progress events go to LangGraph's stream writer (``stream_mode="custom"``).
 
 Embedding (see `make_graph`)::
@@ -40,7 +41,7 @@ from langgraph.graph import END, START, StateGraph
 from boe.agent import nodes
 from boe.agent.api import Agent, question_input
 from boe.agent.configuration import AgentConfig, make_config
-from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase, Veto
+from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase
 from boe.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 #: The pydantic records the graph state holds (what a checkpoint may deserialise).
-STATE_RECORDS = tuple((t.__module__, t.__name__) for t in (EvidenceEntry, Observation, Purchase, Veto))
+STATE_RECORDS = tuple((t.__module__, t.__name__) for t in (EvidenceEntry, Observation, Purchase))
 #: Figures kept decoded in a shared context (older ones are read again from their path when needed).
 MAX_IMAGES = 32
 
@@ -95,7 +96,7 @@ def build_graph(checkpointer: Any = None) -> Any:
     g.add_conditional_edges("menu", nodes.route_after_menu, ["ledger", "plan"])
     g.add_edge("ledger", "plan")
     g.add_conditional_edges("plan", nodes.route_after_plan, ["approve", "select"])
-    g.add_conditional_edges("approve", nodes.route_after_approve, ["act", "plan", "approve"])
+    g.add_conditional_edges("approve", nodes.route_after_approve, ["act", "plan", "select"])
     g.add_edge("act", "update")
     g.add_edge("update", "plan")
     g.add_edge("select", "persist")

@@ -18,9 +18,10 @@ from langgraph.types import interrupt
 
 from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
 from boe.agent.costs import KINDS as COST_KINDS
-from boe.agent.planner import Planner, build_record
-from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase, Veto
+from boe.agent.planner import build_record, events_of, skip_entry
+from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase
 from boe.core.ledger import LedgerRecord
+from boe.core.session import Session
 from boe.errors import ModelError
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
 from boe.tools.images import LoadedImage, open_image
@@ -241,7 +242,7 @@ async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     design = {k: cfg.costs.of(k) for k in COST_KINDS}
     used = (state.get("costs") or {}).get("used") or design
     actions = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
-    return {"actions": actions, "bought": [], "pending": None, "vetoes": [], "mode": cfg.ledger}
+    return {"actions": actions, "bought": [], "skipped": [], "pending": None, "mode": cfg.ledger}
 
 
 def route_after_menu(state: AgentState) -> str:
@@ -301,35 +302,33 @@ async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     return {"outcomes": outcomes, "calls": calls}
 
 
-#: Planners kept at most (questions in progress at once in one agent).
-MAX_PLANNERS = 1024
+#: Sessions kept at most (questions in progress at once in one agent).
+MAX_SESSIONS = 1024
 
 
-def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
-    """The policy on this question's menu (the same objects `boe replay` uses).
+def session_for(state: AgentState, ctx: AgentContext) -> Session:
+    """The policy session of this question (the loop `boe replay` runs), advanced to the state's events.
 
-    Built once per question: the nodes after the menu reuse it while the
-    state still holds the very candidate, claim, edge and action lists it was
-    built from (any new list, say from a restored checkpoint, builds afresh).
+    Built once per question and kept while the state holds the same menu (compared by value, so a
+    restored checkpoint reuses it too); `Session.advance` applies only the events it has not seen.
     """
-    parts = (state["candidates"], state["claims"], state["edges"], state["actions"], state.get("vetoes") or [])
+    parts = (state["candidates"], state["claims"], state["edges"], state["actions"])
     qid = state["question_id"]
     hit = ctx.planners.get(qid)
-    if hit is not None and all(a is b for a, b in zip(hit[0], parts, strict=True)):
-        return cast(Planner, hit[1])
-    planner = _build_planner(state, ctx)
-    ctx.planners.pop(qid, None)
-    ctx.planners[qid] = (parts, planner)
-    while len(ctx.planners) > MAX_PLANNERS:
-        del ctx.planners[next(iter(ctx.planners))]
-    return planner
-
-
-def _build_planner(state: AgentState, ctx: AgentContext) -> Planner:
-    cfg = ctx.config
-    rec = _state_record(state, ctx, state["actions"])
-    vetoed = [v.action for v in state.get("vetoes") or []]
-    return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed, vetoed=vetoed)
+    if hit is not None and hit[0] == parts:
+        session = cast(Session, hit[1])
+    else:
+        cfg = ctx.config
+        rec = _state_record(state, ctx, state["actions"])
+        options = {"eta": cfg.eta, "seed": cfg.policy_seed}
+        session = Session.from_record(rec, ctx.calibration, cfg.policy, cfg.budget, options=options)
+        ctx.planners.pop(qid, None)
+        ctx.planners[qid] = (parts, session)
+        while len(ctx.planners) > MAX_SESSIONS:
+            del ctx.planners[next(iter(ctx.planners))]
+    bought = [{"action": b.action, "outcome": b.outcome} for b in state.get("bought") or []]
+    session.advance(events_of(bought, state.get("skipped") or []))
+    return session
 
 
 def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any) -> LedgerRecord:
@@ -349,39 +348,27 @@ def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, 
     )
 
 
-def _bought_pairs(state: AgentState) -> list[tuple[int, str]]:
-    return [(b.action, b.outcome) for b in state.get("bought") or []]
-
-
 async def plan(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Ask the policy for the next action (value per cost for `boe`), -1 to stop."""
-    planner = planner_for(state, context_of(runtime))
-    choice = planner.next_action(_bought_pairs(state))
+    choice = session_for(state, context_of(runtime)).next_action()
     return {"next_action": choice, "planned": choice}
 
 
-def _skipped(state: AgentState) -> bool:
-    """Whether someone set ``next_action`` to -1 (`update_state`) over a purchase the policy planned."""
-    return state["next_action"] < 0 and state.get("planned", -1) >= 0
-
-
 def route_after_plan(state: AgentState) -> str:
-    return "approve" if state["next_action"] >= 0 or _skipped(state) else "select"
+    return "approve" if state["next_action"] >= 0 else "select"
 
 
 def approval(answer: Any) -> tuple[bool, str]:
     """Read a resume value of the approval step: ``True``/``False``, or ``{"approve": bool, "reason": str}``."""
+    from boe.errors import InputError
+
     if isinstance(answer, bool):
-        return answer, "" if answer else "vetoed"
+        return answer, ""
     if isinstance(answer, dict) and isinstance(answer.get("approve"), bool):
         reason = answer.get("reason")
         if reason is not None and not isinstance(reason, str):
-            from boe.errors import InputError
-
             raise InputError(f"the approval's 'reason' must be a string, got {type(reason).__name__}")
-        return answer["approve"], reason or ("" if answer["approve"] else "vetoed")
-    from boe.errors import InputError
-
+        return answer["approve"], (reason or "").strip()
     raise InputError(
         f"an approval is True, False or {{'approve': bool, 'reason': str}}, got {answer!r} "
         "(resume with Command(resume=...))"
@@ -389,13 +376,11 @@ def approval(answer: Any) -> tuple[bool, str]:
 
 
 async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
-    """With ``approve`` on, pause (LangGraph ``interrupt``) before the purchase; a veto takes the action off
-    this question's menu and the policy chooses again. Without it, or when approved, a pass-through."""
+    """With ``approve`` on, pause (LangGraph ``interrupt``) before the purchase the policy proposes; a veto is a
+    skip (spec section 9: never bought, the policy proposes again). Otherwise, or when approved, a pass-through."""
     ctx = context_of(runtime)
     _check_override(state)
-    if _skipped(state):  # a pause before ``act`` whose next_action was set to -1: a veto of the planned purchase
-        return {"vetoes": [*(state.get("vetoes") or []), _veto(ctx, state, state["planned"], "skipped")]}
-    if not ctx.config.approve:
+    if state["next_action"] < 0 or not ctx.config.approve:  # -1 here: stopped with `update_state` (see select)
         return {}
     idx = state["next_action"]
     action = state["actions"][idx]
@@ -405,6 +390,7 @@ async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
             "question_id": state["question_id"],
             "question": state["question"],
             "step": len(bought) + 1,
+            "index": idx,
             "action": {k: action.get(k) for k in ("id", "kind", "claim", "candidate", "cost", "group")},
             "target": _target(state, action),
             "spent": sum(b.cost for b in bought),
@@ -414,35 +400,22 @@ async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     ok, reason = approval(answer)
     if ok:
         return {}
-    return {"vetoes": [*(state.get("vetoes") or []), _veto(ctx, state, idx, reason)]}
-
-
-def _veto(ctx: AgentContext, state: AgentState, idx: int, reason: str) -> Veto:
-    action = state["actions"][idx]
-    veto = Veto(
-        step=len(state.get("bought") or []) + 1,
-        action=idx,
-        id=action["id"],
-        kind=action["kind"],
-        claim=action["claim"],
-        candidate=action["candidate"],
-        cost=action["cost"],
-        reason=reason,
-    )
-    emit(ctx, state, "veto", **veto.model_dump())
-    return veto
+    entry = skip_entry(action, idx, f"veto: {reason}" if reason else "veto", len(bought))
+    emit(ctx, state, "veto", **entry)
+    return {"skipped": [*(state.get("skipped") or []), entry]}
 
 
 def _check_override(state: AgentState) -> None:
-    """Only the policy chooses what to buy: ``next_action`` may be set to -1 (skip), never to another action."""
+    """Only the policy chooses what to buy: ``next_action`` may be set to -1 (stop), never to another action."""
     planned = state.get("planned", state["next_action"])
     if state["next_action"] >= 0 and state["next_action"] != planned:
         from boe.errors import InputError
 
         raise InputError(
-            f"next_action was set to {state['next_action']} where the policy planned {planned}: only -1 "
-            "(skip the planned purchase, recorded as a veto) can be set; a purchase the policy did not choose "
-            "could not be replayed"
+            f"next_action was set to {state['next_action']} where the policy proposed {planned}: only -1 (stop "
+            "here) can be set; refuse a purchase by vetoing it (approve=True) or with a skip entry "
+            "(boe.agent.planner.skip_entry) applied as node 'update'; a purchase the policy did not choose could "
+            "not be replayed"
         )
 
 
@@ -458,10 +431,11 @@ def _target(state: AgentState, action: dict[str, Any]) -> str:
 
 
 def route_after_approve(state: AgentState) -> str:
-    vetoed = {v.action for v in state.get("vetoes") or []}
-    if state.get("planned", state["next_action"]) in vetoed:
-        return "plan"
-    return "approve" if _skipped(state) else "act"
+    if state["next_action"] < 0:
+        return "select"
+    after = len(state.get("bought") or [])
+    refused = any(s["action"] == state["next_action"] and s["after"] == after for s in state.get("skipped") or [])
+    return "plan" if refused else "act"
 
 
 async def act(state: AgentState, runtime: Ctx) -> dict[str, Any]:
@@ -485,8 +459,7 @@ async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     pending = state["pending"]
     assert pending is not None
     bought = list(state.get("bought") or [])
-    pairs = [*_bought_pairs(state), (pending.action, pending.outcome)]
-    step = planner_for(state, ctx).step(pairs)
+    step = session_for(state, ctx).reveal(pending.action, pending.outcome)
     action = state["actions"][pending.action]
     entry = EvidenceEntry(
         step=len(bought) + 1,
@@ -517,13 +490,29 @@ async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
 
 
 async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
-    """The policy's selection and final scores, and the raw-majority selection beside it."""
+    """The policy's selection and final scores, and the raw-majority selection beside it.
+
+    A run steered to stop where the policy would still buy (``next_action`` set to -1 from outside
+    the graph) skips each purchase the policy still proposes, so the stored ledger replays to this stop.
+    """
     ctx = context_of(runtime)
-    planner = planner_for(state, ctx)
-    sel, scores, spent = planner.finish(_bought_pairs(state))
-    raw, prior = planner.raw_majority()
-    emit(ctx, state, "selected", selected=sel, raw_selected=raw, cost=spent, scores=scores)
-    return {"selected": sel, "scores": scores, "cost": spent, "raw_selected": raw, "prior_scores": prior}
+    session = session_for(state, ctx)
+    out: dict[str, Any] = {}
+    if state.get("next_action", -1) < 0 and session.next_action() >= 0:
+        after = len(state.get("bought") or [])
+        entries = [skip_entry(state["actions"][a], a, "stopped", after) for a in session.stop("stopped")]
+        out["skipped"] = [*(state.get("skipped") or []), *entries]
+    res = session.finish()
+    raw, prior = session.raw_majority()
+    emit(ctx, state, "selected", selected=res.selected, raw_selected=raw, cost=res.spent, scores=res.scores)
+    return {
+        **out,
+        "selected": res.selected,
+        "scores": res.scores,
+        "cost": res.spent,
+        "raw_selected": raw,
+        "prior_scores": prior,
+    }
 
 
 def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
@@ -574,22 +563,20 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
     """The stored ledger record: the menu with the outcomes this run observed, plus the evidence log."""
     cfg = ctx.config
     bought = state.get("bought") or []
-    vetoes = state.get("vetoes") or []
     step_of = {b.id: b.step for b in bought}
+    skipped = {s["id"]: s["reason"] for s in state.get("skipped") or []}
     keys = ("outcome", "rationale", "view", "error", "raw_reply", "calls", "tokens", "seconds")
     observed: dict[str, dict[str, Any]] = {k: v.model_dump() for k, v in (state.get("outcomes") or {}).items()}
     for b in bought:
         observed[b.id] = b.model_dump(include=set(keys))
-    vetoed = {v.id: v for v in vetoes}
     actions = []
     for a in state["actions"]:
         res = observed.get(a["id"])
         extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a["id"])}
         if res is not None:
             extra.update({k: res.get(k) for k in keys[1:]})
-        if a["id"] in vetoed and a["id"] not in step_of:
-            # a vetoed check is not on the menu (spec section 1: failed), so the replay never offers it
-            extra.update({"failed": True, "vetoed": True, "error": f"vetoed: {vetoed[a['id']].reason}"})
+        if a["id"] in skipped:  # refused when proposed (spec section 9): a replay refuses it too
+            extra["skipped"] = skipped[a["id"]]
         actions.append({**a, **extra})
     rec = _state_record(
         state,
@@ -615,7 +602,6 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
                 "prior_scores": state["prior_scores"],
             },
             "evidence_log": [b.logged() for b in bought],
-            **({"vetoes": [v.model_dump() for v in vetoes]} if vetoes else {}),
             # every model call with its prompt version (the store's call table has no column for it)
             "model_calls": [{k: c.get(k) for k in _CALL_KEYS} for c in state.get("calls") or []],
         },
@@ -627,10 +613,8 @@ async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Write the question's record, model calls, transcript and image reference to the store."""
     ctx = context_of(runtime)
     record = final_record(state, ctx)
-    transcript = planner_for(state, ctx).transcript(_bought_pairs(state))
+    transcript = session_for(state, ctx).transcript()
     ctx.planners.pop(state["question_id"], None)  # the question is done
-    if transcript["selected"] != state["selected"]:
-        raise RuntimeError(f"offline replay selected {transcript['selected']}, the online run {state['selected']}")
     if ctx.store is not None:
         from boe.agent.persist import save_question
 

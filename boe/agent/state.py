@@ -2,7 +2,7 @@
 
 `AgentState` is what LangGraph checkpoints: JSON-ready values (ids, paths,
 strings, numbers, lists and dicts) and the small typed records below
-(`Observation`, `Purchase`, `EvidenceEntry`, `Veto`: pydantic models, which
+(`Observation`, `Purchase`, `EvidenceEntry`: pydantic models, which
 the checkpointers serialise as the state schema allow-lists them). Images,
 arrays, clients and the policy live in `AgentContext`, handed to every node
 by the runtime and never serialised.
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from boe.tools.images import LoadedImage
     from boe.tools.protocol import EvidenceTool
 
-__all__ = ["AgentContext", "AgentState", "EvidenceEntry", "Observation", "Purchase", "Veto"]
+__all__ = ["AgentContext", "AgentState", "EvidenceEntry", "Observation", "Purchase"]
 
 
 class Observation(BaseModel):
@@ -79,21 +79,6 @@ class EvidenceEntry(BaseModel):
         return self.model_dump(exclude={"scores", "raw_reply"})
 
 
-class Veto(BaseModel):
-    """A purchase the approval step refused: the action is taken off this question's menu."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int  # the purchase it would have been (1-based)
-    action: int  # index into the menu
-    id: str
-    kind: str
-    claim: str | None
-    candidate: int | None
-    cost: float
-    reason: str
-
-
 class AgentState(TypedDict, total=False):
     """One question on its way through the graph (checkpointed between nodes)."""
 
@@ -114,10 +99,10 @@ class AgentState(TypedDict, total=False):
     mode: str  # "online" (run the bought actions) or "full" (run every action, then plan over them)
     outcomes: dict[str, Observation]  # full-ledger mode: every action's result, by action id
     bought: list[EvidenceEntry]  # the evidence log: one entry per bought action, in order
+    skipped: list[dict[str, Any]]  # purchases refused when proposed (planner.skip_entry): action, id, reason, after
     pending: Purchase | None  # the result of the action being bought (between act and update)
-    vetoes: list[Veto]  # purchases the approval step refused, in order
-    next_action: int  # index into actions, -1: stop (set to -1 with `update_state` to skip the planned purchase)
-    planned: int  # the policy's choice, as `plan` wrote it
+    next_action: int  # index into actions, -1: stop (set to -1 with `update_state` to stop the question there)
+    planned: int  # the policy's proposal, as `plan` wrote it (only -1 may be set over it)
     selected: int
     raw_selected: int
     scores: list[float]

@@ -83,6 +83,7 @@ class Question:
     alpha: I8  # (A, K) signed effect of a confirm outcome
     outcome: I8 = field(repr=False)  # (A,) +1 confirm, -1 reject, 0 unresolved (stored, hidden from policies)
     unobserved: B_ | None = None  # (A,) actions an online run never ran ("observed": false); None: all observed
+    skipped: B_ | None = None  # (A,) actions refused whenever a policy proposes them (spec section 9); None: none
 
     @property
     def k(self) -> int:
@@ -123,6 +124,9 @@ class Question:
         unobserved = [a.observed is False for a in acts]
         if any(unobserved):
             q.unobserved = np.array(unobserved, dtype=bool)
+        skipped = [a.skipped is not None for a in acts]
+        if any(skipped):
+            q.skipped = np.array(skipped, dtype=bool)
         return q
 
     @classmethod
@@ -159,6 +163,9 @@ class Question:
         )
         if any(unobserved):
             q.unobserved = np.array(unobserved, dtype=bool)
+        skipped = [a.get("skipped") is not None for a in acts]
+        if any(skipped):
+            q.skipped = np.array(skipped, dtype=bool)
         return q
 
     @classmethod

@@ -205,18 +205,21 @@ def test_a_vetoed_purchase_is_logged_and_the_stored_ledger_replays_to_the_online
         vid = asked["action"]["id"]
         assert vid not in purchases
         assert [e["id"] for e in custom if e["event"] == "veto"] == [vid]
-        assert record["vetoes"] == [{**values["vetoes"][0].model_dump(), "reason": "too dear"}]
+        assert values["skipped"] == [{"action": asked["index"], "id": vid, "reason": "veto: too dear", "after": 0}]
+        # the veto is on the stored record (spec section 9) and in the transcript
         row = next(a for a in stored[qid]["actions"] if a["id"] == vid)
-        assert row["failed"] and row["vetoed"] and row["error"] == "vetoed: too dear" and not row["observed"]
+        assert row["skipped"] == "veto: too dear" and not row["observed"] and row["outcome"] == "unresolved"
+        assert transcript["skipped"] == replayed[qid]["skipped"] == [vid]
         # each later purchase was asked for first, and asked in the order bought
         later = [leg[0][0]["action"]["id"] for leg in legs[1:] if leg[0]]
         assert later == purchases[: len(later)]
     assert vetoed_any, "no question paused before a purchase: the test would not test a veto"
 
 
-def test_skipping_a_purchase_with_update_state_is_a_veto_that_replays(sim, questions, tmp_path):
-    """`interrupt_before=["act"]` then `update_state({"next_action": -1})`: the planned purchase is skipped,
-    recorded as a veto, and the run stores a ledger the replay engine agrees with."""
+def test_stopping_with_update_state_before_act_stores_a_ledger_that_replays(sim, questions, tmp_path):
+    """`interrupt_before=["act"]` then `update_state({"next_action": -1})` (issue 16: this crashed `persist`):
+    the question stops there, the purchases the policy still proposes are stored as skipped, and the replay
+    engine agrees. Setting another action than the policy's is refused."""
     root, qs = questions
     db = tmp_path / "runs.db"
     q = qs[0]
@@ -224,35 +227,32 @@ def test_skipping_a_purchase_with_update_state_is_a_veto_that_replays(sim, quest
     async def go():
         from langgraph.checkpoint.memory import InMemorySaver
 
-        async with make_graph(config(sim, root), store=db, run_name="skip") as g:
-            g.graph.checkpointer = InMemorySaver()
-            g.graph.interrupt_before_nodes = ["act"]
+        async with make_graph(config(sim, root), checkpointer=InMemorySaver(), store=db, run_name="stop") as g:
             state = g.input(q["images"][0], q["question"], options=q.get("options"), question_id=q["id"])
             rc = g.run_config(state)
-            await g.graph.ainvoke(state, rc, context=g.context)
+            await g.graph.ainvoke(state, rc, context=g.context, interrupt_before=["act"])
             snap = await g.graph.aget_state(rc)
             assert snap.next == ("act",)
-            skipped = snap.values["actions"][snap.values["next_action"]]["id"]
+            proposed = snap.values["actions"][snap.values["next_action"]]["id"]
             await g.graph.aupdate_state(rc, {"next_action": -1})
-            while (await g.graph.aget_state(rc)).next:
-                await g.graph.ainvoke(None, rc, context=g.context)
+            await g.graph.ainvoke(None, rc, context=g.context)
             values = (await g.graph.aget_state(rc)).values
-            # setting another action than the policy's is refused (it could not be replayed)
             bad = {**rc, "configurable": {"thread_id": "other"}}
-            await g.graph.ainvoke(state, bad, context=g.context)
+            await g.graph.ainvoke(state, bad, context=g.context, interrupt_before=["act"])
             snap = await g.graph.aget_state(bad)
             other = next(i for i in range(len(snap.values["actions"])) if i != snap.values["next_action"])
             await g.graph.aupdate_state(bad, {"next_action": other})
             with pytest.raises(InputError, match="only -1"):
                 await g.graph.ainvoke(None, bad, context=g.context)
-            return skipped, values
+            return proposed, values
 
-    skipped, values = asyncio.run(go())
-    assert [v.id for v in values["vetoes"]] == [skipped] and values["vetoes"][0].reason == "skipped"
-    assert skipped not in values["transcript"]["actions"]
-    replayed = replay_run(db, "skip", tmp_path)
-    assert replayed[q["id"]]["actions"] == values["transcript"]["actions"]
-    assert replayed[q["id"]]["selected"] == values["selected"]
+    proposed, values = asyncio.run(go())
+    assert values["bought"] == [] and values["transcript"]["actions"] == []
+    assert values["skipped"][0]["id"] == proposed and {s["reason"] for s in values["skipped"]} == {"stopped"}
+    assert values["selected"] == values["raw_selected"]
+    replayed = replay_run(db, "stop", tmp_path)
+    assert replayed[q["id"]]["actions"] == [] and replayed[q["id"]]["selected"] == values["selected"]
+    assert replayed[q["id"]]["skipped"] == values["transcript"]["skipped"]
 
 
 KILLED_RUN = textwrap.dedent(
@@ -322,3 +322,29 @@ def test_a_killed_run_resumes_from_the_sqlite_checkpoint_to_the_same_stored_ledg
     got, want = exported(db, "crash", tmp_path)[q["id"]], exported(fresh_db, "crash", tmp_path)[q["id"]]
     assert normalise(got) == normalise(want)
     assert os.path.getsize(ckpt) > 0
+
+
+def test_an_agent_with_an_approver_answers_each_pause(sim, questions, tmp_path):
+    """`Agent(approver=...)`: `Agent.ask` resumes each interrupt with the approver's answer."""
+    from boe.agent import Agent
+
+    root, qs = questions
+    asked = []
+
+    def approver(request):
+        asked.append(request)
+        return {"approve": len(asked) > 1, "reason": "first one refused"}
+
+    async def go(**kw):
+        async with Agent(config(sim, root, approve=True), **kw) as agent:
+            q = qs[0]
+            return await agent.ask(q["images"][0], q["question"], options=q.get("options"), question_id=q["id"])
+
+    with pytest.raises(ConfigError, match="approver"):
+        asyncio.run(go())
+    res = asyncio.run(go(approver=approver, checkpoint=tmp_path / "ckpt.sqlite"))
+    assert asked and res.transcript["skipped"] == [asked[0]["action"]["id"]]
+    assert [e["id"] for e in res.evidence] == [r["action"]["id"] for r in asked[1:]]
+    assert next(a for a in res.record["actions"] if a["id"] == asked[0]["action"]["id"])["skipped"] == (
+        "veto: first one refused"
+    )
