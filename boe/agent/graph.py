@@ -34,7 +34,7 @@ import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BoeGraph",
+    "StudioContext",
     "build_graph",
     "config_from_env",
     "environment_context",
@@ -73,9 +74,30 @@ def recursion_limit(n_actions: int, budget: float, min_cost: float) -> int:
     return 14 + 4 * (purchases + 1)
 
 
-def build_graph(checkpointer: Any = None) -> Any:
-    """The compiled graph (with an optional checkpointer, so an interrupted question resumes)."""
-    g = StateGraph(AgentState, context_schema=AgentContext)
+class StudioContext(TypedDict, total=False):
+    """What LangGraph Studio / server may pass as the module graph's context: `AgentConfig` fields over those of
+    the environment (`config_from_env`); the clients are built once per distinct set."""
+
+    base_url: str
+    model: str
+    judge_base_url: str
+    judge_model: str
+    k: int
+    budget: float
+    policy: str
+    approve: bool
+    dataset: str
+    root: str
+    calibration: str
+
+
+def build_graph(checkpointer: Any = None, *, context_schema: Any = AgentContext) -> Any:
+    """The compiled graph (with an optional checkpointer, so an interrupted question resumes).
+
+    Its nodes take an `AgentContext` (``context=``); ``context_schema=StudioContext`` (the module-level
+    `graph`) declares a dict of configuration fields instead, from which a context is built.
+    """
+    g = StateGraph(AgentState, context_schema=context_schema)
     g.add_node("intake", nodes.intake)
     g.add_node("generate", nodes.generate)
     g.add_node("parse", nodes.parse)
@@ -289,4 +311,4 @@ def environment_context(overrides: Mapping[str, Any] | None = None) -> AgentCont
 
 #: The graph `langgraph.json` names (LangGraph Studio / server): no checkpointer (the server brings its own),
 #: context from the environment unless one is passed.
-graph = build_graph()
+graph = build_graph(context_schema=StudioContext)

@@ -141,6 +141,7 @@ def test_studio_input_streams_progress_through_the_module_graph(sim, questions, 
         async for mode, chunk in module.graph.astream(
             {"question": q["question"], "image_path": q["images"][0], "options": q.get("options")},
             {"recursion_limit": 500},
+            context={"budget": 8.0},  # configuration fields over the environment's, as Studio passes them
             stream_mode=["updates", "custom"],
         ):
             if mode == "custom":
@@ -155,6 +156,7 @@ def test_studio_input_streams_progress_through_the_module_graph(sim, questions, 
     record = last["persist"]["record"]
     assert [e["id"] for e in events if e["event"] == "purchase"] == [e["id"] for e in record["evidence_log"]]
     assert record["agent"]["selected"] == events[-1]["selected"] == last["persist"]["transcript"]["selected"]
+    assert record["agent"]["budget"] == 8.0 and sum(e["cost"] for e in record["evidence_log"]) <= 8.0
 
 
 def test_a_vetoed_purchase_is_logged_and_the_stored_ledger_replays_to_the_online_choice(sim, questions, tmp_path):
