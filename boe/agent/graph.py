@@ -8,7 +8,7 @@ evidence tool where the replay reads a stored outcome. In full-ledger mode
 `ledger` runs every action first and `act` reads from it. `approve` pauses
 (a LangGraph ``interrupt``) before each purchase when the configuration has
 ``approve=True``; resume with ``Command(resume=True | False | {"approve": bool, "reason": str})``: a veto is a
-skipped action (spec section 9), stored on the record and replayed.
+skipped action (spec section 10), stored on the record and replayed.
 Progress events go to LangGraph's stream writer (``stream_mode="custom"``).
 
 Embedding (see `make_graph`)::

@@ -377,7 +377,7 @@ def approval(answer: Any) -> tuple[bool, str]:
 
 async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """With ``approve`` on, pause (LangGraph ``interrupt``) before the purchase the policy proposes; a veto is a
-    skip (spec section 9: never bought, the policy proposes again). Otherwise, or when approved, a pass-through."""
+    skip (spec section 10: never bought, the policy proposes again). Otherwise, or when approved, a pass-through."""
     ctx = context_of(runtime)
     _check_override(state)
     if state["next_action"] < 0 or not ctx.config.approve:  # -1 here: stopped with `update_state` (see select)
@@ -575,7 +575,7 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
         extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a["id"])}
         if res is not None:
             extra.update({k: res.get(k) for k in keys[1:]})
-        if a["id"] in skipped:  # refused when proposed (spec section 9): a replay refuses it too
+        if a["id"] in skipped:  # refused when proposed (spec section 10): a replay refuses it too
             extra["skipped"] = skipped[a["id"]]
         actions.append({**a, **extra})
     rec = _state_record(

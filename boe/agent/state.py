@@ -129,5 +129,5 @@ class AgentContext:
     store: Any = None  # boe.db.Store or None
     run_id: Any = None
     on_step: Any = None  # optional callback(evidence entry dict) for each purchase, beside the stream writer
-    # the planner of each question in progress, with the state lists it was built from (see nodes.planner_for)
+    # the policy session of each question in progress, with the menu it was built on (see nodes.session_for)
     planners: dict[str, tuple[tuple[Any, ...], Any]] = field(default_factory=dict)

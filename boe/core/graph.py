@@ -83,7 +83,7 @@ class Question:
     alpha: I8  # (A, K) signed effect of a confirm outcome
     outcome: I8 = field(repr=False)  # (A,) +1 confirm, -1 reject, 0 unresolved (stored, hidden from policies)
     unobserved: B_ | None = None  # (A,) actions an online run never ran ("observed": false); None: all observed
-    skipped: B_ | None = None  # (A,) actions refused whenever a policy proposes them (spec section 9); None: none
+    skipped: B_ | None = None  # (A,) actions refused whenever a policy proposes them (spec section 10); None: none
 
     @property
     def k(self) -> int:

@@ -133,7 +133,7 @@ def literal_replay(
         return total - max(_s(x) for x in cur)
 
     bought: list[int] = []
-    refused: list[int] = []  # skipped actions the policy proposed (spec section 9)
+    refused: list[int] = []  # skipped actions the policy proposed (spec section 10)
     spent = 0.0
     while policy != "raw":
         feasible = [

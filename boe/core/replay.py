@@ -49,14 +49,14 @@ class ReplayRun:
     actions: npt.NDArray[np.int32]  # (N, S) bought action indices in order; -1 padding
     n_actions: npt.NDArray[np.int32]  # (N,)
     sharp: F64  # (N,) sum_i H_b(s_i(0)) - H_b(s_i(t))
-    skipped: dict[int, npt.NDArray[np.intp]] = field(default_factory=dict)  # row -> refused actions (spec 9)
+    skipped: dict[int, npt.NDArray[np.intp]] = field(default_factory=dict)  # row -> refused actions (spec 10)
 
     def actions_of(self, r: int) -> npt.NDArray[np.int32]:
         """Bought action indices of question ``r`` in order."""
         return self.actions[r, : self.n_actions[r]]
 
     def skipped_of(self, r: int) -> npt.NDArray[np.intp]:
-        """Actions of question ``r`` refused as skipped (spec section 9), in menu order."""
+        """Actions of question ``r`` refused as skipped (spec section 10), in menu order."""
         return self.skipped.get(r, np.zeros(0, dtype=np.intp))
 
     def scores_of(self, r: int, k: int) -> F64:
@@ -196,7 +196,7 @@ def run_policy(
     """Run ``policy`` on every row of ``state`` to its stop, answering its proposals from the ledger.
 
     A proposed action is bought with its stored outcome (``outcomes``, Q x A),
-    or refused when ``skipped`` (Q x A) marks it (spec section 9), after which
+    or refused when ``skipped`` (Q x A) marks it (spec section 10), after which
     the policy proposes again. Finished rows are handed to ``sink`` (with the
     policy, to read selections and scores) before they are compacted away, and
     all rows at the end.
@@ -364,7 +364,7 @@ class _Job:
 def _skipped(
     questions: Sequence[Question], rows: npt.NDArray[np.intp], shape: tuple[int, ...]
 ) -> npt.NDArray[np.bool_] | None:
-    """The (Q, A) mask of actions a run refused (spec section 9) for a batch's rows; None when there are none."""
+    """The (Q, A) mask of actions a run refused (spec section 10) for a batch's rows; None when there are none."""
     if all(questions[r].skipped is None for r in rows):
         return None
     out = np.zeros(shape, dtype=bool)
@@ -429,7 +429,7 @@ def _merge(runs: list[ReplayRun], res: _BatchResult) -> None:
 
 
 def transcripts(run: ReplayRun, questions: Sequence[Question]) -> list[dict[str, object]]:
-    """Spec section 7 transcript lines of one run (with the ids a run skipped, spec section 9, when any)."""
+    """Spec section 7 transcript lines of one run (with the ids a run skipped, spec section 10, when any)."""
     return [
         transcript_line(
             q,

@@ -209,8 +209,13 @@ class Session:
         return session
 
     def _restart(self) -> None:
+        policy = make_policy(self.policy_name, **self.options)
+        if policy.reads_labels:
+            raise SessionError(
+                f"policy {self.policy_name!r} reads utilities; it replays offline only, not in a session"
+            )
         state = bind_questions([self.question], [0], [self.calibration], None, self.group_keys, self.budget)
-        self._run = PolicySession(state, make_policy(self.policy_name, **self.options))
+        self._run = PolicySession(state, policy)
         self._events: list[Event] = []
         self._steps: list[Step] = []
 
@@ -346,7 +351,7 @@ def transcript_line(
     scores: list[float],
     skipped: Sequence[int] = (),
 ) -> dict[str, object]:
-    """One spec section 7 transcript line; ``skipped`` (spec section 9, menu order) appears only when not empty."""
+    """One spec section 7 transcript line; ``skipped`` (spec section 10, menu order) appears only when not empty."""
     u = question.utility[selected]
     ids = question.action_ids
     line: dict[str, object] = {

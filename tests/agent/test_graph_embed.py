@@ -208,7 +208,7 @@ def test_a_vetoed_purchase_is_logged_and_the_stored_ledger_replays_to_the_online
         assert vid not in purchases
         assert [e["id"] for e in custom if e["event"] == "veto"] == [vid]
         assert values["skipped"] == [{"action": asked["index"], "id": vid, "reason": "veto: too dear", "after": 0}]
-        # the veto is on the stored record (spec section 9) and in the transcript
+        # the veto is on the stored record (spec section 10) and in the transcript
         row = next(a for a in stored[qid]["actions"] if a["id"] == vid)
         assert row["skipped"] == "veto: too dear" and not row["observed"] and row["outcome"] == "unresolved"
         assert transcript["skipped"] == replayed[qid]["skipped"] == [vid]

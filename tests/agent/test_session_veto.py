@@ -8,6 +8,10 @@ the question), the run resumes, and the offline replay of the stored record equa
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,11 +69,11 @@ async def _stop(graph: Any, config: Any, values: dict[str, Any]) -> None:
     await graph.aupdate_state(config, {"next_action": -1})
 
 
-def _run(sim, root, questions, tmp_path, decide):
+def _run(sim, root, questions, tmp_path, decide, db):
     cfg = make_config(base_url=sim, model="boe-sim", dataset="boe-sim", root=str(root), budget=12)
 
     async def go():
-        async with Agent(cfg, checkpoint=tmp_path / "ckpt.sqlite") as agent:
+        async with Agent(cfg, store=db, run_name="veto", checkpoint=tmp_path / "ckpt.sqlite") as agent:
             agent.graph = pause = _PauseBeforeAct(agent.graph, decide)
             out = []
             for q in questions:
@@ -93,7 +97,8 @@ def _offline(cfg, cal, record):
 @pytest.mark.parametrize("decide", [_veto, _stop], ids=["veto", "stop"])
 def test_a_refused_purchase_is_stored_and_replays_to_the_online_choice(sim, data, tmp_path, decide):
     root, qs = data
-    cfg, results, cal, paused = _run(sim, root, qs[:4], tmp_path, decide)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    cfg, results, cal, paused = _run(sim, root, qs[:4], tmp_path, decide, db)
     assert len(paused) >= 2
     for r in results:
         refused = [a for a in r.record["actions"] if a.get("skipped")]
@@ -106,3 +111,13 @@ def test_a_refused_purchase_is_stored_and_replays_to_the_online_choice(sim, data
         else:
             assert len(refused) == 1 and refused[0]["skipped"] == "veto: not this one"
         assert _offline(cfg, cal, r.record) == r.transcript
+    # `boe replay` on the stored run (the installed console script, the run's own calibration) agrees
+    out = tmp_path / "replay.jsonl"
+    boe = Path(sys.executable).with_name("boe")
+    cmd = [str(boe), "replay", "--db", db, "--run", "veto", "--policy", cfg.policy, "--budget", "12"]
+    res = subprocess.run(
+        [*cmd, "--calibration", "run", "--transcripts", str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    replayed = {t["question_id"]: t for t in map(json.loads, out.read_text().splitlines())}
+    assert replayed == {r.question_id: r.transcript for r in results}

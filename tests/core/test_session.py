@@ -99,7 +99,7 @@ def _menu(rec):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ledgers(), st.sampled_from([0, 1, 3.5, 8, 100]), st.data())
 def test_skipped_actions_replay_as_the_literal_reading(recs, budget, data):
-    """Section 9 in the engine equals the literal reading for every deterministic policy."""
+    """Section 10 in the engine equals the literal reading for every deterministic policy."""
     for rec in recs:
         for a in rec["actions"]:
             if data.draw(st.integers(0, 3)) == 0:
@@ -197,10 +197,12 @@ def test_events_that_do_not_follow_the_policy_are_refused():
     assert s.next_action() == -1 and s.finish().skipped == [a, *stopped]
     with pytest.raises(SessionError, match="stopped"):
         s.reveal(a, "confirm")
+    with pytest.raises(SessionError, match="reads utilities"):
+        Session.from_record(parse_record(rec), cal, "label-guided", 16)
 
 
 def test_a_veto_differs_from_a_failed_check():
-    """Why section 9 refuses an action when proposed instead of removing it from the start like a failed one.
+    """Why section 10 refuses an action when proposed instead of removing it from the start like a failed one.
 
     Removing an action from the start renumbers the menu (`random-factor` draws its priorities by
     position) and changes what a policy may read before buying anything (`bayes` reads the claims'
