@@ -350,3 +350,14 @@ def test_an_agent_with_an_approver_answers_each_pause(sim, questions, tmp_path):
     assert next(a for a in res.record["actions"] if a["id"] == asked[0]["action"]["id"])["skipped"] == (
         "veto: first one refused"
     )
+
+
+def test_make_graph_takes_a_mapping_of_configuration_fields_and_refuses_bad_ones():
+    async def go():
+        async with make_graph({"base_url": "http://127.0.0.1:9/v1", "model": "m", "budget": 4}) as g:
+            assert g.config.budget == 4.0 and g.context.config is g.config
+            assert set(g.context.tools) == set(g.config.kinds) and g.graph.checkpointer is None
+
+    asyncio.run(go())
+    with pytest.raises(ConfigError, match="budget"):
+        make_graph({"base_url": "http://127.0.0.1:9/v1", "model": "m", "budget": -1})
