@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from boe.agent.configuration import NEUTRAL, AgentConfig, make_config
-from boe.agent.costs import KINDS, MODEL_KINDS, CostMeter, QuestionCosts, load_costs_file, measured_costs
+from boe.agent.costs import CostMeter, QuestionCosts, cost_kinds, load_costs_file, measured_costs, model_kinds
 from boe.core.calibration import PRIOR_CHANNELS, Calibration, with_prior
 from boe.errors import ConfigError, InputError, MissingExtraError
 
@@ -242,7 +242,7 @@ def question_input(
     key = img.ref.image_id if len(imgs) == 1 else ",".join(f"{i.ref.figure}:{i.ref.image_id}" for i in imgs)
     qid = question_id or question_key(key, question, opts)
     if costs is None:
-        design = {k: config.costs.of(k) for k in KINDS}
+        design = {k: config.costs.of(k) for k in cost_kinds()}
         costs = QuestionCosts(design, design, "design")
     if len(imgs) == 1:
         analysis = analyse_question(question, opts, img.ref.metadata, tags=_tags(img))
@@ -370,7 +370,6 @@ class Agent:
         """Create the clients, tools and store run (`open` without the checkpointer; `make_graph` calls it)."""
         try:
             from boe.tools.client import ModelClient
-            from boe.tools.protocol import make_tool
         except ImportError as exc:
             raise MissingExtraError("agent", exc.name or "langgraph", "the agent") from exc
         cfg = self.config
@@ -411,26 +410,12 @@ class Agent:
         self._stack.push_async_callback(self.generator.aclose)
         self._stack.push_async_callback(self.judge.aclose)
         self.tools = {}
-        for kind in cfg.kinds:
-            if kind == "structured":
-                self.tools[kind] = make_tool(kind)
-            elif kind == "grounded_factor":
-                from boe.tools.segment import make_segmenter
+        from boe.kinds import ToolContext, kind_spec
 
-                self.segmenter = make_segmenter(
-                    cfg.segmenter, checkpoint=cfg.sam_checkpoint, model=cfg.sam_model, device=cfg.sam_device
-                )
-                self.tools[kind] = make_tool(
-                    kind,
-                    client=self.judge,
-                    temperature=cfg.judge_temperature,
-                    pad=cfg.crop_pad,
-                    min_frac=cfg.crop_min,
-                    segmenter=self.segmenter,
-                    view=cfg.grounded_view,
-                )
-            else:
-                self.tools[kind] = make_tool(kind, client=self.judge, temperature=cfg.judge_temperature)
+        tool_ctx = ToolContext(cfg, self.judge)
+        for kind in cfg.kinds:
+            self.tools[kind] = kind_spec(kind).build_tool(tool_ctx)
+        self.segmenter = tool_ctx.segmenter
 
     def context(self, images: Sequence[LoadedImage] = ()) -> AgentContext:
         """The graph's run context: this agent's clients, tools, store run and calibration (live, not saved)."""
@@ -484,13 +469,13 @@ class Agent:
         """The costs the next question is planned with: the design costs, or costs measured so far (see
         `boe.agent.costs`), with the design costs and the measurements beside them."""
         cfg = self.config
-        design = {k: cfg.costs.of(k) for k in KINDS}
+        design = {k: cfg.costs.of(k) for k in cost_kinds()}
         if cfg.cost_mode == "design":
             return QuestionCosts(design, design, "design")
         meter = self._file_meter if self._file_meter is not None else self.meter
         used = measured_costs(design, meter, cfg.cost_basis)
         where = f"file {cfg.cost_file}" if self._file_meter is not None else "this run's earlier questions"
-        measured = [k for k in MODEL_KINDS if k in meter.sums]
+        measured = [k for k in model_kinds() if k in meter.sums]
         source = (
             f"measured ({cfg.cost_basis}, {where}: {', '.join(measured)})"
             if measured

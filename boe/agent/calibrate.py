@@ -62,17 +62,15 @@ def fit_questions(
     from datetime import UTC, datetime
 
     from boe.core.calibration import CalibrationInfo
-    from boe.core.policies import POLICIES, _load_plugins, make_policy
+    from boe.core.policies import POLICIES, FittablePolicy, make_policy
     from boe.core.replay import plan_calibration
 
     plan = plan_calibration(questions, group_keys, "fit", cheap_kappa=cheap_kappa)
     cal = plan.calibrations[0]
-    _load_plugins()
     if "bayes" in POLICIES:
         pol = make_policy("bayes")
-        fit = getattr(pol, "fit_extra", None)
-        if fit is not None:
-            cal = fit(questions, np.ones(len(questions), dtype=bool), cal, group_keys)
+        if isinstance(pol, FittablePolicy):
+            cal = pol.fit_extra(questions, np.ones(len(questions), dtype=bool), cal, group_keys)
     cal.info = CalibrationInfo(
         method="fit",
         how="plug-in kappa and p on every question (spec section 4), and the bayes observation model",

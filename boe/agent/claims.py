@@ -2,7 +2,7 @@
 
 * `analyse_question`: the question's VQA-RAD type, the slot its answer fills,
   and what the record itself states (modality / region / plane named in the
-  question text or in DICOM tags) for the structured check.
+  question text or in DICOM tags) for the record check.
 * `parse_candidate`: one generation reply -> answer + five slots; a reply
   that is not readable JSON is kept as an *invalid* candidate.
 * `canonicalise`: slot values and the answer through the vocabularies; the
@@ -10,11 +10,9 @@
   modality claim); multiple-choice answers become option letters.
 * `build_graph`: canonical claims, +1 edges to the candidates asserting a
   claim and -1 edges to those asserting a rival value of an exclusive slot.
-* `build_menu`: structured (closed slots and options), vlm_factor and
-  grounded_factor per claim, answer_response per distinct short answer (its
-  verdict counts for every candidate giving that answer), and whole_response
-  per valid candidate whose answer has no answer check (every valid
-  candidate when answer checks are not on the menu).
+* `build_menu`: each enabled action kind's menu rule (`boe.kinds`): record
+  checks, judge checks per claim, answer-level checks per distinct short
+  answer, response checks per valid candidate whose answer has none.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ from boe.vocab import CLOSED_SLOTS, SLOTS, Canon, normalise, vocabulary
 
 __all__ = [
     "analyse_question",
-    "answer_actions",
     "answer_key",
     "answer_of",
     "build_graph",
@@ -314,7 +311,7 @@ def claim_group(channel: str, claim: Mapping[str, Any], q: Mapping[str, Any]) ->
 
 
 def record_states(q: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
-    """Whether the record (DICOM header, metadata, question text) states what the claim's structured check reads.
+    """Whether the record (DICOM header, metadata, question text) states what the claim's record check reads.
 
     Such checks form the ``record`` channel, whatever the dataset is called: their reliability is the record's.
     """
@@ -335,46 +332,26 @@ def build_menu(
     q: Mapping[str, Any],
     design: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """The action menu in tie-breaking order: structured, vlm_factor, grounded_factor, whole_response,
-    answer_response.
+    """The action menu in tie-breaking order: each enabled kind's menu rule (`boe.kinds`), in the kinds' order.
 
     ``costs`` are what the policy plans with (each action's ``cost``);
     ``design`` (default: the same) is recorded beside them as ``design_cost``.
-    A grounded check needs a figure to look at: claims bound to none get none.
-    With answer checks on the menu, a candidate whose (short) answer has one
-    gets no whole-response check of its own: a response verdict judges the
+    With answer-level checks on the menu, a candidate whose (short) answer has
+    one gets no response check of its own: a response verdict judges the
     answer, and one verdict on it moves every candidate giving it, where a
     verdict on one response would leave its many twins on top.
     """
-    design = design or costs
+    from boe.kinds import MenuContext, kind_spec
+
+    specs = sorted((kind_spec(k) for k in kinds), key=lambda s: s.order)
+    ctx = MenuContext(claims, cands, costs, design or costs, q)
+    made = {s.name: s.menu(s.name, ctx) for s in specs if s.target == "answer"}
+    covered = frozenset(str(a["answer"]) for acts in made.values() for a in acts if a.get("answer") is not None)
+    ctx = MenuContext(claims, cands, costs, design or costs, q, covered)
     menu: list[dict[str, Any]] = []
-    if "structured" in kinds:
-        for c in claims:
-            if c["slot"] in CLOSED_SLOTS or c["slot"] == "option":
-                channel = "record" if record_states(q, c) else "structured"
-                menu.append(_factor("s", "structured", c, costs, design, claim_group(channel, c, q)))
-    for prefix, kind, channel in (("v", "vlm_factor", "vlm"), ("g", "grounded_factor", "grounded")):
-        if kind in kinds:
-            for c in claims:
-                if c["slot"] in SLOTS and (kind != "grounded_factor" or c.get("figure") is not None):
-                    menu.append(_factor(prefix, kind, c, costs, design, claim_group(channel, c, q)))
-    answers = answer_actions(cands, costs, design) if "answer_response" in kinds else []
-    judged = {a["answer"] for a in answers}
-    if "whole_response" in kinds:
-        for cand in cands:
-            if cand["valid"] and answer_key(cand) not in judged:
-                menu.append(
-                    {
-                        "id": f"w:{cand['index']}",
-                        "kind": "whole_response",
-                        "claim": None,
-                        "candidate": cand["index"],
-                        "cost": float(costs["whole_response"]),
-                        "design_cost": float(design["whole_response"]),
-                        "group": "whole",
-                    }
-                )
-    return menu + answers
+    for s in specs:
+        menu.extend(made[s.name] if s.name in made else s.menu(s.name, ctx))
+    return menu
 
 
 #: An answer is short enough for an answer-level check up to this many words and characters.
@@ -387,64 +364,6 @@ def answer_key(cand: Mapping[str, Any]) -> str | None:
     if not cand.get("valid") or cand.get("answer") is None:
         return None
     return str(cand["answer"]).strip().lower()
-
-
-def answer_actions(
-    cands: Sequence[Mapping[str, Any]], costs: Mapping[str, float], design: Mapping[str, float]
-) -> list[dict[str, Any]]:
-    """One answer_response check per distinct short valid answer, in order of first appearance.
-
-    Its candidate is the representative shown to the judge: the first valid
-    candidate giving that answer. The verdict applies to every valid candidate
-    with the same normalised answer (spec: ``answer_response``). Long free-text
-    answers get none: two of them rarely coincide, so a check would move one
-    candidate, as a whole-response check does.
-    """
-    first: dict[str, int] = {}
-    share: Counter[str] = Counter()
-    for cand in cands:
-        key = answer_key(cand)
-        if key is None or not key:
-            continue
-        share[key] += 1
-        first.setdefault(key, int(cand["index"]))
-    out = []
-    for key, rep in first.items():
-        if len(key) > SHORT_CHARS or len(key.split()) > SHORT_WORDS:
-            continue
-        out.append(
-            {
-                "id": f"a:{rep}",
-                "kind": "answer_response",
-                "claim": None,
-                "candidate": rep,
-                "cost": float(costs["answer_response"]),
-                "design_cost": float(design["answer_response"]),
-                "group": "answer",
-                "answer": key,
-                "share": share[key],
-            }
-        )
-    return out
-
-
-def _factor(
-    prefix: str,
-    kind: str,
-    claim: Mapping[str, Any],
-    costs: Mapping[str, float],
-    design: Mapping[str, float],
-    group: str,
-) -> dict[str, Any]:
-    return {
-        "id": f"{prefix}:{claim['id']}",
-        "kind": kind,
-        "claim": claim["id"],
-        "candidate": None,
-        "cost": float(costs[kind]),
-        "design_cost": float(design[kind]),
-        "group": group,
-    }
 
 
 def grade(answer: str | None, reference: str | None, q: Mapping[str, Any]) -> float | None:

@@ -11,12 +11,11 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, field_validator, model_validator
 
 from boe.core.calibration import Calibration, load_calibration
-from boe.core.ledger import ALL_KINDS as KINDS
 from boe.errors import ConfigError
 from boe.util import redact_url
 
@@ -28,20 +27,48 @@ DEFAULT_CALIBRATION = "sim-calibration.json"
 NEUTRAL = "neutral"
 
 
-class Costs(BaseModel):
-    """Design cost of each action kind (the paper's 1 / 4 / 4 / 8; an answer-level check costs what a
-    whole-response check does: one judge call on one response)."""
+class Costs(RootModel[dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]]]):
+    """Design cost of each action kind: a mapping kind -> cost, every registered kind's default filled in
+    (the paper's 1 / 4 / 4 / 8; an answer-level check costs what a whole-response check does: one judge call
+    on one response). Kinds a plugin registers keep their default unless given."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
-    structured: float = Field(default=1.0, gt=0)
-    vlm_factor: float = Field(default=4.0, gt=0)
-    grounded_factor: float = Field(default=4.0, gt=0)
-    whole_response: float = Field(default=8.0, gt=0)
-    answer_response: float = Field(default=8.0, gt=0)
+    root: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
+        default_factory=dict, validate_default=True
+    )
+
+    @field_validator("root")
+    @classmethod
+    def _known(cls, v: dict[str, float]) -> dict[str, float]:
+        from boe.kinds import builtin_kinds, kind_names, kind_spec
+
+        names = kind_names()
+        bad = [k for k in v if k not in names]
+        if bad:
+            raise ValueError(f"unknown action kinds {bad}; known: {', '.join(names)}")
+        shown = [k for k in names if k in builtin_kinds() or k in v]
+        return {k: float(v[k]) if k in v else kind_spec(k).cost for k in shown}
 
     def of(self, kind: str) -> float:
-        return float(getattr(self, kind))
+        """The cost of ``kind`` (a registered kind not given keeps its spec's default)."""
+        if kind in self.root:
+            return self.root[kind]
+        from boe.kinds import kind_spec
+
+        return kind_spec(kind).cost
+
+    def as_dict(self) -> dict[str, float]:
+        """Kind -> cost, in menu order."""
+        return dict(self.root)
+
+
+def _default_kinds() -> tuple[str, ...]:
+    """Every registered kind: the built-ins and those of installed plugins (a plugin's menu rule decides which
+    questions its checks apply to)."""
+    from boe.kinds import kind_names
+
+    return kind_names()
 
 
 class AgentConfig(BaseModel):
@@ -63,7 +90,7 @@ class AgentConfig(BaseModel):
     eta: float = 0.0
     policy_seed: int = 0
     costs: Costs = Field(default_factory=Costs)
-    kinds: tuple[str, ...] = KINDS
+    kinds: tuple[str, ...] = Field(default_factory=lambda: _default_kinds())
     calibration: str | None = None  # file path, "neutral" (no groups), or None: the shipped simulator calibration
     dataset: str = Field(default="boe-sim", min_length=1)
     root: str | None = None
@@ -106,10 +133,13 @@ class AgentConfig(BaseModel):
     @field_validator("kinds")
     @classmethod
     def _kinds(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [k for k in v if k not in KINDS]
+        from boe.kinds import kind_names
+
+        names = kind_names()
+        bad = [k for k in v if k not in names]
         if bad:
-            raise ValueError(f"unknown action kinds {bad}; known: {', '.join(KINDS)}")
-        return tuple(k for k in KINDS if k in v)
+            raise ValueError(f"unknown action kinds {bad}; known: {', '.join(names)}")
+        return tuple(k for k in names if k in v)
 
     @field_validator("eta")
     @classmethod

@@ -7,7 +7,7 @@ segmentation and waiting for a free request slot included). A `CostMeter`
 sums them per action kind.
 
 **Measured costs** (``--costs measured`` or a measurement FILE). A
-structured check calls no model; it is the unit and keeps its design cost
+record check calls no model; it is the unit and keeps its design cost
 (1). The model-judged kinds with measurements split the design cost they
 have together in proportion to what they were measured to take::
 
@@ -41,8 +41,8 @@ from boe.errors import ConfigError
 
 __all__ = [
     "COST_FORMAT",
-    "KINDS",
-    "MODEL_KINDS",
+    "cost_kinds",
+    "model_kinds",
     "CostMeter",
     "QuestionCosts",
     "load_costs_file",
@@ -51,8 +51,22 @@ __all__ = [
 ]
 
 COST_FORMAT = "boe-costs/1"
-KINDS = ("structured", "vlm_factor", "grounded_factor", "whole_response", "answer_response")
-MODEL_KINDS = ("vlm_factor", "grounded_factor", "whole_response", "answer_response")
+
+
+def cost_kinds() -> tuple[str, ...]:
+    """Every registered action kind, in menu order."""
+    from boe.kinds import kind_names
+
+    return kind_names()
+
+
+def model_kinds() -> tuple[str, ...]:
+    """The kinds whose check is a model call (their cost can be measured)."""
+    from boe.kinds import kind_names, kind_spec
+
+    return tuple(k for k in kind_names() if kind_spec(k).prompt is not None)
+
+
 Basis = Literal["tokens", "seconds"]
 
 
@@ -91,9 +105,10 @@ class CostMeter:
 
     def table(self) -> dict[str, dict[str, float]]:
         """Per kind: actions measured, mean tokens and mean seconds per action."""
+        order = cost_kinds()
         return {
             k: {"actions": s.actions, "tokens": round(s.mean("tokens"), 3), "seconds": round(s.mean("seconds"), 4)}
-            for k, s in sorted(self.sums.items(), key=lambda kv: KINDS.index(kv[0]) if kv[0] in KINDS else 99)
+            for k, s in sorted(self.sums.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
         }
 
     def to_json(self, basis: Basis = "tokens") -> dict[str, Any]:
@@ -104,9 +119,10 @@ class CostMeter:
     def from_table(cls, kinds: Mapping[str, Mapping[str, Any]]) -> CostMeter:
         """A meter holding the means of a measurement table."""
         meter = cls()
+        known = cost_kinds()
         for kind, row in kinds.items():
-            if kind not in KINDS:
-                raise ConfigError(f"cost file: unknown action kind {kind!r}; known: {', '.join(KINDS)}")
+            if kind not in known:
+                raise ConfigError(f"cost file: unknown action kind {kind!r}; known: {', '.join(known)}")
             try:
                 n = int(row["actions"])
                 tokens, seconds = float(row["tokens"]), float(row["seconds"])
@@ -120,14 +136,15 @@ class CostMeter:
 
 
 def measured_costs(design: Mapping[str, float], meter: CostMeter, basis: Basis = "tokens") -> dict[str, float]:
-    """Costs from measurements (module docstring): structured keeps its design cost; measured model kinds
+    """Costs from measurements (module docstring): record checks keep their design cost; measured model kinds
     share their design total in proportion to their mean tokens (or seconds); unmeasured kinds keep design."""
-    out = {k: float(design[k]) for k in KINDS if k in design}
-    measured = [k for k in MODEL_KINDS if k in out and k in meter.sums and meter.sums[k].actions > 0]
+    out = {k: float(design[k]) for k in cost_kinds() if k in design}
+    judged = model_kinds()
+    measured = [k for k in judged if k in out and k in meter.sums and meter.sums[k].actions > 0]
     total = sum(meter.sums[k].mean(basis) for k in measured)
     if not measured or total <= 0:
         return out
-    base = float(design["structured"])
+    base = min(float(design[k]) for k in out if k not in judged)  # the unit: a check that calls no model
     scale = sum(float(design[k]) - base for k in measured) / total
     if scale <= 0:
         return out
@@ -166,8 +183,9 @@ def load_costs_file(path: str | Path) -> tuple[dict[str, float] | None, CostMete
         raise ConfigError(f"cost file {str(path)!r}: basis must be tokens or seconds, got {basis!r}")
     if "costs" in data:
         costs = data["costs"]
-        if not isinstance(costs, dict) or set(costs) - set(KINDS):
-            raise ConfigError(f"cost file {str(path)!r}: 'costs' maps action kinds ({', '.join(KINDS)}) to numbers")
+        known = cost_kinds()
+        if not isinstance(costs, dict) or set(costs) - set(known):
+            raise ConfigError(f"cost file {str(path)!r}: 'costs' maps action kinds ({', '.join(known)}) to numbers")
         return {k: float(v) for k, v in costs.items()}, None, basis
     if data.get("format") != COST_FORMAT or not isinstance(data.get("kinds"), dict):
         raise ConfigError(
@@ -185,3 +203,12 @@ def measure_run(store: Any, run: str) -> CostMeter:
         rec = json.loads(line)
         meter.add_actions(a for a in rec.get("actions", []) if a.get("observed", True))
     return meter
+
+
+def __getattr__(name: str) -> Any:
+    # the tuples of earlier versions, now read off the kind registry
+    if name == "KINDS":
+        return cost_kinds()
+    if name == "MODEL_KINDS":
+        return model_kinds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
-from boe.agent.costs import KINDS as COST_KINDS
+from boe.agent.costs import cost_kinds
 from boe.agent.planner import build_record, events_of, skip_entry
 from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase
 from boe.core.ledger import LedgerRecord
@@ -239,7 +239,7 @@ async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
 async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """The action menu with the costs this question is planned with (design or measured) and its groups."""
     cfg = context_of(runtime).config
-    design = {k: cfg.costs.of(k) for k in COST_KINDS}
+    design = {k: cfg.costs.of(k) for k in cost_kinds()}
     used = (state.get("costs") or {}).get("used") or design
     actions = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
     return {"actions": actions, "bought": [], "skipped": [], "pending": None, "mode": cfg.ledger}

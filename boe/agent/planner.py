@@ -18,6 +18,7 @@ from typing import Any
 
 from boe.core.ledger import LedgerRecord, format_for
 from boe.core.session import Event, Reveal, Skip, Step
+from boe.kinds import declare_kinds
 
 __all__ = ["PLACEHOLDER", "Step", "build_record", "events_of", "skip_entry"]
 
@@ -56,6 +57,9 @@ def build_record(
         "edges": [dict(e) for e in edges],
         "actions": [{**a, "outcome": outcomes.get(a["id"], PLACEHOLDER)} for a in actions],
     }
+    declared = declare_kinds(a.get("kind", "") for a in actions)
+    if declared:  # a plugin's kind: the record says which plugin it needs (format 1.2)
+        data["kinds"] = declared
     data.update(extra or {})
     return LedgerRecord.model_validate(data)
 

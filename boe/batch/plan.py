@@ -8,8 +8,8 @@ the tokens of one call of each purpose come from one of two places:
   counts, cached or not, because a fresh run pays for all of them;
 * *defaults* otherwise: ``factor claims = 5 + 2.5 log2 K`` per question
   (fitted on the built-in simulator, 30 questions at K = 1, 4, 8, 16; a
-  claim gets one ``vlm_factor`` and one ``grounded_factor`` call, a
-  structured check calls no model), one answer-level call per distinct
+  claim gets one call of each judged claim kind, a record check calls no
+  model), one answer-level call per distinct
   answer (``1 + 0.3 log2 K``: 2.23 a question measured at K = 16 on 400
   simulator questions) and, assuming short answers, no whole-response call
   (a candidate whose answer has an answer check gets none; without answer
@@ -20,7 +20,7 @@ the tokens of one call of each purpose come from one of two places:
   the mean size of up to 32 of the batch's images (a grounded crop counted
   at half the image). Completion tokens: 80 per sampled candidate and 40 per
   verdict, above what the simulator writes (17 and 22), as real models say
-  more.
+  more. Each kind's numbers are its spec's `boe.kinds.TokenEstimate`.
 
 ``--ledger full`` runs the whole menu; ``online`` buys at most
 ``floor(budget / cheapest model-judged cost)`` judge calls per question,
@@ -43,29 +43,7 @@ from boe.datasets import Dataset, DatasetItem
 
 __all__ = ["BatchItem", "Estimate", "Measured", "estimate", "image_tokens", "measure_records", "select_items"]
 
-#: Calls by prompt purpose, in the order they are shown.
-PURPOSES = (
-    "generation",
-    "claim_extraction",
-    "factor_judge",
-    "grounded_factor_judge",
-    "whole_judge",
-    "answer_judge",
-    "answer_grading",
-)
-_JUDGE = {
-    "vlm_factor": "factor_judge",
-    "grounded_factor": "grounded_factor_judge",
-    "whole_response": "whole_judge",
-    "answer_response": "answer_judge",
-}
-_TEXT_TOKENS = {
-    "generation": 229,
-    "factor_judge": 159,
-    "grounded_factor_judge": 159,
-    "whole_judge": 174,
-    "answer_judge": 214,
-}
+_GENERATION_TEXT_TOKENS = 229  # the generation prompt's text (a judge's is in its kind's spec)
 _GENERATION_TOKENS = 80  # per sampled candidate
 _VERDICT_TOKENS = 40
 _SLOTS = 5
@@ -210,7 +188,12 @@ def estimate(
     k = int(config.k)
     kinds = tuple(config.kinds)
     notes: list[str] = []
-    model_kinds = [kd for kd in _JUDGE if kd in kinds]
+    from boe.kinds import KINDS
+
+    specs = [KINDS.get_obj(kd) for kd in kinds]
+    judge_purposes = {s.estimate.purpose for s in (KINDS.get_obj(n) for n in KINDS) if s.estimate is not None}
+    targets = {s.name: s.target for s in specs}
+    model_kinds = [s.name for s in specs if s.estimate is not None]
     if config.ledger == "online":
         cheapest = min((config.costs.of(kd) for kd in model_kinds), default=math.inf)
         max_judged = 0 if math.isinf(cheapest) else math.floor(config.budget / cheapest)
@@ -223,22 +206,19 @@ def estimate(
         if measured.ledger != config.ledger:
             notes.append(f"the measured run used ledger {measured.ledger!r}, this batch {config.ledger!r}")
         if config.ledger == "online" and measured.ledger == "full":
-            judged = sum(v for p, v in per_q.items() if p in _JUDGE.values())
+            judged = sum(v for p, v in per_q.items() if p in judge_purposes)
             scale = min(1.0, max_judged / judged) if judged else 1.0
-            per_q = {p: v * scale if p in _JUDGE.values() else v for p, v in per_q.items()}
+            per_q = {p: v * scale if p in judge_purposes else v for p, v in per_q.items()}
         prompt = measured.prompt
         completion = measured.completion
     else:
         claims = 5.0 + 2.5 * math.log2(k)
         per_q = {"generation": 1.0}
-        if "vlm_factor" in kinds:
-            per_q["factor_judge"] = claims
-        if "grounded_factor" in kinds:
-            per_q["grounded_factor_judge"] = claims
-        if "whole_response" in kinds and "answer_response" not in kinds:
-            per_q["whole_judge"] = float(k)
-        if "answer_response" in kinds:
-            per_q["answer_judge"] = min(float(k), 1.0 + 0.3 * math.log2(k))
+        for spec in specs:
+            est = spec.estimate
+            n = None if est is None else est.calls(k, targets)
+            if est is not None and n is not None:
+                per_q[est.purpose] = n
         if config.ledger == "online":
             judged = sum(v for p, v in per_q.items() if p != "generation")
             scale = min(1.0, max_judged / judged) if judged else 1.0
@@ -248,30 +228,27 @@ def estimate(
             f"defaults (claims per question 5 + 2.5 log2 K = {claims:.1f}, fitted on the simulator; "
             f"image tokens {img:.0f} from {read} of the batch's images)"
         )
-        prompt = {
-            "generation": _TEXT_TOKENS["generation"] + img * figures,
-            "factor_judge": _TEXT_TOKENS["factor_judge"] + img,
-            "grounded_factor_judge": _TEXT_TOKENS["grounded_factor_judge"] + img / 2,
-            "whole_judge": _TEXT_TOKENS["whole_judge"] + img * figures,
-            "answer_judge": _TEXT_TOKENS["answer_judge"] + img * figures,
-        }
-        completion = {
-            "generation": float(_GENERATION_TOKENS * k),
-            "factor_judge": float(_VERDICT_TOKENS),
-            "grounded_factor_judge": float(_VERDICT_TOKENS),
-            "whole_judge": float(_VERDICT_TOKENS),
-            "answer_judge": float(_VERDICT_TOKENS),
-        }
+        share = {"figure": 1.0, "figures": figures, "half": 0.5}
+        prompt = {"generation": _GENERATION_TEXT_TOKENS + img * figures}
+        completion = {"generation": float(_GENERATION_TOKENS * k)}
+        for spec in specs:
+            if spec.estimate is not None:
+                prompt[spec.estimate.purpose] = spec.estimate.text_tokens + img * share[spec.estimate.images]
+                completion[spec.estimate.purpose] = float(_VERDICT_TOKENS)
         notes.append("slot-less replies add a claim-extraction call per candidate (not counted)")
-        if "answer_response" in kinds and "whole_response" in kinds:
-            notes.append("long free-text answers get a whole-response call per candidate instead (not counted)")
+        for spec in specs:
+            note = None if spec.estimate is None else spec.estimate.note(targets)
+            if note:
+                notes.append(note)
     if semantic_grader and "answer_grading" not in per_q:
         notes.append(f"the LLM grader adds up to {k} calls per question for undecided open answers (not counted)")
     calls = {p: v * todo for p, v in per_q.items()}
     pt = sum(calls[p] * prompt.get(p, 0.0) for p in calls)
     ct = sum(calls[p] * completion.get(p, 0.0) for p in calls)
-    menu = sum(_SLOTS * k for kd in ("vlm_factor", "grounded_factor") if kd in kinds)
-    menu += k if "whole_response" in kinds or "answer_response" in kinds else 0
+    # every candidate asserts its own value in every slot: each judged claim kind checks all of them; a candidate
+    # gets one response-level check (its own, or a share of its answer's)
+    menu = sum(_SLOTS * k for s in specs if s.target == "claim" and s.estimate is not None)
+    menu += k if any(s.target != "claim" and s.estimate is not None for s in specs) else 0
     upper = todo * (1 + (menu if config.ledger == "full" else min(max_judged, menu)))
     if semantic_grader:
         upper += todo * k

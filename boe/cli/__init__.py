@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "boe.cli.report_cmd",
     "boe.cli.batch_cmd",
     "boe.cli.calibrate_cmd",
+    "boe.cli.plugins_cmd",
 )
 
 for _mod in COMMAND_MODULES:

@@ -155,26 +155,22 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         highlight=False,
     )
     colours = {"confirm": "green", "reject": "red", "unresolved": "dim"}
-    kinds = {
-        "structured": "record check",
-        "vlm_factor": "judge, whole image",
-        "grounded_factor": "judge, crop",
-        "whole_response": "judge, whole response",
-        "answer_response": "judge, answer",
-    }
+    from boe.kinds import KINDS
+
     narration = _narration(result)
     for n, e in enumerate(result.evidence):
         view = e.get("view") or {}
-        kind = kinds.get(e["kind"], e["kind"])
-        if e["kind"] == "grounded_factor" and view.get("kind") in ("mask", "overlay"):
+        spec = KINDS.get(e["kind"])
+        kind = spec.label if spec is not None else e["kind"]
+        if view.get("kind") in ("mask", "overlay"):
             kind = f"judge, {view['kind']}"
         where = ""
-        if view.get("box") and e["kind"] == "grounded_factor":
+        if view.get("box"):
             x0, y0, x1, y1 = view["box"]
             words = " ".join(view.get("location") or []) or "body"
             seg = (view.get("segmentation") or {}).get("segmenter")
             where = f" of the {words} x{x0}-{x1} y{y0}-{y1}" + (f", {seg}" if seg else "")
-        if e["kind"] == "answer_response" and e.get("candidate") is not None:
+        if spec is not None and spec.target == "answer" and e.get("candidate") is not None:
             rep = e["candidate"]
             answer = cands[rep].get("answer") if 0 <= rep < len(cands) else None
             where = f" on answer {_short(answer, 24)!r}: every candidate giving it, shown as #{rep}"
@@ -308,8 +304,8 @@ def ask_command(
     costs: Optional[str] = typer.Option(
         None,
         "--costs",
-        help="paper (1,4,4,8,8), four or five numbers (structured,vlm_factor,grounded_factor,whole_response"
-        "[,answer_response]), measured "
+        help="paper (1,4,4,8,8), four or five numbers (the built-in action kinds' costs in menu order, as "
+        "boe plugins lists them; the fifth is optional), measured "
         "(from this run's earlier questions; measured:seconds for time), or a FILE (boe costs --out FILE).",
     ),
     sam_checkpoint: Optional[Path] = typer.Option(
@@ -571,7 +567,9 @@ def _parse_costs(text: str | None) -> dict[str, Any]:
     if text is None or text.strip() == "paper":
         return {}
     text = text.strip()
-    kinds = ("structured", "vlm_factor", "grounded_factor", "whole_response", "answer_response")
+    from boe.kinds import builtin_kinds
+
+    kinds = builtin_kinds()
     mode, _, basis = text.partition(":")
     if mode == "measured":
         if basis not in ("", "tokens", "seconds"):
@@ -622,7 +620,7 @@ def costs_command(
     from rich.table import Table
 
     from boe.agent.configuration import Costs
-    from boe.agent.costs import KINDS, measure_run, measured_costs
+    from boe.agent.costs import cost_kinds, measure_run, measured_costs
     from boe.db import Store
     from boe.errors import ConfigError
 
@@ -635,7 +633,8 @@ def costs_command(
         meter = measure_run(store, run)
     if not meter.sums:
         raise ConfigError(f"run {run!r} holds no measured actions (it was stored before actions recorded them)")
-    design = {k: Costs().of(k) for k in KINDS}
+    kinds = cost_kinds()
+    design = {k: Costs().of(k) for k in kinds}
     used = measured_costs(design, meter, basis)  # type: ignore[arg-type]
     data = meter.to_json(basis)  # type: ignore[arg-type]
     if out is not None:
@@ -647,7 +646,7 @@ def costs_command(
     t = Table(title=f"measured costs of run {escape(run)} (basis {basis})", title_justify="left", pad_edge=False)
     for col in ("action kind", "actions", "tokens", "seconds", "design", "measured"):
         t.add_column(col, justify="left" if col == "action kind" else "right", no_wrap=True)
-    for k in KINDS:
+    for k in kinds:
         row = table.get(k)
         t.add_row(
             k,

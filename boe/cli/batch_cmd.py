@@ -66,7 +66,7 @@ def batch_command(
     costs: Optional[str] = typer.Option(
         None,
         "--costs",
-        help="Design costs structured,vlm_factor,grounded_factor,whole_response[,answer_response] (1,4,4,8,8).",
+        help="Design costs of the built-in action kinds in menu order, four or five numbers (1,4,4,8,8).",
     ),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds per request."),
     max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (429/5xx/timeouts)."),

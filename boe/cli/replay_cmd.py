@@ -162,10 +162,10 @@ def replay_command(
                 summed[:, col] = np.bincount(gidx, weights=stats[:, col], minlength=len(groups))
             to_save = fit_groups(summed, groups.keys, exp.plan.calibrations[0].cheap_kappa)
             for p in policies:
-                from boe.core.policies import make_policy
+                from boe.core.policies import FittablePolicy, make_policy
 
                 pol = make_policy(p)
-                if hasattr(pol, "fit_extra"):
+                if isinstance(pol, FittablePolicy):
                     to_save = pol.fit_extra(questions, np.ones(len(questions), bool), to_save)
         if to_save.info is None and not isinstance(cal_arg, Calibration):  # what a fitted file covers
             from collections import Counter

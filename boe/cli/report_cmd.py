@@ -313,6 +313,8 @@ def _print_question(page: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from boe.core.ledger import ANSWER_KIND
+
     out = out_console()
     view, strings = page.view, page.strings
 
@@ -358,7 +360,7 @@ def _print_question(page: Any) -> None:
     for n, step in enumerate(view["log"], 1):
         action, kind, cl, ca, cost, o = step[0], step[1], step[2], step[3], step[4], step[5]
         target = s(claims[cl]) if cl >= 0 else (f"candidate #{ca}" if ca >= 0 else "")
-        if s(kind) == "answer_response" and 0 <= ca < len(cand):
+        if s(kind) == ANSWER_KIND and 0 <= ca < len(cand):
             target = f"answer {s(cand[ca][0])!r} (every candidate giving it; shown as #{ca})"
         why = s(step[6])
         kappa = "" if step[7] is None else f", κ {step[7]:.3f}"

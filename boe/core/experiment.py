@@ -17,7 +17,7 @@ from boe.core.calibration import Calibration
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import LedgerRecord, RecordDict
 from boe.core.metrics import Comparison, MetricRow, compare, summarize
-from boe.core.policies import make_policy
+from boe.core.policies import FittablePolicy, make_policy
 from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay
 from boe.errors import ConfigError
 
@@ -117,7 +117,8 @@ def run_experiment(
                 raise ConfigError(f"--compare {a}:{b}: policy {p!r} is not among --policy {','.join(policies)}")
     options = {"eta": eta, "seed": seed}
     built = [make_policy(p, **options) for p in policies]
-    extra_fits = [p.fit_extra for p in built if hasattr(p, "fit_extra")]
+    fittable = [p for p in built if isinstance(p, FittablePolicy)]
+    extra_fits = [p.fit_extra for p in fittable]
 
     def extra_fit(qs: Sequence[Question], train: np.ndarray, cal: Calibration) -> Calibration:
         for fit in extra_fits:
@@ -127,7 +128,7 @@ def run_experiment(
     if isinstance(calibration, Calibration):
         plan = plan_calibration(questions, group_keys, "file", cheap_kappa=cheap_kappa, file_calibration=calibration)
         if extra_fits:
-            missing = [p.name for p in built if hasattr(p, "fit_extra") and not p.fit_extra_present(calibration)]  # type: ignore[attr-defined]
+            missing = [p.name for p in fittable if not p.fit_extra_present(calibration)]
             if missing:
                 raise ConfigError(
                     f"the calibration file {calibration.source} has no fitted parameters for {', '.join(missing)}; "

@@ -12,17 +12,30 @@ policies see).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from boe.core.ledger import ALL_KINDS, ANSWER_KIND, FACTOR_KINDS, LedgerRecord, RecordDict, check_graph, valid_flags
+from boe.core.ledger import (
+    ALL_KINDS,
+    ANSWER_KIND,
+    FACTOR_KINDS,
+    TARGET_PARENT,
+    WHOLE_KIND,
+    LedgerRecord,
+    RecordDict,
+    check_graph,
+    kind_targets,
+    valid_flags,
+)
 
 __all__ = ["ANSWER_CODE", "KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
 
 KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(ALL_KINDS)}
-WHOLE_CODE = KIND_CODES["whole_response"]
+WHOLE_CODE = KIND_CODES[WHOLE_KIND]
 ANSWER_CODE = KIND_CODES[ANSWER_KIND]
 #: Factor kinds have the lowest codes.
 N_FACTOR_CODES = len(FACTOR_KINDS)
@@ -120,6 +133,7 @@ class Question:
             [(e.candidate, e.claim, e.sign) for e in rec.edges],
             [(a.id, a.kind, a.claim, a.candidate, a.cost, a.group, a.outcome) for a in acts],
             groups,
+            None if rec.kinds is None else {k: d.target for k, d in rec.kinds.items()},
         )
         unobserved = [a.observed is False for a in acts]
         if any(unobserved):
@@ -145,7 +159,13 @@ class Question:
         ]
         if check:
             check_graph(
-                [c["index"] for c in cands], claim_ids, edges, actions, valid=valid_flags(cands), fmt=rec["format"]
+                [c["index"] for c in cands],
+                claim_ids,
+                edges,
+                actions,
+                valid=valid_flags(cands),
+                fmt=rec["format"],
+                kinds=rec.get("kinds"),
             )
         acts = rec.get("actions", ())
         if any(a.get("failed") for a in acts):  # a failed check is not on the menu (spec section 1)
@@ -160,6 +180,7 @@ class Question:
             edges,
             actions,
             groups,
+            rec.get("kinds"),
         )
         if any(unobserved):
             q.unobserved = np.array(unobserved, dtype=bool)
@@ -178,6 +199,7 @@ class Question:
         edges: list[tuple[int, str, int]],
         actions: list[tuple[str, str, str | None, int | None, float, str, str]],
         groups: GroupIndex,
+        declared: Mapping[str, Any] | None = None,
     ) -> Question:
         k = len(cands)
         answers = [c[0] for c in cands]
@@ -198,7 +220,12 @@ class Question:
             e_cand, e_claim, e_sign = zip(*edges, strict=True)
             incidence[[claim_pos[c] for c in e_claim], list(e_cand)] = e_sign
         n_act = len(actions)
-        kind = np.array([KIND_CODES[a[1]] for a in actions], dtype=np.int8)
+        if declared:  # revision 1.2: a plugin kind takes the code of the core kind of its target
+            targets = kind_targets(declared)
+            codes = {**{n: KIND_CODES[TARGET_PARENT[t]] for n, t in targets.items()}, **KIND_CODES}
+        else:
+            codes = KIND_CODES
+        kind = np.array([codes[a[1]] for a in actions], dtype=np.int8)
         a_claim = np.array([-1 if a[2] is None else claim_pos[a[2]] for a in actions], dtype=np.int32)
         a_cand = np.array([-1 if a[3] is None else a[3] for a in actions], dtype=np.int32)
         cost = np.array([a[4] for a in actions], dtype=np.float64)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal, NotRequired
 
@@ -28,6 +29,7 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from boe.core.lines import clean_line, decode_line, ledger_name, open_ledger
+from boe.core.registry import Registry
 from boe.errors import RecordError
 
 __all__ = [
@@ -37,8 +39,14 @@ __all__ = [
     "FORMAT",
     "FORMATS",
     "FORMAT_1_1",
+    "FORMAT_1_2",
+    "PLUGIN_KINDS",
+    "PluginKind",
+    "TARGETS",
+    "TARGET_PARENT",
     "KINDS",
     "OUTCOMES",
+    "WHOLE_KIND",
     "Action",
     "Candidate",
     "Claim",
@@ -50,6 +58,7 @@ __all__ = [
     "check_graph",
     "dump_record",
     "format_for",
+    "kind_targets",
     "iter_ledger",
     "parse_record",
     "parse_record_dict",
@@ -60,24 +69,66 @@ __all__ = [
 FORMAT = "boe-ledger/1"
 OUTCOMES: tuple[str, str, str] = ("confirm", "reject", "unresolved")
 FACTOR_KINDS: tuple[str, str, str] = ("structured", "vlm_factor", "grounded_factor")
-KINDS: tuple[str, ...] = (*FACTOR_KINDS, "whole_response")
+WHOLE_KIND = "whole_response"
+KINDS: tuple[str, ...] = (*FACTOR_KINDS, WHOLE_KIND)
 
 # Revision 1.1 (spec section 8): answer-level response checks. A record that
 # contains one carries FORMAT_1_1; every other record stays FORMAT.
 FORMAT_1_1 = "boe-ledger/1.1"
-FORMATS: tuple[str, str] = (FORMAT, FORMAT_1_1)
 ANSWER_KIND = "answer_response"
-#: Every action kind a 1.1 reader accepts (`KINDS` are those of format 1).
+#: Every action kind of the core list (`KINDS` are those of format 1).
 ALL_KINDS: tuple[str, ...] = (*KINDS, ANSWER_KIND)
 
+# Revision 1.2 (spec section 9): kinds a plugin defines. A record that uses one declares it in its "kinds"
+# object (target and plugin) and carries FORMAT_1_2; records of formats 1 and 1.1 are unchanged.
+FORMAT_1_2 = "boe-ledger/1.2"
+FORMATS: tuple[str, ...] = (FORMAT, FORMAT_1_1, FORMAT_1_2)
+#: What each core kind targets: a claim (a factor check), one response, or an answer shared by responses.
+CORE_TARGETS: dict[str, str] = {**dict.fromkeys(FACTOR_KINDS, "claim"), WHOLE_KIND: "response", ANSWER_KIND: "answer"}
+TARGETS: tuple[str, str, str] = ("claim", "response", "answer")
+_ON_CANDIDATE: dict[str, bool] = {name: t != "claim" for name, t in CORE_TARGETS.items()}
+_PLAIN_KINDS = frozenset(KINDS)  # the kinds of format 1: no format or representative rule
+#: The core kind whose code a plugin kind of each target takes in the replay arrays (bayes pools it there).
+TARGET_PARENT: dict[str, str] = {"claim": FACTOR_KINDS[1], "response": WHOLE_KIND, "answer": ANSWER_KIND}
+
+
+@dataclass(frozen=True)
+class PluginKind:
+    """What the ledger reader knows of an installed plugin kind."""
+
+    target: str
+    plugin: str
+
+
+#: Plugin kinds installed in this process: name -> target (`boe.kinds.register_kind` fills it; plugins are
+#: discovered the first time a record declares a kind it does not hold).
+PLUGIN_KINDS: Registry[PluginKind] = Registry("ledger-kinds", "ledger action kind", listed=False)
+
 Outcome = Literal["confirm", "reject", "unresolved"]
-Kind = Literal["structured", "vlm_factor", "grounded_factor", "whole_response", "answer_response"]
-Format = Literal["boe-ledger/1", "boe-ledger/1.1"]
+Target = Literal["claim", "response", "answer"]
+Format = Literal["boe-ledger/1", "boe-ledger/1.1", "boe-ledger/1.2"]
 
 
 def format_for(kinds: Iterable[str]) -> str:
-    """The format a record with actions of these kinds must carry (1.1 only with an answer check)."""
-    return FORMAT_1_1 if ANSWER_KIND in kinds else FORMAT
+    """The format a record with actions of these kinds must carry (1.2 with a plugin kind, 1.1 with an answer
+    check, else 1)."""
+    seen = set(kinds)
+    if seen - set(ALL_KINDS):
+        return FORMAT_1_2
+    return FORMAT_1_1 if ANSWER_KIND in seen else FORMAT
+
+
+def kind_targets(declared: Mapping[str, Any] | None) -> dict[str, str]:
+    """Kind -> target for a record: the core kinds plus the plugin kinds it declares (declarations as written,
+    `KindDecl` models, or targets)."""
+    if not declared:
+        return CORE_TARGETS
+    out = dict(CORE_TARGETS)
+    for name, decl in declared.items():
+        out.setdefault(
+            name, decl if isinstance(decl, str) else decl["target"] if isinstance(decl, Mapping) else decl.target
+        )
+    return out
 
 
 class _Open(BaseModel):
@@ -121,7 +172,7 @@ class Edge(_Open):
 
 class Action(_Open):
     id: str = Field(min_length=1)
-    kind: Kind
+    kind: str = Field(min_length=1)  # a core kind, or a plugin kind the record declares (revision 1.2)
     claim: str | None = None
     candidate: int | None = None
     cost: float
@@ -140,7 +191,15 @@ class Action(_Open):
 
     @property
     def is_factor(self) -> bool:
+        """A core factor kind (a plugin kind's target is in its record's ``kinds``)."""
         return self.kind in FACTOR_KINDS
+
+
+class KindDecl(_Open):
+    """Revision 1.2: a plugin kind a record uses, what it targets and which plugin defines it."""
+
+    target: Target
+    plugin: str = Field(min_length=1)
 
 
 class LedgerRecord(_Open):
@@ -153,6 +212,7 @@ class LedgerRecord(_Open):
     claims: list[Claim] = Field(default_factory=list)
     edges: list[Edge] = Field(default_factory=list)
     actions: list[Action] = Field(default_factory=list)
+    kinds: dict[str, KindDecl] | None = None  # revision 1.2: the plugin kinds the actions use
 
     @model_validator(mode="after")
     def _graph(self) -> LedgerRecord:
@@ -163,6 +223,7 @@ class LedgerRecord(_Open):
             [(a.id, a.kind, a.claim, a.candidate) for a in self.actions],
             valid=[c.valid and c.answer is not None for c in self.candidates],
             fmt=self.format,
+            kinds=None if self.kinds is None else {k: d.model_dump() for k, d in self.kinds.items()},
         )
         return self
 
@@ -188,13 +249,21 @@ def check_graph(
     *,
     valid: list[bool] | None = None,
     fmt: str | None = None,
+    kinds: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """The cross-field rules of ledger-v1; raises `_FieldError` naming the first offending field.
 
     Edges are (candidate, claim, ...) and actions (id, kind, claim, candidate, ...) tuples.
     ``valid`` (candidate valid and answer not null) and ``fmt`` (the record's format)
-    enable the rules of revision 1.1 on answer-level checks.
+    enable the rules of revision 1.1 on answer-level checks; ``kinds`` is the record's
+    declaration of plugin kinds (revision 1.2), each of which must be installed.
     """
+    if kinds:
+        _check_declared(kinds, fmt)
+        targets = kind_targets(kinds)
+        on_candidate = {name: t != "claim" for name, t in targets.items()}
+    else:
+        targets, on_candidate = CORE_TARGETS, _ON_CANDIDATE
     k = len(indexes)
     ids = set(claim_ids)
     if (
@@ -205,25 +274,54 @@ def check_graph(
         and len({a[0] for a in actions}) == len(actions)
         and all(
             (a[2] is None and a[3] is not None and 0 <= a[3] < k)
-            if a[1] == "whole_response" or a[1] == ANSWER_KIND
-            else (a[3] is None and a[2] in ids)
+            if (c := on_candidate.get(a[1]))
+            else (c is False and a[3] is None and a[2] in ids)
             for a in actions
         )
-        and _answer_checks_ok(actions, valid, fmt)
+        and _answer_checks_ok(actions, valid, fmt, targets)
     ):
         return
-    _explain_graph(indexes, claim_ids, edges, actions, valid, fmt)
+    _explain_graph(indexes, claim_ids, edges, actions, valid, fmt, targets)
+
+
+def _check_declared(kinds: Mapping[str, Mapping[str, Any]], fmt: str | None) -> None:
+    """Revision 1.2: declared kinds need format 1.2, may not redeclare a core kind, and must be installed."""
+    if fmt is not None and fmt != FORMAT_1_2:
+        raise _FieldError("kinds", f"declared action kinds need format {FORMAT_1_2!r}; this record says {fmt!r}")
+    for name, decl in kinds.items():
+        if name in CORE_TARGETS:
+            raise _FieldError(f"kinds.{name}", f"{name!r} is a core action kind; only plugin kinds are declared")
+        plugin = decl.get("plugin")
+        if name not in PLUGIN_KINDS:  # (a miss discovers installed plugins first)
+            raise _FieldError(
+                f"kinds.{name}",
+                f"action kind {name!r} needs plugin {plugin!r} (pip install {plugin}); it is not installed",
+            )
+        installed = PLUGIN_KINDS[name].target
+        if installed != decl.get("target"):
+            raise _FieldError(
+                f"kinds.{name}.target",
+                f"the record says {decl.get('target')!r}; the installed plugin's {name!r} targets {installed!r}",
+            )
 
 
 def _answer_checks_ok(
     actions: list[tuple[Any, ...]] | list[tuple[str, str, str | None, int | None]],
     valid: list[bool] | None,
     fmt: str | None,
+    targets: Mapping[str, str] = CORE_TARGETS,
 ) -> bool:
-    """Revision 1.1: an answer check needs format 1.1 and a valid representative."""
+    """Revision 1.1: an answer check needs format 1.1 (or 1.2) and a valid representative; 1.2: a plugin kind
+    needs format 1.2."""
     for a in actions:
-        if a[1] == ANSWER_KIND and ((fmt is not None and fmt != FORMAT_1_1) or (valid is not None and not valid[a[3]])):
-            return False
+        kind = a[1]
+        if kind in _PLAIN_KINDS:
+            continue
+        if kind == ANSWER_KIND or kind not in CORE_TARGETS:
+            if fmt is not None and fmt != FORMAT_1_2 and (fmt != FORMAT_1_1 or kind != ANSWER_KIND):
+                return False
+            if targets.get(kind) == "answer" and valid is not None and not valid[a[3]]:
+                return False
     return True
 
 
@@ -234,6 +332,7 @@ def _explain_graph(
     actions: list[tuple[str, str, str | None, int | None]] | list[tuple[Any, ...]],
     valid: list[bool] | None = None,
     fmt: str | None = None,
+    targets: Mapping[str, str] = CORE_TARGETS,
 ) -> None:
     for pos, idx in enumerate(indexes):
         if idx != pos:
@@ -260,9 +359,20 @@ def _explain_graph(
         if aid in action_ids:
             raise _FieldError(f"actions[{pos}].id", f"duplicate action id {aid!r}")
         action_ids.add(aid)
-        if kind == ANSWER_KIND:
-            _explain_answer_check(pos, claim, cand, k, valid, fmt)
-        elif kind == "whole_response":
+        target = targets.get(kind)
+        if target is None:
+            raise _FieldError(
+                f"actions[{pos}].kind",
+                f"unknown action kind {kind!r}; the core kinds are {', '.join(ALL_KINDS)} (a plugin's kind is "
+                f"declared in the record's 'kinds', format {FORMAT_1_2!r})",
+            )
+        if kind not in CORE_TARGETS and fmt is not None and fmt != FORMAT_1_2:
+            raise _FieldError(
+                f"actions[{pos}].kind", f"plugin kind {kind!r} needs format {FORMAT_1_2!r}; this record says {fmt!r}"
+            )
+        if target == "answer":
+            _explain_answer_check(pos, claim, cand, k, valid, fmt, kind)
+        elif target == "response":
             if cand is None or not 0 <= cand < k:
                 raise _FieldError(
                     f"actions[{pos}].candidate", f"whole_response needs a candidate index in 0..{k - 1}, got {cand}"
@@ -277,9 +387,15 @@ def _explain_graph(
 
 
 def _explain_answer_check(
-    pos: int, claim: str | None, cand: int | None, k: int, valid: list[bool] | None, fmt: str | None
+    pos: int,
+    claim: str | None,
+    cand: int | None,
+    k: int,
+    valid: list[bool] | None,
+    fmt: str | None,
+    kind: str = ANSWER_KIND,
 ) -> None:
-    if fmt is not None and fmt != FORMAT_1_1:
+    if kind == ANSWER_KIND and fmt is not None and fmt not in (FORMAT_1_1, FORMAT_1_2):
         raise _FieldError(
             f"actions[{pos}].kind", f"{ANSWER_KIND} is a kind of format {FORMAT_1_1!r}; this record says {fmt!r}"
         )
@@ -332,7 +448,7 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
     @with_config(cfg)
     class ActionD(TypedDict):
         id: _NonEmpty
-        kind: Kind
+        kind: _NonEmpty
         claim: NotRequired[str | None]
         candidate: NotRequired[int | None]
         cost: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
@@ -349,6 +465,11 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
         options: dict[str, str] | list[str] | None
 
     @with_config(cfg)
+    class KindDeclD(TypedDict):
+        target: Target
+        plugin: _NonEmpty
+
+    @with_config(cfg)
     class RecordD(TypedDict):
         format: Format
         question_id: _NonEmpty
@@ -359,6 +480,7 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
         claims: NotRequired[list[ClaimD]]
         edges: NotRequired[list[EdgeD]]
         actions: NotRequired[list[ActionD]]
+        kinds: NotRequired[dict[str, KindDeclD]]
 
     return TypeAdapter(RecordD)
 
@@ -375,6 +497,7 @@ def _check_dict(d: RecordDict) -> None:
         [(a["id"], a["kind"], a.get("claim"), a.get("candidate")) for a in d.get("actions", ())],
         valid=valid_flags(d["candidates"]),
         fmt=d["format"],
+        kinds=d.get("kinds"),
     )
 
 
@@ -454,7 +577,7 @@ def parse_record(
     fmt = obj.get("format")
     if fmt not in FORMATS:
         raise RecordError(
-            f"unknown format {fmt!r}; this reader understands {FORMAT!r} and {FORMAT_1_1!r}",
+            f"unknown format {fmt!r}; this reader understands {FORMAT!r}, {FORMAT_1_1!r} and {FORMAT_1_2!r}",
             source=source,
             line=line,
             question_id=qid,

@@ -12,9 +12,13 @@ import math
 import random
 from collections.abc import Iterable
 
-from boe.core.ledger import FACTOR_KINDS, OUTCOMES, LedgerRecord
+from boe.core.ledger import OUTCOMES, LedgerRecord, kind_targets
 
-RESPONSE_KINDS = ("whole_response", "answer_response")
+
+def _target(rec: LedgerRecord, kind: str) -> str:
+    """claim, response or answer: the core kinds' targets and those the record declares (spec sections 1, 8, 9)."""
+    return kind_targets(None if rec.kinds is None else {k: d.target for k, d in rec.kinds.items()})[kind]
+
 
 __all__ = ["literal_calibration", "literal_replay"]
 
@@ -36,11 +40,12 @@ def _alpha(rec: LedgerRecord, action_pos: int, outcome: str) -> list[int]:
     if outcome == "unresolved":
         return out
     flip = 1 if outcome == "confirm" else -1
-    if act.kind in FACTOR_KINDS:
+    target = _target(rec, act.kind)
+    if target == "claim":
         for e in rec.edges:
             if e.claim == act.claim:
                 out[e.candidate] = flip * e.sign
-    elif act.kind == "answer_response":
+    elif target == "answer":
         # spec section 8: every valid candidate whose normalised answer equals the representative's
         rep = rec.candidates[act.candidate]  # type: ignore[index]
         assert rep.valid and rep.answer is not None
@@ -142,9 +147,9 @@ def literal_replay(
             if not act.failed and a not in bought and a not in refused and act.cost <= budget - spent
         ]
         if policy in ("boe-factor", "random-factor", "label-guided"):
-            feasible = [a for a in feasible if rec.actions[a].kind in FACTOR_KINDS]
+            feasible = [a for a in feasible if _target(rec, rec.actions[a].kind) == "claim"]
         elif policy == "whole":
-            feasible = [a for a in feasible if rec.actions[a].kind in RESPONSE_KINDS]
+            feasible = [a for a in feasible if _target(rec, rec.actions[a].kind) != "claim"]
         if not feasible:
             break
         if policy in ("boe", "boe-factor"):

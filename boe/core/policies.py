@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from boe.core.registry import Registry, load_plugins
 from boe.core.scoring import TIE_TOL, first_max, sigmoid
 from boe.core.state import EvidenceState
 from boe.errors import ConfigError
@@ -26,6 +27,7 @@ from boe.errors import ConfigError
 __all__ = [
     "POLICIES",
     "BoE",
+    "FittablePolicy",
     "LabelGuided",
     "Policy",
     "RandomFactor",
@@ -67,14 +69,35 @@ class Policy(Protocol):
         ...
 
 
-POLICIES: dict[str, Callable[..., Policy]] = {}
+@runtime_checkable
+class FittablePolicy(Protocol):
+    """A policy with parameters of its own beyond the group calibration (``bayes``): fitted beside it."""
+
+    name: str
+
+    def fit_extra(self, questions: Any, train_mask: Any, calibration: Any, group_keys: Any = None) -> Any:
+        """The calibration with this policy's parameters fitted on the masked questions added."""
+        ...
+
+    def fit_extra_present(self, calibration: Any) -> bool:
+        """Whether ``calibration`` already holds this policy's parameters."""
+        ...
 
 
-def register_policy(name: str) -> Callable[[type], type]:
-    """Class decorator: make a policy available by name to `make_policy`, the CLI and the agent."""
+#: Every policy by name; built-ins outside this module are lazy entries (imported on first use).
+POLICIES: Registry[Callable[..., Policy]] = Registry("policies", "policy")
+POLICIES.add("bayes", "boe.core.bayes:Bayes")
+POLICIES.add("bayes-lookahead", "boe.core.bayes:BayesLookahead")
+
+
+def register_policy(name: str, *, override: bool = False) -> Callable[[type], type]:
+    """Class decorator: make a policy available by name to `make_policy`, the CLI and the agent.
+
+    A name already taken is refused unless ``override=True``.
+    """
 
     def deco(cls: type) -> type:
-        POLICIES[name] = cls
+        POLICIES.add(name, cls, override=override)
         return cls
 
     return deco
@@ -82,26 +105,14 @@ def register_policy(name: str) -> Callable[[type], type]:
 
 def make_policy(name: str, **options: Any) -> Policy:
     """Build a registered policy; options it does not take are ignored."""
-    if name not in POLICIES:
-        _load_plugins()
-    try:
-        factory = POLICIES[name]
-    except KeyError:
-        raise ConfigError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
+    factory = POLICIES.get_obj(name)
     accepted = getattr(factory, "OPTIONS", ())
     return factory(**{k: v for k, v in options.items() if k in accepted})
 
 
 def _load_plugins() -> None:
-    """Import policy modules that register themselves (kept lazy so `boe.core` stays light)."""
-    import importlib
-
-    for mod in ("boe.core.bayes",):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
-                raise
+    """Discover plugin policies (kept for callers of the old name; the registry loads them on a miss)."""
+    load_plugins()
 
 
 class ScorePolicy:

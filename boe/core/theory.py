@@ -31,7 +31,7 @@ from boe.core.calibration import Calibration
 from boe.core.experiment import load_questions
 from boe.core.graph import GroupIndex
 from boe.core.ledger import parse_record_dict
-from boe.core.policies import make_policy
+from boe.core.policies import FittablePolicy, make_policy
 from boe.core.replay import plan_calibration, replay
 
 __all__ = [
@@ -120,7 +120,7 @@ def fit_calibration(train_records: Iterable[dict[str, Any]], policies: Sequence[
     """Plug-in calibration of ``train_records`` plus the fitted extras of the policies that have them."""
     questions, groups = load_questions([parse_record_dict(r) for r in train_records], GroupIndex())
     built = [make_policy(p) for p in policies]
-    fits = [p.fit_extra for p in built if hasattr(p, "fit_extra")]
+    fits = [p.fit_extra for p in built if isinstance(p, FittablePolicy)]
 
     def extra(qs: Any, train: Any, cal: Calibration) -> Calibration:
         for fit in fits:

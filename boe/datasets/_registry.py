@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from boe.core.registry import Registry
 from boe.datasets._context import LoadContext
 from boe.datasets._item import Dataset, DatasetItem, LoadIssue
 from boe.errors import ConfigError, InputError
@@ -36,10 +37,17 @@ class DatasetFormat:
         return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
-FORMATS: dict[str, DatasetFormat] = {}
-
-# The built-in formats live in modules that register themselves on import.
+# The built-in formats live in modules that register themselves on import (the first time one is looked up).
 _BUILTIN_MODULES = ("_vqarad", "_vqamed", "_slake", "_pathvqa", "_pmcvqa", "_medxpert", "_sim")
+
+
+def _builtins() -> None:
+    for mod in _BUILTIN_MODULES:
+        importlib.import_module(f"boe.datasets.{mod}")
+
+
+#: Dataset formats by name (a duplicate name is refused unless ``override=True``).
+FORMATS: Registry[DatasetFormat] = Registry("formats", "dataset format", _builtins)
 
 
 def register_format(
@@ -49,6 +57,7 @@ def register_format(
     root: Callable[[Path], Path] | None = None,
     description: str = "",
     exclusive: bool = False,
+    override: bool = False,
 ) -> Callable[[Loader], Loader]:
     """Decorator: make ``load(path, ctx, **options)`` available to `load_dataset` as ``format=name``.
 
@@ -58,29 +67,24 @@ def register_format(
     """
 
     def deco(fn: Loader) -> Loader:
-        if name in FORMATS and FORMATS[name].load is not fn:
-            raise ConfigError(f"dataset format {name!r} is already registered")
+        old = FORMATS._entries.get(name)
+        if old is not None and old.obj is not None and old.obj.load is fn and not override:
+            return fn  # the same loader registered again (a module imported twice)
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
-        FORMATS[name] = DatasetFormat(name, fn, sniff, root, doc, exclusive)
+        where = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', '?')}"
+        FORMATS.add(name, DatasetFormat(name, fn, sniff, root, doc, exclusive), override=override, where=where)
         return fn
 
     return deco
 
 
-def _builtins() -> None:
-    for mod in _BUILTIN_MODULES:
-        importlib.import_module(f"boe.datasets.{mod}")
-
-
 def available_formats() -> dict[str, str]:
     """Format name -> one-line description."""
-    _builtins()
     return {name: f.description for name, f in sorted(FORMATS.items())}
 
 
 def detect_format(path: str | Path) -> str:
     """The one format whose layout ``path`` matches; `InputError` when none or several do."""
-    _builtins()
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"dataset path {str(p)!r} does not exist")
@@ -118,7 +122,6 @@ def load_dataset(
     `DatasetRecordError` instead. Format ``options`` (e.g. ``split``,
     ``keep_yes_no``, ``hide_options``) are checked before anything is read.
     """
-    _builtins()
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"dataset path {str(p)!r} does not exist")

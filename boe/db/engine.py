@@ -27,6 +27,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
+from boe.db.backends import StoreBackend
 from boe.errors import MissingExtraError, StoreError
 from boe.util import redact_url
 
@@ -50,15 +51,15 @@ def to_url(url: str | Path) -> URL:
     except ArgumentError as exc:
         raise StoreError(f"not a database URL: {redact_url(text)!r}") from exc
     backend = parsed.get_backend_name()
-    if backend == "postgresql":
-        if parsed.drivername not in ("postgresql", "postgresql+psycopg"):
-            raise StoreError(f"use postgresql+psycopg:// (psycopg 3), not {parsed.drivername}://")
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    elif backend == "sqlite":
-        if parsed.drivername not in ("sqlite", "sqlite+pysqlite"):
-            raise StoreError(f"use sqlite:///path.db, not {parsed.drivername}://")
-    else:
+    from boe.db.backends import STORES
+
+    if backend not in STORES:
         raise StoreError(f"unsupported database {backend!r}: use sqlite:///path.db or postgresql+psycopg://...")
+    spec = STORES.get_obj(backend)
+    if parsed.drivername not in spec.drivers:
+        raise StoreError(f"{spec.wrong_driver}, not {parsed.drivername}://")
+    if spec.canonical:
+        parsed = parsed.set(drivername=spec.canonical)
     return parsed
 
 
@@ -80,8 +81,13 @@ def sqlite_path(url: URL) -> Path | None:
 
 def make_engine(url: URL, *, busy_timeout: float = 30.0, echo: bool = False) -> Engine:
     """An engine configured for the store (pragmas, transaction begin, pool)."""
-    if url.get_backend_name() == "sqlite":
-        return _sqlite_engine(url, busy_timeout, echo)
+    from boe.db.backends import STORES
+
+    engine: Engine = STORES.get_obj(url.get_backend_name()).engine(url, busy_timeout=busy_timeout, echo=echo)
+    return engine
+
+
+def _postgres_engine(url: URL, busy_timeout: float, echo: bool) -> Engine:
     try:
         import psycopg  # noqa: F401
     except ImportError as exc:
@@ -168,3 +174,16 @@ def write_tx(engine: Engine, fn: Callable[[Connection], T], *, what: str = "writ
                 raise
         time.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 2, 2.0)
+
+
+SQLITE = StoreBackend(
+    "sqlite", ("sqlite", "sqlite+pysqlite"), _sqlite_engine, "use sqlite:///path.db", "SQLite file (WAL)"
+)
+POSTGRESQL = StoreBackend(
+    "postgresql",
+    ("postgresql+psycopg", "postgresql"),
+    _postgres_engine,
+    "use postgresql+psycopg:// (psycopg 3)",
+    "PostgreSQL through psycopg 3 (the postgres extra)",
+    canonical="postgresql+psycopg",
+)

@@ -220,7 +220,7 @@ class Action(Base):
     action_id: Mapped[str] = mapped_column(Text)
     kind: Mapped[str] = mapped_column(String(32))
     claim_pos: Mapped[int | None]  # target of a factor action
-    candidate_idx: Mapped[int | None]  # target of a whole_response action
+    candidate_idx: Mapped[int | None]  # target of a response-level action
     cost: Mapped[float] = mapped_column(Float)
     group_name: Mapped[str] = mapped_column(String(200))  # calibration group
     view: Mapped[Any | None]  # crop box / mask reference / metadata field

@@ -14,6 +14,7 @@ from boe.prompts._loader import (
     load_prompt,
     load_schema,
     options_block,
+    parse_template,
     with_figure_key,
 )
 
@@ -28,5 +29,6 @@ __all__ = [
     "load_prompt",
     "load_schema",
     "options_block",
+    "parse_template",
     "with_figure_key",
 ]

@@ -74,8 +74,16 @@ def _table(
     )
 
 
+def _kinds() -> dict[str, dict[str, str]]:
+    """Label and target of every registered action kind (the page script names kinds with them)."""
+    from boe.kinds import KINDS
+
+    return {n: {"label": KINDS.get_obj(n).report_label, "target": KINDS.get_obj(n).target} for n in KINDS}
+
+
 def _page(title: str, body: str, data: dict[str, Any], images: dict[str, EncodedImage], body_class: str = "") -> str:
     pictures = {k: v.as_json() for k, v in images.items()}
+    data = {**data, "kinds": _kinds()}
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -385,7 +385,7 @@ def make_plots(
                     + (
                         "prompt + completion tokens"
                         if tokens
-                        else "design cost (structured 1, factor 4, whole 8 by default)"
+                        else "design cost (record check 1, factor 4, whole 8 by default)"
                     )
                     + " spent per question; points are the budgets.",
                     cost_figure(rows, costs, policies, focus),

@@ -38,6 +38,7 @@ import numpy as np
 
 from boe.core.calibration import Calibration
 from boe.core.graph import Question
+from boe.core.ledger import WHOLE_KIND
 from boe.core.replay import ReplayRun
 from boe.report.images import view_shapes
 from boe.report.source import ImageSource, confine
@@ -408,7 +409,7 @@ def _replay_step(a: int, q: Question, r: int, actions: Sequence[Any], ctx: ViewC
         ctx,
         figs,
         action_id=q.action_ids[a],
-        kind=act.get("kind") or ("whole_response" if q.action_candidate[a] >= 0 else "factor"),
+        kind=act.get("kind") or (WHOLE_KIND if q.action_candidate[a] >= 0 else "factor"),
         claim=int(q.action_claim[a]),
         candidate=int(q.action_candidate[a]) if q.action_candidate[a] >= 0 else None,
         cost=float(q.cost[a]),

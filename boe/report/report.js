@@ -72,10 +72,10 @@
   function fmt(x, d) { return x === null || x === undefined ? "–" : Number(x).toFixed(d === undefined ? 3 : d); }
   function num(x) { return x === null || x === undefined ? "–" : (Math.round(x) === x ? String(x) : String(Number(x.toFixed(3)))); }
 
-  var KIND = {
-    structured: "record check", vlm_factor: "VLM check", grounded_factor: "grounded check",
-    whole_response: "whole-response check", answer_response: "answer check", factor: "factor check"
-  };
+  // kind labels come with the page data (each kind's spec, boe.kinds); "factor" labels a record without kinds
+  var KIND = { factor: "factor check" };
+  function kindOf(k) { return (data().kinds || {})[k] || {}; }
+  function kindLabel(k) { return kindOf(k).label || KIND[k] || k; }
   var OUT = { c: "confirm", r: "reject", u: "unresolved" };
   var OUT_MARK = { c: "\u2713", r: "\u2717", u: "?" };
 
@@ -332,14 +332,14 @@
       spent += st.cost || 0;
       var kind = S(st.kind) || "", mv = moved(q, st);
       var target = st.cl >= 0 ? h("code", { text: S(q.claims[st.cl]) || "" }) :
-        st.ca >= 0 && kind === "answer_response" ? h("span", null, "answer ", h("b", { text: answerOf(q, st.ca) }),
+        st.ca >= 0 && kindOf(kind).target === "answer" ? h("span", null, "answer ", h("b", { text: answerOf(q, st.ca) }),
           " (every candidate giving it; shown as #" + st.ca + ")") :
         st.ca >= 0 ? h("span", null, "candidate #" + st.ca + " ", h("b", { text: answerOf(q, st.ca) })) : null;
       var li = h("li", { "class": "step o-" + st.o, "data-step": n + 1 },
         h("div", { "class": "num", text: String(n + 1) }),
         views ? h("div", { "class": "view" }, viewThumb(q, st)) : null,
         h("div", null,
-          h("div", { "class": "head" }, h("b", { text: KIND[kind] || kind }), " ", target, " ",
+          h("div", { "class": "head" }, h("b", { text: kindLabel(kind) }), " ", target, " ",
             h("span", { "class": "outcome", text: OUT_MARK[st.o] + " " + OUT[st.o] }),
             st.unobserved ? h("span", { "class": "tag harmed", title: "the record holds no outcome for this action; the replay read the placeholder", text: "not observed" }) : null,
             st.inert ? h("span", { "class": "tag", title: "neither a confirm nor a reject could have changed the selected answer", text: "could not change the choice" }) : null),
@@ -377,7 +377,7 @@
       var body = h("tbody");
       q.menu.forEach(function (a) {
         body.appendChild(h("tr", { "class": a.o ? "o-" + a.o : "" },
-          h("td", { "class": "l" }, h("code", { text: a.id || "" })), h("td", { "class": "l", text: KIND[a.kind] || a.kind || "" }),
+          h("td", { "class": "l" }, h("code", { text: a.id || "" })), h("td", { "class": "l", text: a.kind ? kindLabel(a.kind) : "" }),
           h("td", { text: num(a.cost) }), h("td", { "class": "l", text: a.o ? OUT[a.o] : "not run" }),
           h("td", { "class": "l", text: S(a.why) || "" })));
       });

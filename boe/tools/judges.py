@@ -24,7 +24,7 @@ from boe.tools.client import ModelCall, ModelClient
 from boe.tools.crop import Box, content_box, location_box
 from boe.tools.images import LoadedImage
 from boe.tools.parse import ReplyError, read_verdict
-from boe.tools.protocol import ToolRequest, ToolResult, register_tool
+from boe.tools.protocol import ToolRequest, ToolResult
 from boe.tools.segment import VIEW_KINDS, OpenCVSegmenter, Segmentation, Segmenter, View, make_view
 
 __all__ = ["AnswerResponseJudge", "GroundedFactorJudge", "VlmFactorJudge", "WholeResponseJudge"]
@@ -83,7 +83,6 @@ def _claim_fields(request: ToolRequest) -> tuple[str, str]:
     return str(claim["slot"]), str(claim["value"])
 
 
-@register_tool("vlm_factor")
 class VlmFactorJudge(_Judge):
     """The judge on one claim over the whole figure it is about (cost 4).
 
@@ -91,7 +90,6 @@ class VlmFactorJudge(_Judge):
     figure) is judged on every figure of the question.
     """
 
-    kind = "vlm_factor"
     prompt_name = "factor_judge"
 
     async def run(self, request: ToolRequest) -> ToolResult:
@@ -114,7 +112,6 @@ class VlmFactorJudge(_Judge):
         return await self._ask(rendered, [f.data_url for f in shown], request, view)
 
 
-@register_tool("grounded_factor")
 class GroundedFactorJudge(_Judge):
     """The judge on one claim over a segmented view of the region the claim names, on its own figure (cost 4).
 
@@ -125,7 +122,6 @@ class GroundedFactorJudge(_Judge):
     segmentation only chooses the view: it is recorded, never scored.
     """
 
-    kind = "grounded_factor"
     prompt_name = "grounded_factor_judge"
     SHARED_VIEWS = 256  # body boxes and views kept for reuse (a batch interleaves many questions)
 
@@ -247,11 +243,9 @@ class GroundedFactorJudge(_Judge):
         return await self._ask(rendered, [*(f.data_url for f in shown), view.data_url], request, record)
 
 
-@register_tool("whole_response")
 class WholeResponseJudge(_Judge):
     """The judge on one complete candidate response, shown every figure of the question (cost 8)."""
 
-    kind = "whole_response"
     prompt_name = "whole_judge"
 
     async def run(self, request: ToolRequest) -> ToolResult:
@@ -276,7 +270,6 @@ class WholeResponseJudge(_Judge):
         return await self._ask(rendered, [f.data_url for f in figures], request, view)
 
 
-@register_tool("answer_response")
 class AnswerResponseJudge(WholeResponseJudge):
     """The judge on one distinct answer of the pool, shown the representative response that gives it (cost 8).
 
@@ -285,5 +278,4 @@ class AnswerResponseJudge(WholeResponseJudge):
     it). The prompt asks about the answer only, not the response's other remarks.
     """
 
-    kind = "answer_response"
     prompt_name = "answer_judge"

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from boe.core.registry import Registry
 from boe.errors import ConfigError
 from boe.tools.client import ModelCall
 from boe.tools.images import LoadedImage
@@ -80,14 +81,26 @@ class EvidenceTool(Protocol):
         ...
 
 
-TOOLS: dict[str, Callable[..., EvidenceTool]] = {}
+def _builtin_tools() -> None:
+    from boe.kinds import KINDS  # each registered kind brings its tool (a lazy entry)
+
+    for name in KINDS:
+        if name not in TOOLS._entries:  # a tool registered for a kind (with override) keeps its place
+            TOOLS.add(name, KINDS.get_obj(name).tool, source=KINDS.entry(name).source)
 
 
-def register_tool(kind: str) -> Callable[[type], type]:
-    """Class decorator: make a tool available to `make_tool` under its action kind."""
+#: Evidence tools by action kind (built-ins are lazy entries the kind specs add).
+TOOLS: Registry[Callable[..., EvidenceTool]] = Registry("tools", "evidence tool", _builtin_tools)
+
+
+def register_tool(kind: str, *, override: bool = False) -> Callable[[type], type]:
+    """Class decorator: make a tool available to `make_tool` under its action kind.
+
+    A kind that already has a tool (a built-in one included) is refused unless ``override=True``.
+    """
 
     def deco(cls: type) -> type:
-        TOOLS[kind] = cls
+        TOOLS.add(kind, cls, override=override)
         return cls
 
     return deco
@@ -95,11 +108,11 @@ def register_tool(kind: str) -> Callable[[type], type]:
 
 def make_tool(kind: str, **kwargs: Any) -> EvidenceTool:
     """Build the registered tool for an action kind."""
-    import boe.tools.judges  # noqa: F401  (registers the judges)
-    import boe.tools.structured  # noqa: F401
-
     try:
-        factory = TOOLS[kind]
-    except KeyError:
+        factory = TOOLS.get_obj(kind)
+    except ConfigError:
         raise ConfigError(f"no evidence tool for action kind {kind!r}; known: {', '.join(sorted(TOOLS))}") from None
-    return factory(**kwargs)
+    tool = factory(**kwargs)
+    if not getattr(tool, "kind", ""):
+        tool.kind = kind  # a built-in tool class serves the kind it was registered for
+    return tool

@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from boe.core.registry import Registry
 from boe.errors import ConfigError
 from boe.tools.crop import Box, crop, location_box
 from boe.tools.images import LoadedImage, _cv2, encode_png, fit_pixels
@@ -99,14 +100,16 @@ class Segmenter(Protocol):
         ...
 
 
-SEGMENTERS: dict[str, Callable[..., Segmenter]] = {}
+#: Segmenter factories by name; ``sam`` is a lazy entry (its module imports torch only when a model loads).
+SEGMENTERS: Registry[Callable[..., Segmenter]] = Registry("segmenters", "segmenter")
+SEGMENTERS.add("sam", "boe.tools.segment_sam:_sam_factory")
 
 
-def register_segmenter(name: str) -> Callable[[Any], Any]:
-    """Decorator: make a segmenter factory available to `make_segmenter` under ``name``."""
+def register_segmenter(name: str, *, override: bool = False) -> Callable[[Any], Any]:
+    """Decorator: make a segmenter factory available to `make_segmenter` under ``name`` (duplicates refused)."""
 
     def deco(factory: Any) -> Any:
-        SEGMENTERS[name] = factory
+        SEGMENTERS.add(name, factory, override=override)
         return factory
 
     return deco
@@ -121,8 +124,6 @@ def make_segmenter(
     **kwargs: Any,
 ) -> Segmenter:
     """The segmenter a run uses: ``sam`` with a checkpoint, else ``opencv`` (``auto`` picks by the checkpoint)."""
-    import boe.tools.segment_sam  # noqa: F401  (registers "sam" without importing torch)
-
     if name == "auto":
         name = "sam" if checkpoint else "opencv"
     if name not in SEGMENTERS:
@@ -130,10 +131,10 @@ def make_segmenter(
     if name == "sam":
         if not checkpoint:
             raise ConfigError("the sam segmenter needs a checkpoint (--sam-checkpoint PATH)")
-        return SEGMENTERS[name](checkpoint=checkpoint, model=model, device=device, **kwargs)
+        return SEGMENTERS.get_obj(name)(checkpoint=checkpoint, model=model, device=device, **kwargs)
     if checkpoint:
         raise ConfigError(f"a SAM checkpoint was given but the segmenter is {name!r}")
-    return SEGMENTERS[name](**kwargs)
+    return SEGMENTERS.get_obj(name)(**kwargs)
 
 
 def to_rgb(pixels: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The structured check (cost 1): vocabulary, option and record-metadata checks of one claim.
+"""The record check (cost 1): vocabulary, option and record-metadata checks of one claim.
 
 No model is called. The check
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from boe.tools.protocol import Outcome, ToolRequest, ToolResult, register_tool
+from boe.tools.protocol import Outcome, ToolRequest, ToolResult
 from boe.vocab import CLOSED_SLOTS, Vocabulary, vocabulary
 
 __all__ = ["PLANES_OF_MODALITY", "StructuredCheck"]
@@ -32,17 +32,16 @@ PLANES_OF_MODALITY: dict[str, frozenset[str]] = {
 }
 
 
-@register_tool("structured")
 class StructuredCheck:
-    """Vocabulary / option / metadata check of one claim."""
+    """Vocabulary / option / metadata check of one claim (the tool of `boe.kinds.structured`)."""
 
-    kind = "structured"
+    kind = ""  # set by `make_tool` to the kind it serves
 
     def __init__(self, vocab: Vocabulary | None = None) -> None:
         self.vocab = vocab or vocabulary()
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": "structured", "args": {}}
+        return {"kind": self.kind, "name": self.kind, "args": {}}
 
     async def run(self, request: ToolRequest) -> ToolResult:
         return self.check(request)
@@ -51,7 +50,7 @@ class StructuredCheck:
         """The synchronous check behind `run`."""
         claim = request.claim
         if claim is None:
-            return ToolResult("unresolved", error="the structured check needs a claim", view={"kind": "record"})
+            return ToolResult("unresolved", error=f"the {self.kind} check needs a claim", view={"kind": "record"})
         slot, value = str(claim.get("slot")), str(claim.get("value"))
         view: dict[str, Any] = {"kind": "record"}
         if slot == "option":

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 SLOTS: tuple[str, ...] = ("modality", "region", "plane", "finding", "attribute")
-#: Slots whose values must come from the vocabulary (the structured check rejects others).
+#: Slots whose values must come from the vocabulary (the record check rejects others).
 CLOSED_SLOTS: frozenset[str] = frozenset({"modality", "region", "plane"})
 #: Slots that hold one value per image: any two different values are rivals.
 SINGLE_VALUED: frozenset[str] = frozenset({"modality", "region", "plane", "finding"})

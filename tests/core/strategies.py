@@ -1,4 +1,4 @@
-"""Hypothesis strategies for random ledger records (format 1, and 1.1 with answer-level checks)."""
+"""Hypothesis strategies for random ledger records (format 1, 1.1 with answer-level checks, 1.2 with plugin kinds)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,25 @@ from hypothesis import strategies as st
 
 OUTCOMES = ("confirm", "reject", "unresolved")
 FACTOR = ("structured", "vlm_factor", "grounded_factor")
+#: Plugin kinds the tests register (tests/core/test_plugin_kinds.py), by target; and the core kind of each target.
+PLUGIN = {"claim": "test_claim_kind", "response": "test_response_kind", "answer": "test_answer_kind"}
+PARENT = {"claim": "vlm_factor", "response": "whole_response", "answer": "answer_response"}
+
+
+def as_plugin_kinds(rec: dict[str, Any], pick: list[bool]) -> dict[str, Any]:
+    """The record with the picked actions of the parents' kinds renamed to the test plugin kinds (format 1.2)."""
+    by_parent = {v: k for k, v in PARENT.items()}
+    out = {**rec, "actions": [dict(a) for a in rec["actions"]]}
+    used: dict[str, dict[str, str]] = {}
+    for a, yes in zip(out["actions"], pick, strict=False):
+        target = by_parent.get(a["kind"])
+        if yes and target is not None:
+            a["kind"] = PLUGIN[target]
+            used[PLUGIN[target]] = {"target": target, "plugin": "boe-test-plugin"}
+    if used:
+        out["format"] = "boe-ledger/1.2"
+        out["kinds"] = used
+    return out
 
 
 @st.composite
