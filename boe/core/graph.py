@@ -13,8 +13,10 @@ policies see).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from itertools import compress
+from operator import itemgetter, not_
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -23,13 +25,14 @@ from boe.core.ledger import (
     ALL_KINDS,
     ANSWER_KIND,
     FACTOR_KINDS,
+    FORMAT_1_1,
+    FORMAT_1_2,
     TARGET_PARENT,
     WHOLE_KIND,
     LedgerRecord,
     RecordDict,
     check_graph,
     kind_targets,
-    valid_flags,
 )
 
 __all__ = ["ANSWER_CODE", "KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
@@ -59,6 +62,7 @@ class GroupIndex:
     def __init__(self) -> None:
         self.keys: list[str] = []
         self._ids: dict[str, int] = {}
+        self._local: dict[str, dict[str, int]] = {}  # dataset -> group name -> id (a cache of _ids)
 
     def id(self, key: str) -> int:
         gid = self._ids.get(key)
@@ -67,11 +71,171 @@ class GroupIndex:
             self.keys.append(key)
         return gid
 
+    def ids(self, dataset: str, names: list[str]) -> list[int]:
+        """Ids of the keys ``dataset/name`` for each name, registering new ones in order of appearance."""
+        local = self._local.get(dataset)
+        if local is None:
+            local = self._local[dataset] = {}
+        try:
+            return list(map(local.__getitem__, names))
+        except KeyError:
+            for name in names:
+                if name not in local:
+                    local[name] = self.id(f"{dataset}/{name}")
+            return list(map(local.__getitem__, names))
+
     def __len__(self) -> int:
         return len(self.keys)
 
     def __contains__(self, key: str) -> bool:
         return key in self._ids
+
+
+_INDEX = itemgetter("index")
+_UNKNOWN = -2  # a claim id the record does not declare
+_T = TypeVar("_T")
+
+
+@dataclass(eq=False, slots=True)
+class _Columns:
+    """One record as flat columns: claims by position (-1 none), candidates by index (-1 none)."""
+
+    answers: list[str | None]
+    valid: list[bool]  # valid and answer not null
+    utility: list[float | None]
+    claim_ids: list[str]
+    edge_candidate: list[int]
+    edge_claim: list[int]
+    edge_sign: list[int]
+    action_ids: list[str]
+    kind: list[int]
+    action_claim: list[int]
+    action_candidate: list[int]
+    cost: list[float]
+    group: list[str]
+    outcome: list[int]
+    unobserved: list[bool]
+    failed: list[bool] = field(default_factory=list)
+    skipped: list[bool] = field(default_factory=list)  # refused whenever proposed (spec section 10)
+    claims_unique: bool = True
+    candidates_none: int = 0  # actions whose candidate is null
+    incidence: I8 | None = None
+
+    def menu(self) -> _Columns:
+        """The columns without failed checks: they are not part of the menu (spec section 1)."""
+        if True not in self.failed:
+            return self
+        keep = list(map(not_, self.failed))
+
+        def sel(xs: list[_T]) -> list[_T]:
+            return list(compress(xs, keep))
+
+        return replace(
+            self,
+            action_ids=sel(self.action_ids),
+            kind=sel(self.kind),
+            action_claim=sel(self.action_claim),
+            action_candidate=sel(self.action_candidate),
+            cost=sel(self.cost),
+            group=sel(self.group),
+            outcome=sel(self.outcome),
+            unobserved=sel(self.unobserved),
+            failed=[],
+            skipped=sel(self.skipped),
+        )
+
+    def rules_hold(self, rec: RecordDict) -> bool:
+        """The cross-field rules of `check_graph`, vectorised (keeps the incidence matrix it builds)."""
+        k = len(self.answers)
+        if list(map(_INDEX, rec["candidates"])) != list(range(k)) or not self.claims_unique:
+            return False
+        if self.edge_candidate and (
+            _UNKNOWN in self.edge_claim or min(self.edge_candidate) < 0 or max(self.edge_candidate) >= k
+        ):
+            return False
+        incidence = _incidence(self, k)
+        if np.count_nonzero(incidence) != len(self.edge_sign):  # a repeated (candidate, claim) pair
+            return False
+        self.incidence = incidence
+        n = len(self.action_ids)
+        if not n:
+            return True
+        if len(set(self.action_ids)) != n or self.action_candidate.count(-1) != self.candidates_none:
+            return False  # (an explicit -1 is not a null candidate)
+        try:
+            cand = np.array(self.action_candidate, dtype=np.int64)
+        except OverflowError:
+            return False
+        kind = np.array(self.kind, dtype=np.int8)
+        claim = np.array(self.action_claim, dtype=np.int64)
+        factor = kind < N_FACTOR_CODES
+        ok = np.where(factor, (cand == -1) & (claim >= 0), (claim == -1) & (cand >= 0) & (cand < k)) & (kind >= 0)
+        if not ok.all():
+            return False
+        answer = kind == ANSWER_CODE
+        return not answer.any() or (
+            rec["format"] in (FORMAT_1_1, FORMAT_1_2) and bool(np.array(self.valid)[cand[answer]].all())
+        )
+
+
+def _positions(claim_ids: list[str]) -> tuple[dict[str | None, int], bool]:
+    """Claim id -> position (null -> -1), and whether the ids are unique."""
+    pos: dict[str | None, int] = dict(zip(claim_ids, range(len(claim_ids)), strict=True))
+    unique = len(pos) == len(claim_ids)
+    pos[None] = -1
+    return pos, unique
+
+
+def _codes(declared: Mapping[str, Any] | None) -> dict[str, int]:
+    """Kind -> code; revision 1.2: a plugin kind takes the code of the core kind of its target."""
+    if not declared:
+        return KIND_CODES
+    return {**{n: KIND_CODES[TARGET_PARENT[t]] for n, t in kind_targets(declared).items()}, **KIND_CODES}
+
+
+def _columns(rec: RecordDict) -> _Columns:
+    """The columns of a record dict validated by `parse_record_dict` (every action, failed ones too)."""
+    codes = _codes(rec.get("kinds"))
+    cands = rec["candidates"]
+    edges = rec.get("edges", ())
+    acts = rec.get("actions", ())
+    answers = [c.get("answer") for c in cands]
+    claim_ids = [c["id"] for c in rec.get("claims", ())]
+    pos, unique = _positions(claim_ids)
+    get = pos.get
+    candidates = [a.get("candidate") for a in acts]
+    # (comprehensions with plain subscripts: cheaper per element than map with itemgetter on CPython 3.11)
+    return _Columns(
+        answers=answers,
+        valid=[bool(c.get("valid", True)) and a is not None for a, c in zip(answers, cands, strict=True)],
+        utility=[c.get("utility") for c in cands],
+        claim_ids=claim_ids,
+        edge_candidate=[e["candidate"] for e in edges],
+        edge_claim=[get(e["claim"], _UNKNOWN) for e in edges],
+        edge_sign=[e["sign"] for e in edges],
+        action_ids=[a["id"] for a in acts],
+        kind=[codes.get(a["kind"], _UNKNOWN) for a in acts],
+        action_claim=[get(a.get("claim"), _UNKNOWN) for a in acts],
+        action_candidate=[-1 if c is None else c for c in candidates],
+        cost=[a["cost"] for a in acts],
+        group=[a["group"] for a in acts],
+        outcome=[OUTCOME_CODES[a["outcome"]] for a in acts],
+        unobserved=[a.get("observed") is False for a in acts],
+        failed=[bool(a.get("failed")) for a in acts],
+        skipped=[a.get("skipped") is not None for a in acts],
+        claims_unique=unique,
+        candidates_none=candidates.count(None),
+    )
+
+
+def _incidence(cols: _Columns, k: int) -> I8:
+    """The signed incidence matrix (claims x candidates) of known, in-range edges."""
+    m = len(cols.claim_ids)
+    flat = np.zeros(m * k, dtype=np.int8)
+    if cols.edge_sign:
+        at = np.array(cols.edge_claim, dtype=np.intp) * k + np.array(cols.edge_candidate, dtype=np.intp)
+        flat[at] = cols.edge_sign
+    return flat.reshape(m, k)
 
 
 @dataclass(eq=False)
@@ -125,86 +289,61 @@ class Question:
     def from_record(cls, rec: LedgerRecord, groups: GroupIndex) -> Question:
         """Build the arrays of a validated `LedgerRecord`; group keys are registered in ``groups``."""
         acts = [a for a in rec.actions if not a.failed]  # a failed check is not on the menu (spec section 1)
-        q = cls._build(
-            rec.question_id,
-            rec.dataset,
-            [(c.answer, c.valid, c.utility) for c in rec.candidates],
-            [c.id for c in rec.claims],
-            [(e.candidate, e.claim, e.sign) for e in rec.edges],
-            [(a.id, a.kind, a.claim, a.candidate, a.cost, a.group, a.outcome) for a in acts],
-            groups,
-            None if rec.kinds is None else {k: d.target for k, d in rec.kinds.items()},
+        claim_ids = [c.id for c in rec.claims]
+        pos, _ = _positions(claim_ids)
+        codes = _codes(None if rec.kinds is None else {k: d.target for k, d in rec.kinds.items()})
+        cols = _Columns(
+            answers=[c.answer for c in rec.candidates],
+            valid=[c.valid and c.answer is not None for c in rec.candidates],
+            utility=[c.utility for c in rec.candidates],
+            claim_ids=claim_ids,
+            edge_candidate=[e.candidate for e in rec.edges],
+            edge_claim=[pos[e.claim] for e in rec.edges],
+            edge_sign=[e.sign for e in rec.edges],
+            action_ids=[a.id for a in acts],
+            kind=[codes[a.kind] for a in acts],
+            action_claim=[pos[a.claim] for a in acts],
+            action_candidate=[-1 if a.candidate is None else a.candidate for a in acts],
+            cost=[a.cost for a in acts],
+            group=[a.group for a in acts],
+            outcome=[OUTCOME_CODES[a.outcome] for a in acts],
+            unobserved=[a.observed is False for a in acts],
+            skipped=[a.skipped is not None for a in acts],
         )
-        unobserved = [a.observed is False for a in acts]
-        if any(unobserved):
-            q.unobserved = np.array(unobserved, dtype=bool)
-        skipped = [a.skipped is not None for a in acts]
-        if any(skipped):
-            q.skipped = np.array(skipped, dtype=bool)
-        return q
+        return cls._build(rec.question_id, rec.dataset, cols, groups)
 
     @classmethod
     def from_dict(cls, rec: RecordDict, groups: GroupIndex, check: bool = False) -> Question:
         """Build the arrays of a record validated by `parse_record_dict`.
 
         ``check=True`` applies the ledger's cross-field rules on the way
-        (raising `FieldRuleError`), for records parsed with ``check=False``.
+        (raising `FieldRuleError` naming the field), for records parsed with
+        ``check=False``: vectorised while the arrays are built, and only when
+        one fails does `check_graph` go through the record again to name it.
         """
-        cands = rec["candidates"]
-        claim_ids = [c["id"] for c in rec.get("claims", ())]
-        edges = [(e["candidate"], e["claim"], e["sign"]) for e in rec.get("edges", ())]
-        actions = [
-            (a["id"], a["kind"], a.get("claim"), a.get("candidate"), a["cost"], a["group"], a["outcome"])
-            for a in rec.get("actions", ())
-        ]
-        if check:
+        cols = _columns(rec)
+        declared = rec.get("kinds")  # revision 1.2 (plugin kinds): check_graph applies the rules
+        if check and (declared or not cols.rules_hold(rec)):
+            cands = rec["candidates"]
             check_graph(
                 [c["index"] for c in cands],
-                claim_ids,
-                edges,
-                actions,
-                valid=valid_flags(cands),
+                cols.claim_ids,
+                [(e["candidate"], e["claim"]) for e in rec.get("edges", ())],
+                [(a["id"], a["kind"], a.get("claim"), a.get("candidate")) for a in rec.get("actions", ())],
+                valid=cols.valid,
                 fmt=rec["format"],
-                kinds=rec.get("kinds"),
+                kinds=declared,
             )
-        acts = rec.get("actions", ())
-        if any(a.get("failed") for a in acts):  # a failed check is not on the menu (spec section 1)
-            actions = [t for t, a in zip(actions, acts, strict=True) if not a.get("failed")]
-            acts = [a for a in acts if not a.get("failed")]
-        unobserved = [a.get("observed") is False for a in acts]
-        q = cls._build(
-            rec["question_id"],
-            rec["dataset"],
-            [(c.get("answer"), c.get("valid", True), c.get("utility")) for c in cands],
-            claim_ids,
-            edges,
-            actions,
-            groups,
-            rec.get("kinds"),
-        )
-        if any(unobserved):
-            q.unobserved = np.array(unobserved, dtype=bool)
-        skipped = [a.get("skipped") is not None for a in acts]
-        if any(skipped):
-            q.skipped = np.array(skipped, dtype=bool)
-        return q
+            if not declared:
+                raise AssertionError("the vectorised graph rules and check_graph disagree")
+        return cls._build(rec["question_id"], rec["dataset"], cols.menu(), groups)
 
     @classmethod
-    def _build(
-        cls,
-        question_id: str,
-        dataset: str,
-        cands: list[tuple[str | None, bool, float | None]],
-        claim_ids: list[str],
-        edges: list[tuple[int, str, int]],
-        actions: list[tuple[str, str, str | None, int | None, float, str, str]],
-        groups: GroupIndex,
-        declared: Mapping[str, Any] | None = None,
-    ) -> Question:
-        k = len(cands)
-        answers = [c[0] for c in cands]
-        valid = np.array([bool(v) and a is not None for a, v, _ in cands], dtype=bool)
-        keys = [answer_key(a) if v else None for a, v in zip(answers, valid, strict=True)]
+    def _build(cls, question_id: str, dataset: str, cols: _Columns, groups: GroupIndex) -> Question:
+        k = len(cols.answers)
+        answers = cols.answers
+        valid = np.array(cols.valid, dtype=bool)
+        keys = [answer_key(a) if v else None for a, v in zip(answers, cols.valid, strict=True)]
         tally: dict[str, int] = {}
         ids: dict[str, int] = {}
         for key in keys:
@@ -213,25 +352,15 @@ class Question:
                 ids.setdefault(key, len(ids))
         counts = np.array([tally[key] if key is not None else 0 for key in keys], dtype=np.float64)
         answer_id = np.array([ids[key] if key is not None else -1 for key in keys], dtype=np.int32)
-        utility = np.array([np.nan if u is None else float(u) for _, _, u in cands], dtype=np.float64)
-        claim_pos = {c: j for j, c in enumerate(claim_ids)}
-        incidence = np.zeros((len(claim_ids), k), dtype=np.int8)
-        if edges:
-            e_cand, e_claim, e_sign = zip(*edges, strict=True)
-            incidence[[claim_pos[c] for c in e_claim], list(e_cand)] = e_sign
-        n_act = len(actions)
-        if declared:  # revision 1.2: a plugin kind takes the code of the core kind of its target
-            targets = kind_targets(declared)
-            codes = {**{n: KIND_CODES[TARGET_PARENT[t]] for n, t in targets.items()}, **KIND_CODES}
-        else:
-            codes = KIND_CODES
-        kind = np.array([codes[a[1]] for a in actions], dtype=np.int8)
-        a_claim = np.array([-1 if a[2] is None else claim_pos[a[2]] for a in actions], dtype=np.int32)
-        a_cand = np.array([-1 if a[3] is None else a[3] for a in actions], dtype=np.int32)
-        cost = np.array([a[4] for a in actions], dtype=np.float64)
-        gid = groups.id
-        group = np.array([gid(f"{dataset}/{a[5]}") for a in actions], dtype=np.int32)
-        outcome = np.array([OUTCOME_CODES[a[6]] for a in actions], dtype=np.int8)
+        utility = np.array([np.nan if u is None else float(u) for u in cols.utility], dtype=np.float64)
+        incidence = cols.incidence if cols.incidence is not None else _incidence(cols, k)
+        n_act = len(cols.action_ids)
+        kind = np.array(cols.kind, dtype=np.int8)
+        a_claim = np.array(cols.action_claim, dtype=np.int32)
+        a_cand = np.array(cols.action_candidate, dtype=np.int32)
+        cost = np.array(cols.cost, dtype=np.float64)
+        group = np.array(groups.ids(dataset, cols.group), dtype=np.int32)
+        outcome = np.array(cols.outcome, dtype=np.int8)
         alpha = np.zeros((n_act, k), dtype=np.int8)
         if n_act:
             factor = kind < N_FACTOR_CODES
@@ -250,9 +379,9 @@ class Question:
             counts=counts,
             answer_id=answer_id,
             utility=utility,
-            claim_ids=list(claim_ids),
+            claim_ids=cols.claim_ids,
             incidence=incidence,
-            action_ids=[a[0] for a in actions],
+            action_ids=cols.action_ids,
             kind=kind,
             action_claim=a_claim,
             action_candidate=a_cand,
@@ -260,6 +389,8 @@ class Question:
             group=group,
             alpha=alpha,
             outcome=outcome,
+            unobserved=np.array(cols.unobserved, dtype=bool) if True in cols.unobserved else None,
+            skipped=np.array(cols.skipped, dtype=bool) if True in cols.skipped else None,
         )
 
     def action_stats(self) -> F64:

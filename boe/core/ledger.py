@@ -57,6 +57,7 @@ __all__ = [
     "FieldRuleError",
     "check_graph",
     "dump_record",
+    "record_data",
     "format_for",
     "kind_targets",
     "iter_ledger",
@@ -598,9 +599,15 @@ def parse_record(
         raise RecordError(msg, source=source, line=line, question_id=qid, field=field or None) from exc
 
 
-def dump_record(record: LedgerRecord) -> str:
-    """One JSON line for a record (keys that were unknown on input are kept)."""
-    return json.dumps(record.model_dump(mode="json", exclude_unset=True), ensure_ascii=False, separators=(",", ":"))
+def record_data(record: LedgerRecord) -> RecordDict:
+    """A record as JSON-ready data, exactly what `dump_record` writes (keys unknown on input are kept)."""
+    return record.model_dump(mode="json", exclude_unset=True)
+
+
+def dump_record(record: LedgerRecord | RecordDict) -> str:
+    """One JSON line for a record, or for its `record_data` (keys that were unknown on input are kept)."""
+    data = record if isinstance(record, dict) else record_data(record)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def read_ledger(

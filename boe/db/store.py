@@ -274,13 +274,15 @@ class Store:
         self, run: RunRef, items: Iterable[QuestionData], *, replace: bool = False, worker: str | None = None
     ) -> int:
         """Store several questions in one transaction (same rules as `save_question`); returns how many were written."""
-        from boe.core.ledger import dump_record
+        from boe.core.ledger import dump_record, record_data
 
         prepared = []
         for it in items:
-            text = dump_record(it.record)
-            rows = question_rows(json.loads(text))
-            prepared.append(PreparedQuestion(rows, pack_record(text), it.model_calls, it.transcripts, it.images))
+            data = record_data(it.record)  # mapped to rows once, and written as the line: no text round trip
+            rows = question_rows(data)
+            prepared.append(
+                PreparedQuestion(rows, pack_record(dump_record(data)), it.model_calls, it.transcripts, it.images)
+            )
         return self.save_prepared(run, prepared, replace=replace, worker=worker)
 
     def save_prepared(
