@@ -186,13 +186,6 @@ class AgentConfig(BaseModel):
     def judge(self) -> str:
         return self.judge_model or self.model
 
-    @property
-    def segmenter_name(self) -> str:
-        """The segmenter grounded views use: ``sam`` when a checkpoint is given, else ``opencv``."""
-        if self.segmenter == "auto":
-            return "sam" if self.sam_checkpoint else "opencv"
-        return self.segmenter
-
     def load_calibration(self) -> Calibration:
         """The calibration this run scores with (the file given, or the shipped default)."""
         if self.calibration == NEUTRAL:

@@ -116,7 +116,7 @@ class _Columns:
     outcome: list[int]
     unobserved: list[bool]
     failed: list[bool] = field(default_factory=list)
-    skipped: list[bool] = field(default_factory=list)  # refused whenever proposed (spec section 10)
+    skipped: list[bool] = field(default_factory=list)  # refused when proposed (spec section 10)
     claims_unique: bool = True
     candidates_none: int = 0  # actions whose candidate is null
     incidence: I8 | None = None
@@ -141,7 +141,7 @@ class _Columns:
             outcome=sel(self.outcome),
             unobserved=sel(self.unobserved),
             failed=[],
-            skipped=sel(self.skipped),
+            skipped=sel(self.skipped) if self.skipped else [],
         )
 
     def rules_hold(self, rec: RecordDict) -> bool:

@@ -205,8 +205,8 @@ def test_a_veto_differs_from_a_failed_check():
     """Why section 10 refuses an action when proposed instead of removing it from the start like a failed one.
 
     Removing an action from the start renumbers the menu (`random-factor` draws its priorities by
-    position) and changes what a policy may read before buying anything (`bayes` reads the claims'
-    stances from the whole menu); the online run, which vetoed mid-way, bought differently.
+    position), and a menu without it can change choices made before the veto (`bayes-lookahead` values
+    pairs that include it; the tie rule); the online run, which vetoed mid-way, bought differently.
     """
     from boe.sim.ledgers import pool_ledger
 
