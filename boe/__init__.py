@@ -1,21 +1,64 @@
 """Best-of-Evidence: Best-of-N selection under partial verification.
 
 `import boe` is light: numpy and pydantic only. The agent (LangGraph, openai),
-the store (SQLAlchemy) and segmentation (torch) load on first use.
+the store (SQLAlchemy) and segmentation (torch) load on first use. The Python
+API (`boe.ask`, `boe.replay`, `boe.run_batch`, `boe.fit_calibration`, ...) is
+`boe.api`, re-exported here on first access.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "ask"]
+#: Names `boe` re-exports from `boe.api` (loaded on first access).
+__all__ = [
+    "LoadedQuestions",
+    "ReplayResult",
+    "__version__",
+    "ask",
+    "fit_calibration",
+    "load_calibration",
+    "load_config",
+    "load_questions",
+    "read_ledger",
+    "register_format",
+    "register_policy",
+    "register_tool",
+    "replay",
+    "run_batch",
+    "save_calibration",
+    "write_ledger",
+]
+
+if TYPE_CHECKING:
+    from boe.api import (
+        LoadedQuestions,
+        ReplayResult,
+        ask,
+        fit_calibration,
+        load_calibration,
+        load_config,
+        load_questions,
+        read_ledger,
+        register_format,
+        register_policy,
+        register_tool,
+        replay,
+        run_batch,
+        save_calibration,
+        write_ledger,
+    )
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ask":
-        from boe.agent.api import ask
+    if name in __all__ and name != "__version__":
+        from boe import api
 
-        return ask
+        return getattr(api, name)
     raise AttributeError(f"module 'boe' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from boe.core.calibration import Calibration
     from boe.core.graph import Question
 
-__all__ = ["DEFAULT_FOLDS", "CalibrationChoice", "choose_calibration"]
+__all__ = ["DEFAULT_FOLDS", "CalibrationChoice", "choose_calibration", "fit_calibration", "utc_now"]
 
 DEFAULT_FOLDS = 5
 
@@ -124,3 +124,36 @@ def coverage_warnings(cal: Calibration, datasets: Sequence[str]) -> list[str]:
             "calibration fitted on this data: use the default (crossfit:5) or boe calibrate"
         )
     return out
+
+
+def utc_now() -> str:
+    """The time a calibration is written, as its ``info.created`` holds it."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fit_calibration(
+    questions: Sequence[Question],
+    group_keys: Sequence[str],
+    cheap_kappa: float | None = None,
+    *,
+    fitted_on: Sequence[str] = (),
+    command: str | None = None,
+) -> Calibration:
+    """The deployable calibration of labelled full-ledger questions (what `boe calibrate` writes): the plug-in
+    fit on all of them plus the observation model of every installed policy that fits one (`bayes`)."""
+    from boe.core.experiment import fit_deployable_calibration
+    from boe.core.policies import POLICIES, _load_plugins
+
+    _load_plugins()
+    policies = [name for name in ("bayes",) if name in POLICIES]
+    return fit_deployable_calibration(
+        questions,
+        group_keys,
+        policies=policies,
+        cheap_kappa=cheap_kappa,
+        created=utc_now(),
+        fitted_on=fitted_on,
+        command=command,
+    )

@@ -27,6 +27,7 @@ from boe.core.calibration import PRIOR_CHANNELS, Calibration, with_prior
 from boe.errors import ConfigError, InputError, MissingExtraError
 
 if TYPE_CHECKING:
+    from boe.agent.state import AgentContext
     from boe.tools.images import LoadedImage
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "figure_paths",
     "open_figures",
     "parse_options",
+    "question_input",
 ]
 
 #: A question's image(s): a path, or a list of paths or (figure id, path) pairs.
@@ -214,6 +216,55 @@ def parse_options(text: str | Mapping[str, str] | None) -> dict[str, str] | None
     return out
 
 
+def question_input(
+    config: AgentConfig,
+    image: ImageInput,
+    question: str,
+    *,
+    options: Mapping[str, str] | str | None = None,
+    reference: str | None = None,
+    question_id: str | None = None,
+    dataset: str | None = None,
+    opened: Sequence[LoadedImage] | None = None,
+    costs: QuestionCosts | None = None,
+) -> tuple[dict[str, Any], list[LoadedImage]]:
+    """The graph's input state for one question (id, figures, analysis, costs) and its opened figures.
+
+    ``costs`` default to the configuration's design costs (an `Agent` in measured cost mode passes its own).
+    """
+    from boe.agent.claims import analyse_question
+
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("the question is empty")
+    opts = parse_options(options)
+    imgs = list(opened) if opened else open_figures(image, config)
+    img = imgs[0]
+    key = img.ref.image_id if len(imgs) == 1 else ",".join(f"{i.ref.figure}:{i.ref.image_id}" for i in imgs)
+    qid = question_id or question_key(key, question, opts)
+    if costs is None:
+        design = {k: config.costs.of(k) for k in cost_kinds()}
+        costs = QuestionCosts(design, design, "design")
+    if len(imgs) == 1:
+        analysis = analyse_question(question, opts, img.ref.metadata, tags=_tags(img))
+    else:
+        analysis = analyse_question(
+            question, opts, figure_metadata={i.ref.figure: (i.ref.metadata, _tags(i)) for i in imgs}
+        )
+    state_in: dict[str, Any] = {
+        "question_id": qid,
+        "dataset": dataset or config.dataset,
+        "question": question.strip(),
+        "options": opts,
+        "reference": reference,
+        "image": img.ref.as_dict(),
+        "images": [i.ref.as_dict() for i in imgs],
+        "analysis": analysis,
+        "costs": costs.as_dict(),
+        "calls": [],
+    }
+    return state_in, imgs
+
+
 def question_key(image_id: str, question: str, options: Mapping[str, str] | None) -> str:
     blob = json.dumps([image_id, question, options], sort_keys=True)
     return "q-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
@@ -245,7 +296,9 @@ class Agent:
         http_client: Any = None,
         on_step: Callable[[dict[str, Any]], None] | None = None,
         cache: Any = None,
+        approver: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
+        self.approver = approver
         self.config = config
         self._api_key = api_key
         self._store_arg = store
@@ -292,6 +345,30 @@ class Agent:
         """Create the clients, tools, store run and checkpointer."""
         try:
             from boe.agent.graph import build_graph
+        except ImportError as exc:
+            raise MissingExtraError("agent", exc.name or "langgraph", "the agent") from exc
+        if self.config.approve and self.approver is None:
+            raise ConfigError(
+                "approve is on: pass approver=callable(request) -> True/False/{'approve': bool, 'reason': str}, "
+                "or run the graph yourself (boe.agent.make_graph) and resume its interrupts"
+            )
+        self.connect()
+        assert self._stack is not None
+        saver: Any = None
+        if self.checkpoint is not None:
+            from boe.agent.graph import sqlite_saver
+
+            saver = await self._stack.enter_async_context(sqlite_saver(self.checkpoint))
+        elif self.config.approve:
+            from langgraph.checkpoint.memory import InMemorySaver
+
+            saver = InMemorySaver()  # an interrupt needs a checkpointer to resume from
+        self.graph = build_graph(saver)
+        self._saver = saver
+
+    def connect(self) -> None:
+        """Create the clients, tools and store run (`open` without the checkpointer; `make_graph` calls it)."""
+        try:
             from boe.tools.client import ModelClient
         except ImportError as exc:
             raise MissingExtraError("agent", exc.name or "langgraph", "the agent") from exc
@@ -339,15 +416,22 @@ class Agent:
         for kind in cfg.kinds:
             self.tools[kind] = kind_spec(kind).build_tool(tool_ctx)
         self.segmenter = tool_ctx.segmenter
-        saver = None
-        if self.checkpoint is not None:
-            try:
-                from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-            except ImportError as exc:
-                raise MissingExtraError("agent", "langgraph-checkpoint-sqlite", "checkpointing") from exc
-            saver = await self._stack.enter_async_context(AsyncSqliteSaver.from_conn_string(self.checkpoint))
-        self.graph = build_graph(saver)
-        self._saver = saver
+
+    def context(self, images: Sequence[LoadedImage] = ()) -> AgentContext:
+        """The graph's run context: this agent's clients, tools, store run and calibration (live, not saved)."""
+        from boe.agent.state import AgentContext
+
+        return AgentContext(
+            config=self.config,
+            calibration=self.calibration,
+            generator=self.generator,
+            judge=self.judge,
+            tools=self.tools,
+            images={i.ref.image_id: i for i in images},
+            store=self.store,
+            run_id=self.run_id,
+            on_step=self.on_step,
+        )
 
     async def aclose(self) -> None:
         if self._stack is not None:
@@ -399,6 +483,12 @@ class Agent:
         )
         return QuestionCosts(used, design, source, meter.table())
 
+    def run_config(self, state_in: Mapping[str, Any], thread_id: str | None = None) -> dict[str, Any]:
+        """The LangGraph run configuration of a question: its checkpoint thread and recursion limit."""
+        costs = (state_in.get("costs") or {}).get("used")
+        thread = thread_id or self._thread(f"{state_in['dataset']}/{state_in['question_id']}")
+        return {"configurable": {"thread_id": thread}, "recursion_limit": self._recursion_limit(costs)}
+
     def _thread(self, question_id: str) -> str:
         blob = json.dumps(
             [self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
@@ -412,7 +502,7 @@ class Agent:
 
         cfg = self.config
         min_cost = min(((costs or {}).get(k, cfg.costs.of(k)) for k in cfg.kinds), default=1.0)
-        if math.isinf(cfg.budget):
+        if math.isinf(cfg.budget) or cfg.approve:  # vetoes take steps the budget does not bound
             return 100_000
         return recursion_limit(10**9, cfg.budget, min_cost)
 
@@ -441,60 +531,32 @@ class Agent:
         """
         if self._stack is None:
             raise RuntimeError("the agent is not open: use 'async with Agent(...)' or await agent.open()")
-        from boe.agent.claims import analyse_question
-        from boe.agent.state import AgentContext
-
-        if not isinstance(question, str) or not question.strip():
-            raise InputError("the question is empty")
-        opts = parse_options(options)
-        imgs = list(opened) if opened else open_figures(image, self.config)
-        img = imgs[0]
-        key = img.ref.image_id if len(imgs) == 1 else ",".join(f"{i.ref.figure}:{i.ref.image_id}" for i in imgs)
-        qid = question_id or question_key(key, question, opts)
-        ctx = AgentContext(
-            config=self.config,
-            calibration=self.calibration,
-            generator=self.generator,
-            judge=self.judge,
-            tools=self.tools,
-            images={i.ref.image_id: i for i in imgs},
-            store=self.store,
-            run_id=self.run_id,
-            on_step=self.on_step,
+        state_in, imgs = question_input(
+            self.config,
+            image,
+            question,
+            options=options,
+            reference=reference,
+            question_id=question_id,
+            dataset=dataset,
+            opened=opened,
+            costs=self.question_costs(),
         )
-        costs = self.question_costs()
-        thread = self._thread(f"{dataset or self.config.dataset}/{qid}")
-        run_config = {"configurable": {"thread_id": thread}, "recursion_limit": self._recursion_limit(costs.used)}
-        if len(imgs) == 1:
-            analysis = analyse_question(question, opts, img.ref.metadata, tags=_tags(img))
-        else:
-            analysis = analyse_question(
-                question, opts, figure_metadata={i.ref.figure: (i.ref.metadata, _tags(i)) for i in imgs}
-            )
-        state_in: dict[str, Any] = {
-            "question_id": qid,
-            "dataset": dataset or self.config.dataset,
-            "question": question.strip(),
-            "options": opts,
-            "reference": reference,
-            "image": img.ref.as_dict(),
-            "images": [i.ref.as_dict() for i in imgs],
-            "analysis": analysis,
-            "costs": costs.as_dict(),
-            "calls": [],
-        }
+        qid = state_in["question_id"]
+        ctx = self.context(imgs)
+        run_config = self.run_config(state_in)
         resumed = False
         out: dict[str, Any] | None = None
         if self._saver is not None:
             snap = await self.graph.aget_state(run_config)
             if snap.next:
                 resumed = True
-                out = await self.graph.ainvoke(None, run_config, context=ctx)
+                out = await self._run(None, run_config, ctx)
             elif snap.values.get("record"):
                 resumed = True
                 out = dict(snap.values)
         if out is None:
-            out = await self.graph.ainvoke(state_in, run_config, context=ctx)
+            out = await self._run(state_in, run_config, ctx)
         if self.config.cost_mode == "measured" and self._file_meter is None and not resumed:
             self.meter.add_actions(a for a in out["record"]["actions"] if a.get("observed"))
         return AskResult(
@@ -505,7 +567,7 @@ class Agent:
             selected=out["selected"],
             raw_selected=out["raw_selected"],
             candidates=out["candidates"],
-            evidence=out.get("bought") or [],
+            evidence=[e.model_dump() for e in out.get("bought") or []],
             scores=out["scores"],
             cost=out["cost"],
             budget=self.config.budget,
@@ -517,6 +579,22 @@ class Agent:
             resumed=resumed,
             notes=list(self.notes),
         )
+
+    async def _run(self, state_in: dict[str, Any] | None, run_config: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        """Run (or resume) the graph to the end, answering each approval request with ``approver``."""
+        from langgraph.types import Command
+
+        pending: Any = state_in
+        while True:
+            # a checkpoint file is for crashes: each step is saved before the next starts
+            durability = "sync" if self.checkpoint is not None else None
+            out = dict(await self.graph.ainvoke(pending, run_config, context=ctx, durability=durability))
+            asked = out.get("__interrupt__")
+            if not asked:
+                return out
+            if self.approver is None:
+                raise ConfigError("the graph asked for an approval, but this agent has no approver")
+            pending = Command(resume=self.approver(asked[0].value))
 
 
 async def ask_async(

@@ -127,6 +127,8 @@ class AgentConfig(BaseModel):
     # decoded size refused before decoding
     max_pixels: int = Field(default=1024 * 1024, ge=0)  # 0: no limit
     pixel_limit: int = Field(default=100_000_000, ge=4096)
+    # pause before each purchase for a person or a program to approve or veto it (a LangGraph interrupt)
+    approve: bool = False
 
     @field_validator("kinds")
     @classmethod
@@ -183,13 +185,6 @@ class AgentConfig(BaseModel):
     @property
     def judge(self) -> str:
         return self.judge_model or self.model
-
-    @property
-    def segmenter_name(self) -> str:
-        """The segmenter grounded views use: ``sam`` when a checkpoint is given, else ``opencv``."""
-        if self.segmenter == "auto":
-            return "sam" if self.sam_checkpoint else "opencv"
-        return self.segmenter
 
     def load_calibration(self) -> Calibration:
         """The calibration this run scores with (the file given, or the shipped default)."""

@@ -1,53 +1,314 @@
-"""The agent as a LangGraph `StateGraph`, assembled at the bottom of this file.
+"""The agent as a LangGraph `StateGraph`, and the factory to embed it.
 
-    generate -> parse -> claims -> menu -> [ledger] -> (plan -> act -> update)* -> select -> persist
+    intake -> generate -> parse -> claims -> menu -> [ledger]
+        -> (plan -> approve -> act -> update)* -> select -> persist
 
 `plan` calls the same policy objects as `boe replay`; `act` runs the
 evidence tool where the replay reads a stored outcome. In full-ledger mode
-`ledger` runs every action first and `act` reads from it.
+`ledger` runs every action first and `act` reads from it. `approve` pauses
+(a LangGraph ``interrupt``) before each purchase when the configuration has
+``approve=True``; resume with ``Command(resume=True | False | {"approve": bool, "reason": str})``: a veto is a
+skipped action (spec section 10), stored on the record and replayed.
+Progress events go to LangGraph's stream writer (``stream_mode="custom"``).
+
+Embedding (see `make_graph`)::
+
+    async with make_graph(config, checkpointer=saver) as boe_graph:
+        state = boe_graph.input("scan.png", "what imaging modality was used?")
+        async for mode, chunk in boe_graph.graph.astream(
+            state, boe_graph.run_config(state), context=boe_graph.context, stream_mode=["updates", "custom"]
+        ):
+            ...
+
+`graph` (module level) is the compiled graph `langgraph.json` names for
+LangGraph Studio / server: it takes ``{"question": ..., "image_path": ...}``
+and, given no context, builds one from the environment (`config_from_env`).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Any
+import os
+import threading
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
 from boe.agent import nodes
-from boe.agent.state import AgentContext, AgentState
+from boe.agent.api import Agent, question_input
+from boe.agent.configuration import AgentConfig, make_config
+from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase
+from boe.errors import ConfigError
 
-__all__ = ["build_graph", "recursion_limit"]
+if TYPE_CHECKING:
+    from boe.agent.api import ImageInput
+    from boe.core.calibration import Calibration
+    from boe.tools.images import LoadedImage
+
+__all__ = [
+    "BoeGraph",
+    "StudioContext",
+    "build_graph",
+    "config_from_env",
+    "environment_context",
+    "graph",
+    "make_graph",
+    "question_input",
+    "recursion_limit",
+    "sqlite_saver",
+]
+
+#: The pydantic records the graph state holds (what a checkpoint may deserialise).
+STATE_RECORDS = tuple((t.__module__, t.__name__) for t in (EvidenceEntry, Observation, Purchase))
+#: Figures kept decoded in a shared context (older ones are read again from their path when needed).
+MAX_IMAGES = 32
 
 
 def recursion_limit(n_actions: int, budget: float, min_cost: float) -> int:
-    """Supersteps a question can take: the fixed nodes plus three per purchase."""
+    """Supersteps a question can take: the fixed nodes plus four per purchase."""
     purchases = n_actions if min_cost <= 0 or math.isinf(budget) else min(n_actions, math.floor(budget / min_cost))
-    return 12 + 3 * (purchases + 1)
+    return 14 + 4 * (purchases + 1)
 
 
-def build_graph(checkpointer: Any = None) -> Any:
-    """The compiled graph (with an optional checkpointer, so an interrupted question resumes)."""
-    g = StateGraph(AgentState, context_schema=AgentContext)
+class StudioContext(TypedDict, total=False):
+    """What LangGraph Studio / server may pass as the module graph's context: `AgentConfig` fields over those of
+    the environment (`config_from_env`); the clients are built once per distinct set."""
+
+    base_url: str
+    model: str
+    judge_base_url: str
+    judge_model: str
+    k: int
+    budget: float
+    policy: str
+    approve: bool
+    dataset: str
+    root: str
+    calibration: str
+
+
+def build_graph(checkpointer: Any = None, *, context_schema: Any = AgentContext) -> Any:
+    """The compiled graph (with an optional checkpointer, so an interrupted question resumes).
+
+    Its nodes take an `AgentContext` (``context=``); ``context_schema=StudioContext`` (the module-level
+    `graph`) declares a dict of configuration fields instead, from which a context is built.
+    """
+    g = StateGraph(AgentState, context_schema=context_schema)
+    g.add_node("intake", nodes.intake)
     g.add_node("generate", nodes.generate)
     g.add_node("parse", nodes.parse)
     g.add_node("claims", nodes.claims)
     g.add_node("menu", nodes.menu)
     g.add_node("ledger", nodes.ledger)
     g.add_node("plan", nodes.plan)
+    g.add_node("approve", nodes.approve)
     g.add_node("act", nodes.act)
     g.add_node("update", nodes.update)
     g.add_node("select", nodes.select)
     g.add_node("persist", nodes.persist)
-    g.add_edge(START, "generate")
+    g.add_edge(START, "intake")
+    g.add_edge("intake", "generate")
     g.add_edge("generate", "parse")
     g.add_edge("parse", "claims")
     g.add_edge("claims", "menu")
     g.add_conditional_edges("menu", nodes.route_after_menu, ["ledger", "plan"])
     g.add_edge("ledger", "plan")
-    g.add_conditional_edges("plan", nodes.route_after_plan, ["act", "select"])
+    g.add_conditional_edges("plan", nodes.route_after_plan, ["approve", "select"])
+    g.add_conditional_edges("approve", nodes.route_after_approve, ["act", "plan", "select"])
     g.add_edge("act", "update")
     g.add_edge("update", "plan")
     g.add_edge("select", "persist")
     g.add_edge("persist", END)
+    if checkpointer is not None and hasattr(checkpointer, "with_allowlist"):
+        # the typed records of the state, allow-listed for the checkpoint serialiser (strict msgpack refuses others)
+        checkpointer = checkpointer.with_allowlist(STATE_RECORDS)
     return g.compile(checkpointer=checkpointer)
+
+
+class BoeGraph:
+    """The compiled graph with what it needs at run time: the live context and per-question inputs."""
+
+    # a plain class, not a dataclass: LangGraph loaders exec this file by path, not always as a registered module
+    def __init__(self, graph: Any, context: AgentContext, agent: Agent) -> None:
+        self.graph = graph  # a compiled LangGraph graph
+        self.context = context  # pass as ``context=`` to invoke / stream
+        self.agent = agent  # owns the clients, tools and store run behind the context
+
+    @property
+    def config(self) -> AgentConfig:
+        return self.agent.config
+
+    def input(
+        self,
+        image: ImageInput,
+        question: str,
+        *,
+        options: Mapping[str, str] | str | None = None,
+        reference: str | None = None,
+        question_id: str | None = None,
+        dataset: str | None = None,
+        opened: Sequence[LoadedImage] | None = None,
+    ) -> dict[str, Any]:
+        """The input state of one question (its figures are opened and kept in the context)."""
+        state, imgs = question_input(
+            self.agent.config,
+            image,
+            question,
+            options=options,
+            reference=reference,
+            question_id=question_id,
+            dataset=dataset,
+            opened=opened,
+            costs=self.agent.question_costs(),
+        )
+        keep_images(self.context, imgs)
+        return state
+
+    def run_config(self, state: Mapping[str, Any], thread_id: str | None = None) -> dict[str, Any]:
+        """``{"configurable": {"thread_id": ...}, "recursion_limit": ...}`` for this question's input state."""
+        return self.agent.run_config(state, thread_id)
+
+    async def aclose(self) -> None:
+        """Close the model clients and the store."""
+        await self.agent.aclose()
+
+    async def __aenter__(self) -> BoeGraph:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def keep_images(ctx: AgentContext, imgs: Sequence[LoadedImage]) -> None:
+    """Add decoded figures to a context, dropping the oldest beyond `MAX_IMAGES`."""
+    for img in imgs:
+        ctx.images.pop(img.ref.image_id, None)
+        ctx.images[img.ref.image_id] = img
+    while len(ctx.images) > max(MAX_IMAGES, len(imgs)):
+        del ctx.images[next(iter(ctx.images))]
+
+
+@asynccontextmanager
+async def sqlite_saver(path: str | Path) -> AsyncIterator[Any]:
+    """LangGraph's `AsyncSqliteSaver` on a file, reading back exactly the state's typed records (no warnings)."""
+    try:
+        import aiosqlite
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    except ImportError as exc:
+        from boe.errors import MissingExtraError
+
+        raise MissingExtraError("agent", "langgraph-checkpoint-sqlite", "checkpointing") from exc
+    async with aiosqlite.connect(str(path)) as conn:
+        yield AsyncSqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_RECORDS))
+
+
+def make_graph(
+    config: AgentConfig | Mapping[str, Any] | None = None,
+    *,
+    checkpointer: Any = None,
+    calibration: Calibration | None = None,
+    api_key: str | None = None,
+    store: Any = None,
+    run_name: str | None = None,
+    http_client: Any = None,
+    cache: Any = None,
+    on_step: Any = None,
+) -> BoeGraph:
+    """The agent's compiled graph and its run context, from a configuration (an `AgentConfig`, a mapping of its
+    fields, or None: `config_from_env`).
+
+    ``checkpointer`` (say `sqlite_saver`, or any LangGraph saver) makes questions resumable and is needed
+    for the approval step (``approve=True``); run with ``durability="sync"`` to survive a crash at any step.
+    ``store`` (a path, URL or `boe.db.Store`) stores each answered question in run ``run_name``. Close the
+    result (``await g.aclose()`` or ``async with``) to close its clients and store.
+    """
+    try:
+        if isinstance(config, AgentConfig):
+            cfg = config
+        else:
+            cfg = config_from_env() if config is None else make_config(**dict(config))
+        agent = Agent(
+            cfg,
+            api_key=api_key,
+            store=store,
+            run_name=run_name,
+            calibration=calibration,
+            http_client=http_client,
+            on_step=on_step,
+            cache=cache,
+        )
+        agent.connect()
+    except ImportError as exc:
+        from boe.errors import MissingExtraError
+
+        raise MissingExtraError("agent", exc.name or "openai", "the agent") from exc
+    compiled = build_graph(checkpointer)
+    agent.graph = compiled
+    agent._saver = checkpointer
+    return BoeGraph(graph=compiled, context=agent.context(), agent=agent)
+
+
+def config_from_env(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> AgentConfig:
+    """An `AgentConfig` from the environment: ``BOE_CONFIG`` (a JSON file of its fields), then ``BOE_<FIELD>``
+    variables (``BOE_BASE_URL`` or ``OPENAI_BASE_URL``, ``BOE_MODEL``, ``BOE_BUDGET``, ...; JSON for lists and
+    mappings), then ``overrides``."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    path = env.get("BOE_CONFIG")
+    if path:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"BOE_CONFIG: cannot read {path!r}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"BOE_CONFIG: {path!r} is not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"BOE_CONFIG: {path!r} must hold a JSON object of configuration fields")
+        values.update(data)
+    if "OPENAI_BASE_URL" in env:
+        values.setdefault("base_url", env["OPENAI_BASE_URL"])
+    for name, info in AgentConfig.model_fields.items():
+        text = env.get(f"BOE_{name.upper()}")
+        if text is None:
+            continue
+        structured = info.annotation is not None and str(info.annotation).startswith(("tuple", "dict", "Costs"))
+        if structured or name in ("costs", "kinds", "extra_body", "judge_extra_body"):
+            try:
+                values[name] = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"BOE_{name.upper()}: expected JSON, got {text!r}") from exc
+        else:
+            values[name] = text
+    values.update(overrides or {})
+    missing = [f for f in ("base_url", "model") if not values.get(f)]
+    if missing:
+        raise ConfigError(
+            f"the agent needs {' and '.join(missing)}: set BOE_BASE_URL and BOE_MODEL (or BOE_CONFIG=file.json), "
+            "or pass a configuration to make_graph"
+        )
+    return make_config(**values)
+
+
+_ENV_CONTEXTS: dict[str, AgentContext] = {}
+_ENV_LOCK = threading.Lock()
+
+
+def environment_context(overrides: Mapping[str, Any] | None = None) -> AgentContext:
+    """The run context built from the environment (once per process and set of overrides): what the module-level
+    `graph` runs with when LangGraph Studio or a LangGraph server gives it no `AgentContext`."""
+    key = json.dumps(dict(overrides or {}), sort_keys=True, default=str)
+    with _ENV_LOCK:
+        ctx = _ENV_CONTEXTS.get(key)
+        if ctx is None:
+            ctx = _ENV_CONTEXTS[key] = make_graph(config_from_env(overrides)).context
+    return ctx
+
+
+#: The graph `langgraph.json` names (LangGraph Studio / server): no checkpointer (the server brings its own),
+#: context from the environment unless one is passed.
+graph = build_graph(context_schema=StudioContext)

@@ -1,6 +1,9 @@
 """The nodes of the agent graph: small async functions of (state, runtime) -> state update.
 
-generate -> parse -> claims -> menu -> [ledger] -> (plan -> act -> update)* -> select -> persist
+intake -> generate -> parse -> claims -> menu -> [ledger] -> (plan -> approve -> act -> update)* -> select -> persist
+
+Progress goes through LangGraph's stream writer (``stream_mode="custom"``):
+one event dict per step, ``{"event": "generated" | "purchase" | "veto" | "selected", "question_id": ..., ...}``.
 """
 
 from __future__ import annotations
@@ -9,13 +12,16 @@ import asyncio
 import time
 from typing import Any, cast
 
+from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 
 from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
 from boe.agent.costs import cost_kinds
-from boe.agent.planner import Planner, build_record
-from boe.agent.state import AgentContext, AgentState
+from boe.agent.planner import build_record, events_of, skip_entry
+from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase
 from boe.core.ledger import LedgerRecord
+from boe.core.session import Session
 from boe.errors import ModelError
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
 from boe.tools.images import LoadedImage, open_image
@@ -24,6 +30,9 @@ from boe.tools.protocol import ToolRequest, ToolResult
 
 __all__ = [
     "act",
+    "approve",
+    "context_of",
+    "intake",
     "claims",
     "generate",
     "ledger",
@@ -31,6 +40,7 @@ __all__ = [
     "parse",
     "persist",
     "plan",
+    "route_after_approve",
     "route_after_menu",
     "route_after_plan",
     "select",
@@ -38,6 +48,50 @@ __all__ = [
 ]
 
 Ctx = Runtime[AgentContext]
+
+
+def context_of(runtime: Ctx) -> AgentContext:
+    """The run's live context: the one given to the graph, or (LangGraph Studio / server, which pass none or a
+    dict of `AgentConfig` overrides) one built once per process from the environment (see `boe.agent.graph`)."""
+    ctx = runtime.context
+    if isinstance(ctx, AgentContext):
+        return ctx
+    from boe.agent.graph import environment_context
+
+    return environment_context(ctx if isinstance(ctx, dict) else None)
+
+
+def emit(ctx: AgentContext, state: AgentState, event: str, **data: Any) -> None:
+    """Send one progress event to the stream writer (``stream_mode="custom"``) and, for purchases, ``on_step``."""
+    payload = {"event": event, "question_id": state["question_id"], **data}
+    get_stream_writer()(payload)
+    if event == "purchase" and ctx.on_step is not None:
+        ctx.on_step(payload)
+
+
+async def intake(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """A question given as ``image_path`` + ``question`` (LangGraph Studio / server): open its figures and fill
+    in the id, figures, analysis and costs exactly as `Agent.ask` does; a prepared input passes unchanged."""
+    if state.get("analysis") is not None:
+        return {}
+    from boe.agent.graph import keep_images, question_input
+
+    ctx = context_of(runtime)
+    if not state.get("image_path") or not state.get("question"):
+        from boe.errors import InputError
+
+        raise InputError("a question needs 'question' and 'image_path' (one path or a list) in the graph input")
+    prepared, imgs = question_input(
+        ctx.config,
+        state["image_path"],
+        state["question"],
+        options=state.get("options"),
+        reference=state.get("reference"),
+        question_id=state.get("question_id"),
+        dataset=state.get("dataset"),
+    )
+    keep_images(ctx, imgs)
+    return prepared
 
 
 def figure_refs(state: AgentState) -> list[dict[str, Any]]:
@@ -87,7 +141,7 @@ def all_images(ctx: AgentContext, state: AgentState) -> list[LoadedImage]:
 
 async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Sample K candidates in one request (n=K; the client falls back to K requests)."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     cfg = ctx.config
     images = all_images(ctx, state)
     ids = figure_ids(state)
@@ -105,6 +159,7 @@ async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         tags={"question_id": state["question_id"]},
         accept=_generation_problem,
     )
+    emit(ctx, state, "generated", k=len(comp.texts))
     return {"replies": comp.texts, "calls": [comp.call.as_dict()]}
 
 
@@ -122,7 +177,7 @@ def _generation_problem(texts: list[str | None]) -> str | None:
 
 async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Read every reply; unreadable ones stay as invalid candidates; slot-less ones get claim extraction."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     ids = figure_ids(state)
     cands = [parse_candidate(i, raw) for i, raw in enumerate(state["replies"])]
     if len(ids) > 1:
@@ -183,11 +238,11 @@ async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
 
 async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """The action menu with the costs this question is planned with (design or measured) and its groups."""
-    cfg = runtime.context.config
+    cfg = context_of(runtime).config
     design = {k: cfg.costs.of(k) for k in cost_kinds()}
     used = (state.get("costs") or {}).get("used") or design
     actions = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
-    return {"actions": actions, "bought": [], "pending": None, "mode": cfg.ledger}
+    return {"actions": actions, "bought": [], "skipped": [], "pending": None, "mode": cfg.ledger}
 
 
 def route_after_menu(state: AgentState) -> str:
@@ -222,59 +277,58 @@ async def _run_tool(state: AgentState, ctx: AgentContext, action: dict[str, Any]
     return res
 
 
-def _result_dict(res: ToolResult) -> dict[str, Any]:
-    return {
-        "outcome": res.outcome,
-        "rationale": res.rationale,
-        "view": res.view,
-        "error": res.error,
-        "raw_reply": res.raw_reply,
-        "calls": [c.call_id for c in res.calls],
-        "tokens": sum(c.prompt_tokens + c.completion_tokens for c in res.calls),
-        "seconds": round(float(res.seconds or 0.0), 4),
-    }
+def _observation(res: ToolResult) -> Observation:
+    return Observation(
+        outcome=res.outcome,
+        rationale=res.rationale,
+        view=res.view,
+        error=res.error,
+        raw_reply=res.raw_reply,
+        calls=[c.call_id for c in res.calls],
+        tokens=sum(c.prompt_tokens + c.completion_tokens for c in res.calls),
+        seconds=round(float(res.seconds or 0.0), 4),
+    )
 
 
 async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Full-ledger mode: run every action of the menu once (bounded concurrency), store all outcomes."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     results = await asyncio.gather(*(_run_tool(state, ctx, a) for a in state["actions"]))
     failed = [r for r in results if r.failed]
     if failed:  # an outage is no evidence: the question is not stored, and a re-run asks again (paid replies cached)
         raise ModelError(f"{len(failed)} of {len(results)} evidence check(s) could not be run: {failed[0].error}")
-    outcomes = {a["id"]: _result_dict(r) for a, r in zip(state["actions"], results, strict=True)}
+    outcomes = {a["id"]: _observation(r) for a, r in zip(state["actions"], results, strict=True)}
     calls = [c.as_dict() for r in results for c in r.calls]
     return {"outcomes": outcomes, "calls": calls}
 
 
-#: Planners kept at most (questions in progress at once in one agent).
-MAX_PLANNERS = 1024
+#: Sessions kept at most (questions in progress at once in one agent).
+MAX_SESSIONS = 1024
 
 
-def planner_for(state: AgentState, ctx: AgentContext) -> Planner:
-    """The policy on this question's menu (the same objects `boe replay` uses).
+def session_for(state: AgentState, ctx: AgentContext) -> Session:
+    """The policy session of this question (the loop `boe replay` runs), advanced to the state's events.
 
-    Built once per question: the nodes after the menu reuse it while the
-    state still holds the very candidate, claim, edge and action lists it was
-    built from (any new list, say from a restored checkpoint, builds afresh).
+    Built once per question and kept while the state holds the same menu (compared by value, so a
+    restored checkpoint reuses it too); `Session.advance` applies only the events it has not seen.
     """
     parts = (state["candidates"], state["claims"], state["edges"], state["actions"])
     qid = state["question_id"]
     hit = ctx.planners.get(qid)
-    if hit is not None and all(a is b for a, b in zip(hit[0], parts, strict=True)):
-        return cast(Planner, hit[1])
-    planner = _build_planner(state, ctx)
-    ctx.planners.pop(qid, None)
-    ctx.planners[qid] = (parts, planner)
-    while len(ctx.planners) > MAX_PLANNERS:
-        del ctx.planners[next(iter(ctx.planners))]
-    return planner
-
-
-def _build_planner(state: AgentState, ctx: AgentContext) -> Planner:
-    cfg = ctx.config
-    rec = _state_record(state, ctx, state["actions"])
-    return Planner(rec, ctx.calibration, cfg.policy, cfg.budget, eta=cfg.eta, seed=cfg.policy_seed)
+    if hit is not None and hit[0] == parts:
+        session = cast(Session, hit[1])
+    else:
+        cfg = ctx.config
+        rec = _state_record(state, ctx, state["actions"])
+        options = {"eta": cfg.eta, "seed": cfg.policy_seed}
+        session = Session.from_record(rec, ctx.calibration, cfg.policy, cfg.budget, options=options)
+        ctx.planners.pop(qid, None)
+        ctx.planners[qid] = (parts, session)
+        while len(ctx.planners) > MAX_SESSIONS:
+            del ctx.planners[next(iter(ctx.planners))]
+    bought = [{"action": b.action, "outcome": b.outcome} for b in state.get("bought") or []]
+    session.advance(events_of(bought, state.get("skipped") or []))
+    return session
 
 
 def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any) -> LedgerRecord:
@@ -294,77 +348,171 @@ def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, 
     )
 
 
-def _bought_pairs(state: AgentState) -> list[tuple[int, str]]:
-    return [(b["action"], b["outcome"]) for b in state.get("bought") or []]
-
-
 async def plan(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Ask the policy for the next action (value per cost for `boe`), -1 to stop."""
-    planner = planner_for(state, runtime.context)
-    return {"next_action": planner.next_action(_bought_pairs(state))}
+    choice = session_for(state, context_of(runtime)).next_action()
+    return {"next_action": choice, "planned": choice}
 
 
 def route_after_plan(state: AgentState) -> str:
-    return "act" if state["next_action"] >= 0 else "select"
+    return "approve" if state["next_action"] >= 0 else "select"
+
+
+def approval(answer: Any) -> tuple[bool, str]:
+    """Read a resume value of the approval step: ``True``/``False``, or ``{"approve": bool, "reason": str}``."""
+    from boe.errors import InputError
+
+    if isinstance(answer, bool):
+        return answer, ""
+    if isinstance(answer, dict) and isinstance(answer.get("approve"), bool):
+        reason = answer.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise InputError(f"the approval's 'reason' must be a string, got {type(reason).__name__}")
+        return answer["approve"], (reason or "").strip()
+    raise InputError(
+        f"an approval is True, False or {{'approve': bool, 'reason': str}}, got {answer!r} "
+        "(resume with Command(resume=...))"
+    )
+
+
+async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
+    """With ``approve`` on, pause (LangGraph ``interrupt``) before the purchase the policy proposes; a veto is a
+    skip (spec section 10: never bought, the policy proposes again). Otherwise, or when approved, a pass-through."""
+    ctx = context_of(runtime)
+    _check_override(state)
+    if state["next_action"] < 0 or not ctx.config.approve:  # -1 here: stopped with `update_state` (see select)
+        return {}
+    idx = state["next_action"]
+    action = state["actions"][idx]
+    bought = state.get("bought") or []
+    answer = interrupt(
+        {
+            "question_id": state["question_id"],
+            "question": state["question"],
+            "step": len(bought) + 1,
+            "index": idx,
+            "action": {k: action.get(k) for k in ("id", "kind", "claim", "candidate", "cost", "group")},
+            "target": _target(state, action),
+            "spent": sum(b.cost for b in bought),
+            "budget": ctx.config.budget,
+        }
+    )
+    ok, reason = approval(answer)
+    if ok:
+        return {}
+    entry = skip_entry(action, idx, f"veto: {reason}" if reason else "veto", len(bought))
+    emit(ctx, state, "veto", **entry)
+    return {"skipped": [*(state.get("skipped") or []), entry]}
+
+
+def _check_override(state: AgentState) -> None:
+    """Only the policy chooses what to buy: ``next_action`` may be set to -1 (stop), never to another action."""
+    planned = state.get("planned", state["next_action"])
+    if state["next_action"] >= 0 and state["next_action"] != planned:
+        from boe.errors import InputError
+
+        raise InputError(
+            f"next_action was set to {state['next_action']} where the policy proposed {planned}: only -1 (stop "
+            "here) can be set; refuse a purchase by vetoing it (approve=True) or with a skip entry "
+            "(boe.agent.planner.skip_entry) applied as node 'update'; a purchase the policy did not choose could "
+            "not be replayed"
+        )
+
+
+def _target(state: AgentState, action: dict[str, Any]) -> str:
+    """What the action checks, in words (for the person approving)."""
+    if action["claim"] is not None:
+        claim = next((c for c in state["claims"] if c["id"] == action["claim"]), None)
+        if claim is not None:
+            return f"claim {claim.get('slot')} = {claim.get('value')!r}"
+    if action["candidate"] is not None:
+        return f"candidate {action['candidate']}: {state['candidates'][action['candidate']].get('answer')!r}"
+    return str(action["id"])
+
+
+def route_after_approve(state: AgentState) -> str:
+    if state["next_action"] < 0:
+        return "select"
+    after = len(state.get("bought") or [])
+    refused = any(s["action"] == state["next_action"] and s["after"] == after for s in state.get("skipped") or [])
+    return "plan" if refused else "act"
 
 
 async def act(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Run the chosen tool (or, in full-ledger mode, read its stored outcome)."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
+    _check_override(state)
     idx = state["next_action"]
     action = state["actions"][idx]
     if ctx.config.ledger == "full":
-        return {"pending": {"action": idx, **state["outcomes"][action["id"]]}}
+        return {"pending": Purchase(action=idx, **state["outcomes"][action["id"]].model_dump())}
     res = await _run_tool(state, ctx, action)
     if res.failed:  # no outcome to reveal: the question stops here and is not stored
         raise ModelError(f"evidence check {action['id']!r} could not be run: {res.error}")
-    return {"pending": {"action": idx, **_result_dict(res)}, "calls": [c.as_dict() for c in res.calls]}
+    purchase = Purchase(action=idx, **_observation(res).model_dump())
+    return {"pending": purchase, "calls": [c.as_dict() for c in res.calls]}
 
 
 async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Reveal the outcome to the policy's state; log who moved up and down."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     pending = state["pending"]
     assert pending is not None
     bought = list(state.get("bought") or [])
-    pairs = [*_bought_pairs(state), (pending["action"], pending["outcome"])]
-    step = planner_for(state, ctx).step(pairs)
-    action = state["actions"][pending["action"]]
-    entry = {
-        "step": len(bought) + 1,
-        "action": pending["action"],
-        "id": action["id"],
-        "kind": action["kind"],
-        "claim": action["claim"],
-        "candidate": action["candidate"],
-        "cost": action["cost"],
-        "design_cost": action.get("design_cost", action["cost"]),
-        "tokens": pending.get("tokens"),
-        "seconds": pending.get("seconds"),
-        "group": action["group"],
-        "outcome": pending["outcome"],
-        "rationale": pending["rationale"],
-        "error": pending["error"],
-        "view": pending["view"],
-        "raw_reply": pending["raw_reply"],
-        "calls": pending["calls"],
-        "kappa": step.kappa,
-        "moved_up": step.moved_up,
-        "moved_down": step.moved_down,
-        "scores": step.scores,
-    }
+    step = session_for(state, ctx).reveal(pending.action, pending.outcome)
+    action = state["actions"][pending.action]
+    entry = EvidenceEntry(
+        step=len(bought) + 1,
+        action=pending.action,
+        id=action["id"],
+        kind=action["kind"],
+        claim=action["claim"],
+        candidate=action["candidate"],
+        cost=action["cost"],
+        design_cost=action.get("design_cost", action["cost"]),
+        tokens=pending.tokens,
+        seconds=pending.seconds,
+        group=action["group"],
+        outcome=pending.outcome,
+        rationale=pending.rationale,
+        error=pending.error,
+        view=pending.view,
+        raw_reply=pending.raw_reply,
+        calls=pending.calls,
+        kappa=step.kappa,
+        moved_up=step.moved_up,
+        moved_down=step.moved_down,
+        scores=step.scores,
+    )
     bought.append(entry)
-    if ctx.on_step is not None:
-        ctx.on_step(entry)
+    emit(ctx, state, "purchase", **entry.model_dump())
     return {"bought": bought, "pending": None}
 
 
 async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
-    """The policy's selection and final scores, and the raw-majority selection beside it."""
-    planner = planner_for(state, runtime.context)
-    sel, scores, spent = planner.finish(_bought_pairs(state))
-    raw, prior = planner.raw_majority()
-    return {"selected": sel, "scores": scores, "cost": spent, "raw_selected": raw, "prior_scores": prior}
+    """The policy's selection and final scores, and the raw-majority selection beside it.
+
+    A run steered to stop where the policy would still buy (``next_action`` set to -1 from outside
+    the graph) skips each purchase the policy still proposes, so the stored ledger replays to this stop.
+    """
+    ctx = context_of(runtime)
+    session = session_for(state, ctx)
+    out: dict[str, Any] = {}
+    if state.get("next_action", -1) < 0 and session.next_action() >= 0:
+        after = len(state.get("bought") or [])
+        entries = [skip_entry(state["actions"][a], a, "stopped", after) for a in session.stop("stopped")]
+        out["skipped"] = [*(state.get("skipped") or []), *entries]
+    res = session.finish()
+    raw, prior = session.raw_majority()
+    emit(ctx, state, "selected", selected=res.selected, raw_selected=raw, cost=res.spent, scores=res.scores)
+    return {
+        **out,
+        "selected": res.selected,
+        "scores": res.scores,
+        "cost": res.spent,
+        "raw_selected": raw,
+        "prior_scores": prior,
+    }
 
 
 def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
@@ -415,17 +563,20 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
     """The stored ledger record: the menu with the outcomes this run observed, plus the evidence log."""
     cfg = ctx.config
     bought = state.get("bought") or []
-    step_of = {b["id"]: b["step"] for b in bought}
-    observed: dict[str, dict[str, Any]] = dict(state.get("outcomes") or {})
+    step_of = {b.id: b.step for b in bought}
+    skipped = {s["id"]: s["reason"] for s in state.get("skipped") or []}
     keys = ("outcome", "rationale", "view", "error", "raw_reply", "calls", "tokens", "seconds")
+    observed: dict[str, dict[str, Any]] = {k: v.model_dump() for k, v in (state.get("outcomes") or {}).items()}
     for b in bought:
-        observed[b["id"]] = {k: b.get(k) for k in keys}
+        observed[b.id] = b.model_dump(include=set(keys))
     actions = []
     for a in state["actions"]:
         res = observed.get(a["id"])
         extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a["id"])}
         if res is not None:
             extra.update({k: res.get(k) for k in keys[1:]})
+        if a["id"] in skipped:  # refused when proposed (spec section 10): a replay refuses it too
+            extra["skipped"] = skipped[a["id"]]
         actions.append({**a, **extra})
     rec = _state_record(
         state,
@@ -450,7 +601,7 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
                 "scores": state["scores"],
                 "prior_scores": state["prior_scores"],
             },
-            "evidence_log": [{k: v for k, v in b.items() if k not in ("scores", "raw_reply")} for b in bought],
+            "evidence_log": [b.logged() for b in bought],
             # every model call with its prompt version (the store's call table has no column for it)
             "model_calls": [{k: c.get(k) for k in _CALL_KEYS} for c in state.get("calls") or []],
         },
@@ -460,12 +611,10 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
 
 async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Write the question's record, model calls, transcript and image reference to the store."""
-    ctx = runtime.context
+    ctx = context_of(runtime)
     record = final_record(state, ctx)
-    transcript = planner_for(state, ctx).transcript(_bought_pairs(state))
+    transcript = session_for(state, ctx).transcript()
     ctx.planners.pop(state["question_id"], None)  # the question is done
-    if transcript["selected"] != state["selected"]:
-        raise RuntimeError(f"offline replay selected {transcript['selected']}, the online run {state['selected']}")
     if ctx.store is not None:
         from boe.agent.persist import save_question
 

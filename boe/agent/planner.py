@@ -1,38 +1,28 @@
-"""The one code path shared with `boe replay`: a question's menu as a `Question`, driven by a policy.
+"""The agent's side of the one policy loop: a question's menu as a ledger record, driven by a core `Session`.
 
 The agent never scores or chooses on its own. It builds the ledger record of
-the question (candidates, claims, edges, the menu with placeholder outcomes),
-turns it into a `Question` and an `EvidenceState` with ``Q = 1`` under the
-run's calibration, and makes exactly the calls `boe.core.replay.run_policy`
-makes: ``policy.start``, then per step ``policy.choose`` -> ``state.reveal``
--> ``policy.observe``, then ``policy.select`` / ``policy.final_scores``.
-Where the replay reads a stored outcome, the agent has run the tool.
+the question (candidates, claims, edges, the menu with placeholder outcomes)
+and holds a `boe.core.session.Session` on it: the same `PolicySession` that
+`boe.core.replay.run_policy` drives offline, answered here by the tools (and
+by a person or program that vetoes a purchase) instead of stored outcomes.
 
-Graph state holds only the bought (action, outcome) pairs, so the planner
-rebuilds the policy's state from them at every step; on the way it checks
-that the policy chooses the recorded actions again (a determinism check
-that also makes a resumed checkpoint safe).
+Graph state keeps the events only (the evidence log's purchases, and the
+``skipped`` entries between them), so a restored checkpoint rebuilds the
+session from them; `events_of` reads them back in order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from boe.core.calibration import Calibration
-from boe.core.graph import OUTCOME_CODES, GroupIndex, Question
 from boe.core.ledger import LedgerRecord, format_for
-from boe.core.policies import Policy, make_policy
-from boe.core.replay import plan_calibration, replay, transcripts
-from boe.core.state import EvidenceState, bind_questions
+from boe.core.session import Event, Reveal, Skip, Step
 from boe.kinds import declare_kinds
 
-__all__ = ["Planner", "Step", "build_record"]
+__all__ = ["PLACEHOLDER", "Step", "build_record", "events_of", "skip_entry"]
 
-#: Outcome stored for an action the online run did not buy (never read: see `Planner`).
+#: Outcome stored for an action the online run did not buy (never read: a policy reads only bought outcomes).
 PLACEHOLDER = "unresolved"
 
 
@@ -74,152 +64,20 @@ def build_record(
     return LedgerRecord.model_validate(data)
 
 
-@dataclass
-class _Memo:
-    """The state a planner reached after ``pairs`` (and the policy's choice there, once asked)."""
-
-    pairs: list[tuple[int, str]]
-    state: EvidenceState
-    policy: Policy
-    steps: list[Step]
-    choice: int | None
+def skip_entry(action: Mapping[str, Any], index: int, reason: str, after: int) -> dict[str, Any]:
+    """The graph-state entry of a skipped purchase: menu ``index``, its id, why, and how many purchases preceded it."""
+    return {"action": index, "id": action["id"], "reason": reason, "after": after}
 
 
-@dataclass
-class Step:
-    """One bought action as the policy saw it."""
-
-    action: int
-    outcome: str
-    moved_up: list[int]
-    moved_down: list[int]
-    kappa: float
-    scores: list[float]
-
-
-class Planner:
-    """A policy on one question's menu, under one calibration and budget."""
-
-    def __init__(
-        self,
-        record: LedgerRecord,
-        calibration: Calibration,
-        policy: str,
-        budget: float,
-        *,
-        eta: float = 0.0,
-        seed: int = 0,
-    ) -> None:
-        self.record = record
-        self.groups = GroupIndex()
-        self.question = Question.from_record(record, self.groups)
-        self.calibration = calibration
-        self.policy_name = policy
-        self.policy_options = {"eta": eta, "seed": seed}
-        self.budget = float(budget)
-        self.kappa = calibration.arrays(self.groups.keys)[0]
-        self._memo: _Memo | None = None
-
-    def _fresh(self) -> tuple[EvidenceState, Policy]:
-        state = bind_questions([self.question], [0], [self.calibration], None, self.groups.keys, self.budget)
-        policy = make_policy(self.policy_name, **self.policy_options)
-        policy.start(state)
-        return state, policy
-
-    def _choose(self, state: EvidenceState, policy: Policy) -> int:
-        choice = policy.choose(state)
-        return int(np.where(state.done, -1, choice)[0])
-
-    def _replay(self, bought: Sequence[tuple[int, str]]) -> tuple[EvidenceState, Policy, list[Step]]:
-        """Run the policy over the recorded purchases, exactly as `run_policy` would.
-
-        The nodes ask with one more purchase each time: the state reached last
-        time is continued when ``bought`` extends its purchases (the policy
-        still chooses once per state, as in `run_policy`); anything else
-        replays from the start.
-        """
-        pairs = [(int(a), str(o)) for a, o in bought]
-        memo = self._memo
-        if memo is not None and memo.pairs == pairs[: len(memo.pairs)]:
-            state, policy, steps, pending = memo.state, memo.policy, list(memo.steps), memo.choice
-            todo = pairs[len(memo.pairs) :]
-        else:
-            (state, policy), steps, pending, todo = self._fresh(), [], None, pairs
-        k = self.question.k
-        for action, outcome in todo:
-            chosen = pending if pending is not None else self._choose(state, policy)
-            pending = None
-            if chosen != action:
-                raise RuntimeError(
-                    f"policy {self.policy_name!r} chose action {chosen} where the transcript bought {action}: "
-                    "the menu, calibration or policy changed since the purchase"
-                )
-            rows = np.array([0], dtype=np.intp)
-            acts = np.array([action], dtype=np.intp)
-            outs = np.array([OUTCOME_CODES[outcome]], dtype=np.int8)
-            before = state.logit[0, :k].copy()
-            state.reveal(rows, acts, outs)
-            policy.observe(state, rows, acts, outs)
-            move = state.logit[0, :k] - before
-            steps.append(
-                Step(
-                    action=action,
-                    outcome=outcome,
-                    moved_up=[int(i) for i in np.nonzero(move > 0)[0]],
-                    moved_down=[int(i) for i in np.nonzero(move < 0)[0]],
-                    kappa=float(self.kappa[self.question.group[action]]),
-                    scores=[float(x) for x in policy.final_scores(state)[0, :k]],
-                )
-            )
-        self._memo = _Memo(pairs, state, policy, list(steps), pending)
-        return state, policy, steps
-
-    def next_action(self, bought: Sequence[tuple[int, str]]) -> int:
-        """The action the policy buys next (index into the menu), or -1 to stop."""
-        state, policy, _ = self._replay(bought)
-        memo = self._memo
-        assert memo is not None
-        if memo.choice is None:
-            memo.choice = self._choose(state, policy)
-        return memo.choice
-
-    def step(self, bought: Sequence[tuple[int, str]]) -> Step:
-        """The last purchase of ``bought`` with its effect on the scores."""
-        return self._replay(bought)[2][-1]
-
-    def finish(self, bought: Sequence[tuple[int, str]]) -> tuple[int, list[float], float]:
-        """(selected candidate, final scores, spent) after the purchases."""
-        state, policy, _ = self._replay(bought)
-        sel = int(policy.select(state)[0])
-        scores = [float(x) for x in policy.final_scores(state)[0, : self.question.k]]
-        return sel, scores, float(state.spent[0])
-
-    def raw_majority(self) -> tuple[int, list[float]]:
-        """The zero-evidence selection (the raw majority answer) and the cheap-prior scores."""
-        state, _ = self._fresh()
-        raw = make_policy("raw")
-        return int(raw.select(state)[0]), [float(x) for x in raw.final_scores(state)[0, : self.question.k]]
-
-    def transcript(self, bought: Sequence[tuple[int, str]]) -> dict[str, Any]:
-        """The spec section 7 transcript, written by `boe.core.replay` itself from the record with its outcomes.
-
-        The offline replay engine runs the same policy, budget and calibration
-        over the bought outcomes; if it does not buy exactly the actions the
-        online run bought, the one-code-path promise is broken and this raises.
-        """
-        outcomes = {self.record.actions[a].id: o for a, o in bought}
-        data = self.record.model_dump(mode="json", exclude_unset=True)
-        for act in data["actions"]:
-            act["outcome"] = outcomes.get(act["id"], PLACEHOLDER)
-        rec = LedgerRecord.model_validate(data)
-        groups = GroupIndex()
-        question = Question.from_record(rec, groups)
-        plan = plan_calibration([question], groups.keys, "file", file_calibration=self.calibration)
-        run = replay(
-            [question], groups.keys, [self.policy_name], [self.budget], plan, policy_options=dict(self.policy_options)
-        )[0]
-        line = transcripts(run, [question])[0]
-        online = [self.record.actions[a].id for a, _ in bought]
-        if line["actions"] != online:
-            raise RuntimeError(f"offline replay bought {line['actions']} where the online run bought {online}")
-        return line
+def events_of(bought: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, Any]] = ()) -> list[Event]:
+    """A question's session events in order: its purchases, with each skip placed after ``after`` purchases."""
+    out: list[Event] = []
+    skips = list(skipped)
+    j = 0
+    for n, b in enumerate(bought):
+        while j < len(skips) and skips[j]["after"] <= n:
+            out.append(Skip(int(skips[j]["action"]), str(skips[j]["reason"])))
+            j += 1
+        out.append(Reveal(int(b["action"]), str(b["outcome"])))
+    out.extend(Skip(int(s["action"]), str(s["reason"])) for s in skips[j:])
+    return out

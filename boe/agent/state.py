@@ -1,9 +1,11 @@
 """Graph state and run context of the agent.
 
-`AgentState` is what LangGraph checkpoints: plain JSON-ready values only
-(ids, paths, strings, numbers, lists and dicts). Images, arrays, clients and
-the policy live in `AgentContext`, handed to every node by the runtime and
-never serialised.
+`AgentState` is what LangGraph checkpoints: JSON-ready values (ids, paths,
+strings, numbers, lists and dicts) and the small typed records below
+(`Observation`, `Purchase`, `EvidenceEntry`: pydantic models, which
+the checkpointers serialise as the state schema allow-lists them). Images,
+arrays, clients and the policy live in `AgentContext`, handed to every node
+by the runtime and never serialised.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
+from pydantic import BaseModel, ConfigDict, Field
+
 if TYPE_CHECKING:
     from boe.agent.configuration import AgentConfig
     from boe.core.calibration import Calibration
@@ -19,7 +23,60 @@ if TYPE_CHECKING:
     from boe.tools.images import LoadedImage
     from boe.tools.protocol import EvidenceTool
 
-__all__ = ["AgentContext", "AgentState"]
+__all__ = ["AgentContext", "AgentState", "EvidenceEntry", "Observation", "Purchase"]
+
+
+class Observation(BaseModel):
+    """What running one action gave: its outcome, why, what was looked at, and what it took."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: str
+    rationale: str | None = None
+    view: dict[str, Any] | None = None
+    error: str | None = None
+    raw_reply: str | None = None
+    calls: list[str] = Field(default_factory=list)  # call ids of the model calls it made
+    tokens: int | None = None
+    seconds: float | None = None
+
+
+class Purchase(Observation):
+    """The result of the action being bought (between ``act`` and ``update``), by its menu index."""
+
+    action: int
+
+
+class EvidenceEntry(BaseModel):
+    """One bought action in the evidence log: the menu entry, what it revealed, and how the scores moved."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    action: int  # index into the menu
+    id: str
+    kind: str
+    claim: str | None
+    candidate: int | None
+    cost: float
+    design_cost: float
+    tokens: int | None
+    seconds: float | None
+    group: str
+    outcome: str
+    rationale: str | None
+    error: str | None
+    view: dict[str, Any] | None
+    raw_reply: str | None
+    calls: list[str]
+    kappa: float
+    moved_up: list[int]
+    moved_down: list[int]
+    scores: list[float]
+
+    def logged(self) -> dict[str, Any]:
+        """The entry as the stored record's ``evidence_log`` holds it (no scores, no raw reply)."""
+        return self.model_dump(exclude={"scores", "raw_reply"})
 
 
 class AgentState(TypedDict, total=False):
@@ -40,10 +97,12 @@ class AgentState(TypedDict, total=False):
     edges: list[dict[str, Any]]
     actions: list[dict[str, Any]]  # the menu, without outcomes
     mode: str  # "online" (run the bought actions) or "full" (run every action, then plan over them)
-    outcomes: dict[str, dict[str, Any]]  # full-ledger mode: every action's result, by action id
-    bought: list[dict[str, Any]]  # the evidence log: one entry per bought action, in order
-    pending: dict[str, Any] | None  # the result of the action being bought (between act and update)
-    next_action: int  # index into actions, -1: stop
+    outcomes: dict[str, Observation]  # full-ledger mode: every action's result, by action id
+    bought: list[EvidenceEntry]  # the evidence log: one entry per bought action, in order
+    skipped: list[dict[str, Any]]  # purchases refused when proposed (planner.skip_entry): action, id, reason, after
+    pending: Purchase | None  # the result of the action being bought (between act and update)
+    next_action: int  # index into actions, -1: stop (set to -1 with `update_state` to stop the question there)
+    planned: int  # the policy's proposal, as `plan` wrote it (only -1 may be set over it)
     selected: int
     raw_selected: int
     scores: list[float]
@@ -52,6 +111,9 @@ class AgentState(TypedDict, total=False):
     calls: Annotated[list[dict[str, Any]], operator.add]  # every model call, appended by the nodes
     record: dict[str, Any]  # the stored ledger record
     transcript: dict[str, Any]  # the spec section 7 transcript line
+    # input of a question started by the graph itself (LangGraph Studio / server): the ``intake`` node fills the
+    # fields above from these when ``analysis`` is missing
+    image_path: str | list[str]
 
 
 @dataclass(eq=False)
@@ -66,6 +128,6 @@ class AgentContext:
     images: dict[str, LoadedImage] = field(default_factory=dict)  # by content id
     store: Any = None  # boe.db.Store or None
     run_id: Any = None
-    on_step: Any = None  # optional callback(state_update) for progress output and tests
-    # the planner of each question in progress, with the state lists it was built from (see nodes.planner_for)
+    on_step: Any = None  # optional callback(evidence entry dict) for each purchase, beside the stream writer
+    # the policy session of each question in progress, with the menu it was built on (see nodes.session_for)
     planners: dict[str, tuple[tuple[Any, ...], Any]] = field(default_factory=dict)

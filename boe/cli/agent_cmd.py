@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from boe.cli.agent_options import AgentOptions, agent_options
 from boe.cli.common import err_console, out_console
 
 if TYPE_CHECKING:
@@ -264,6 +265,7 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+@agent_options()
 def ask_command(
     image: Path = typer.Argument(..., help="The image (PNG, JPEG, BMP, TIFF, WebP or DICOM).", show_default=False),
     question: str = typer.Argument(..., help="The question about the image.", show_default=False),
@@ -271,133 +273,30 @@ def ask_command(
         None, "--image", help="Another figure of the same question (repeat, up to 6 images in all)."
     ),
     figures: Optional[str] = typer.Option(
-        None, "--figures", help="Figure ids of IMAGE and each --image, comma-separated [the file stems]."
+        None,
+        "--figures",
+        help="Figure ids of IMAGE and each --image, comma-separated.",
+        show_default="the file stems",
     ),
-    frame: Optional[int] = typer.Option(None, "--frame", help="Frame of a multi-frame DICOM file [the middle one]."),
     options: Optional[str] = typer.Option(None, "--options", help="Multiple choice: A=text,B=text,..."),
-    base_url: str = typer.Option(
-        ...,
-        "--base-url",
-        envvar=["BOE_BASE_URL", "OPENAI_BASE_URL"],
-        help="OpenAI-compatible endpoint of the generator, e.g. http://127.0.0.1:8000/v1.",
-    ),
-    model: str = typer.Option(..., "--model", envvar="BOE_MODEL", help="Generator model name."),
-    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model [default: the generator]."),
-    judge_base_url: Optional[str] = typer.Option(
-        None, "--judge-base-url", help="Judge endpoint [default: --base-url]."
-    ),
-    k: int = typer.Option(16, "--k", help="Candidates sampled."),
-    temperature: float = typer.Option(1.1, "--temperature", help="Generator temperature."),
-    budget: float = typer.Option(16, "--budget", help="Evidence budget in design-cost units."),
-    policy: str = typer.Option("boe", "--policy", help="raw, boe, boe-factor, random-factor, whole (and plugins)."),
-    eta: float = typer.Option(0.0, "--eta", help="boe stops when the best value per cost is <= eta."),
-    calibration: Optional[Path] = typer.Option(
-        None, "--calibration", help="Calibration FILE.json [default: the shipped simulator calibration]."
-    ),
-    dataset: str = typer.Option(
-        "boe-sim", "--dataset", help="Dataset name: the calibration groups used are DATASET/..."
-    ),
-    root: Optional[Path] = typer.Option(None, "--root", help="Dataset root: refuse images outside it."),
     reference: Optional[str] = typer.Option(
         None, "--reference", help="The known answer (evaluation only; the policy never reads it)."
-    ),
-    costs: Optional[str] = typer.Option(
-        None,
-        "--costs",
-        help="paper (1,4,4,8,8), four or five numbers (the built-in action kinds' costs in menu order, as "
-        "boe plugins lists them; the fifth is optional), measured "
-        "(from this run's earlier questions; measured:seconds for time), or a FILE (boe costs --out FILE).",
-    ),
-    sam_checkpoint: Optional[Path] = typer.Option(
-        None, "--sam-checkpoint", help="segment-anything checkpoint for grounded views (needs the sam extra)."
-    ),
-    sam_model: str = typer.Option("auto", "--sam-model", help="auto, vit_b, vit_l or vit_h (checked against it)."),
-    sam_device: str = typer.Option("cpu", "--sam-device", help="cpu, cuda, cuda:N or auto."),
-    segmenter: str = typer.Option(
-        "auto", "--segmenter", help="auto (sam with a checkpoint, else opencv), opencv or sam."
-    ),
-    view: str = typer.Option("crop", "--view", help="Grounded view: crop (mask's box), mask or overlay."),
-    judge_temperature: float = typer.Option(0.0, "--judge-temperature", help="Judge temperature."),
-    ledger: str = typer.Option(
-        "online",
-        "--ledger",
-        help="online (run the bought checks) or full (run every check, for calibration and replays).",
     ),
     db: Optional[str] = typer.Option(
         None, "--db", help="Store the run here (sqlite:///file.db, a path, or postgresql+psycopg://...)."
     ),
-    run: Optional[str] = typer.Option(None, "--run", help="Run name in --db [default: ask-TIMESTAMP]."),
+    run: Optional[str] = typer.Option(None, "--run", help="Run name in --db.", show_default="ask-TIMESTAMP"),
     checkpoint: Optional[Path] = typer.Option(
         None, "--checkpoint", help="SQLite checkpoint file: an interrupted question resumes without paying again."
     ),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed sent to the endpoint."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per request."),
-    max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (429/5xx/timeouts)."),
-    concurrency: int = typer.Option(8, "--concurrency", help="Requests in flight at most."),
-    server: Optional[str] = typer.Option(
-        None, "--server", help="auto (from GET /models), vllm, sglang, openai or generic: how requests are worded."
-    ),
-    top_p: Optional[float] = typer.Option(None, "--top-p", help="Sampling top_p sent explicitly [1]."),
-    top_k: Optional[int] = typer.Option(
-        None, "--top-k", help="Sampling top_k sent explicitly [-1: no limit; not sent to OpenAI's API]."
-    ),
-    min_p: Optional[float] = typer.Option(None, "--min-p", help="Sampling min_p sent explicitly [0]."),
-    extra_body: Optional[str] = typer.Option(
-        None, "--extra-body", help="JSON merged into generator requests, e.g. '{\"chat_template_kwargs\": {...}}'."
-    ),
-    judge_extra_body: Optional[str] = typer.Option(None, "--judge-extra-body", help="JSON merged into judge requests."),
-    max_pixels: Optional[int] = typer.Option(
-        None, "--max-pixels", help="Pixels of a figure as sent [1048576]; larger ones are downscaled (0: no limit)."
-    ),
-    pixel_limit: Optional[int] = typer.Option(
-        None, "--pixel-limit", help="Refuse images declaring more pixels than this [100000000]."
-    ),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Reply tokens asked for at most [512]."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON document."),
+    *,
+    agent: AgentOptions,
 ) -> None:
     """Answer one image question: sample K candidates, buy evidence, select, print the evidence log."""
-    from boe.agent.api import ask
-    from boe.agent.configuration import make_config
-    from boe.cli.serving import endpoint_settings
+    from boe.api import ask
 
-    cfg = make_config(
-        base_url=base_url,
-        model=model,
-        judge_model=judge_model,
-        judge_base_url=judge_base_url,
-        k=k,
-        temperature=temperature,
-        budget=budget,
-        policy=policy,
-        eta=eta,
-        calibration=None if calibration is None else str(calibration),
-        dataset=dataset,
-        root=None if root is None else str(root),
-        ledger=ledger,
-        seed=seed,
-        timeout=timeout,
-        max_retries=max_retries,
-        concurrency=concurrency,
-        judge_temperature=judge_temperature,
-        **_parse_costs(costs),
-        segmenter=segmenter,
-        sam_checkpoint=None if sam_checkpoint is None else str(sam_checkpoint),
-        sam_model=sam_model,
-        sam_device=sam_device,
-        grounded_view=view,
-        dicom_frame=frame,
-        **endpoint_settings(
-            server=server,
-            top_p=top_p,
-            top_k=top_k,
-            min_p=min_p,
-            extra_body=extra_body,
-            judge_extra_body=judge_extra_body,
-            max_pixels=max_pixels,
-            pixel_limit=pixel_limit,
-            max_tokens=max_tokens,
-        ),
-    )
+    cfg = agent.build()
     images = _images(image, more_images or [], figures)
     result = ask(
         images, question, config=cfg, options=options, reference=reference, db=db, run_name=run, checkpoint=checkpoint
@@ -410,33 +309,40 @@ def ask_command(
         err_console().print(f"[dim]stored as run {result.run!r} in {_safe(db)}[/]", highlight=False)
 
 
+@agent_options(
+    exclude=("base_url", "model", "judge_base_url", "dataset", "root"),
+    defaults={"judge_model": "boe-sim-judge"},
+    help_defaults={"judge_model": "boe-sim-judge, the simulator's independent judge; same: the generator"},
+)
 def demo_command(
     db: Path = typer.Option(Path("boe-demo.db"), "--db", help="SQLite file the run is stored in."),
     questions: Optional[str] = typer.Option(
-        None, "--questions", help="Comma-separated question ids [the curated few of the shipped set]."
+        None,
+        "--questions",
+        help="Comma-separated question ids.",
+        show_default="the curated few of the shipped set",
     ),
     data: Optional[Path] = typer.Option(
-        None, "--data", help="Another boe-sim dataset folder (boe sim dataset) [the shipped demo set]."
-    ),
-    k: int = typer.Option(16, "--k", help="Candidates sampled."),
-    budget: float = typer.Option(16, "--budget", help="Evidence budget."),
-    policy: str = typer.Option("boe", "--policy", help="Selection policy."),
-    judge_model: str = typer.Option(
-        "boe-sim-judge", "--judge-model", help="The simulator's independent judge, or 'same' (the generator)."
+        None, "--data", help="Another boe-sim dataset folder (boe sim dataset).", show_default="the shipped demo set"
     ),
     same_model: bool = typer.Option(
         True, "--same-model/--no-same-model", help="Also run with the generator as its own judge and report it."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON document."),
+    *,
+    agent: AgentOptions,
 ) -> None:
     """Run the agent against the built-in simulator on a few shipped questions; store the run in ./boe-demo.db."""
     import asyncio
 
+    from rich.markup import escape
+
     from boe.agent.demo import (
         DEMO_QUESTIONS,
+        SIM_MODEL,
         db_url,
         default_run_name,
-        demo_config,
+        demo_data,
         demo_questions,
         run_questions,
         simulator,
@@ -444,6 +350,14 @@ def demo_command(
     from boe.cli.common import parse_list
     from boe.errors import ConfigError
 
+    judge = agent.values().get("judge_model")
+    cfg = agent.build(  # checked before the simulator starts; its URL is filled in below
+        base_url="http://127.0.0.1:1/v1",
+        model=SIM_MODEL,
+        judge_model=None if judge in ("same", SIM_MODEL) else judge,
+        dataset="boe-sim",
+        root=str(Path(data if data is not None else demo_data()).resolve()),
+    )
     ids = parse_list(questions) if questions else ([] if data is not None else list(DEMO_QUESTIONS))
     try:
         qs = demo_questions(ids, data)
@@ -463,12 +377,12 @@ def demo_command(
             render_result(res, console, title=res.question_id)
 
     with simulator() as base_url:
+        cfg = cfg.model_copy(update={"base_url": base_url})
         if not as_json:
             console.print(
-                f"[dim]simulator at {base_url}; K={k}, budget {_num(budget)}, policy {policy}[/]", highlight=False
+                f"[dim]simulator at {base_url}; K={cfg.k}, budget {_num(cfg.budget)}, policy {escape(cfg.policy)}[/]",
+                highlight=False,
             )
-        root = None if data is None else str(data)
-        cfg = demo_config(base_url, k=k, budget=budget, policy=policy, judge_model=judge_model, root=root)
         run = asyncio.run(run_questions(cfg, qs, db=url, run_name=default_run_name("demo"), on_result=show))
         same = None
         if same_model and cfg.judge_model is not None:

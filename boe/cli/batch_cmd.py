@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from boe.cli.agent_options import AgentOptions, agent_options
 from boe.cli.common import Interrupted, err_console, out_console
 
 if TYPE_CHECKING:
@@ -19,10 +20,14 @@ if TYPE_CHECKING:
 __all__ = ["batch_command", "register"]
 
 
+@agent_options(exclude=("dataset", "root"), defaults={"ledger": "full", "concurrency": 64})
 def batch_command(
     dataset: Path = typer.Argument(..., help="The dataset folder or file.", show_default=False),
     fmt: Optional[str] = typer.Option(
-        None, "--format", help="vqa-rad, vqa-med, slake, pathvqa, pmc-vqa, medxpertqa, boe-sim (detected)."
+        None,
+        "--format",
+        help="vqa-rad, vqa-med, slake, pathvqa, pmc-vqa, medxpertqa, boe-sim.",
+        show_default="detected",
     ),
     split: Optional[str] = typer.Option(
         None,
@@ -30,21 +35,8 @@ def batch_command(
         help="The published split to run (train, test, val...; all: every split). A folder with several splits "
         "needs it.",
     ),
-    base_url: str = typer.Option(
-        ..., "--base-url", envvar=["BOE_BASE_URL", "OPENAI_BASE_URL"], help="OpenAI-compatible endpoint."
-    ),
-    model: str = typer.Option(..., "--model", envvar="BOE_MODEL", help="Generator model name."),
-    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model (default: the generator)."),
-    judge_base_url: Optional[str] = typer.Option(None, "--judge-base-url", help="Judge endpoint (--base-url)."),
     db: str = typer.Option(..., "--db", help="The store: sqlite:///file.db, a path, or postgresql+psycopg://..."),
     run: str = typer.Option(..., "--run", help="Run name; the same command again continues it."),
-    k: int = typer.Option(16, "--k", help="Candidates sampled per question."),
-    budget: float = typer.Option(16, "--budget", help="Evidence budget in design-cost units."),
-    policy: str = typer.Option("boe", "--policy", help="Selection policy."),
-    ledger: str = typer.Option(
-        "full", "--ledger", help="full (run every check once: any policy and budget replays later) or online."
-    ),
-    concurrency: int = typer.Option(64, "--concurrency", min=1, max=256, help="Model requests in flight at most."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N questions (file order)."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run that must exist already."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Estimate model calls and tokens; call nothing."),
@@ -54,90 +46,36 @@ def batch_command(
     semantic_grader: bool = typer.Option(
         False, "--semantic-grader", help="Grade open answers the rules leave undecided with the judge model (an LLM)."
     ),
-    calibration: Optional[Path] = typer.Option(
-        None, "--calibration", help="Calibration FILE.json (the shipped simulator calibration)."
-    ),
     namespace: Optional[str] = typer.Option(
-        None, "--namespace", help="Calibration namespace and stored dataset name (the dataset's name)."
-    ),
-    temperature: float = typer.Option(1.1, "--temperature", help="Generator temperature."),
-    judge_temperature: float = typer.Option(0.0, "--judge-temperature", help="Judge temperature."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed sent to the endpoint."),
-    costs: Optional[str] = typer.Option(
         None,
-        "--costs",
-        help="Design costs of the built-in action kinds in menu order, four or five numbers (1,4,4,8,8).",
+        "--namespace",
+        help="Calibration namespace and stored dataset name.",
+        show_default="the dataset's name",
     ),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per request."),
-    max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (429/5xx/timeouts)."),
-    worker: Optional[str] = typer.Option(None, "--worker", help="This worker's name (the first free slot here)."),
+    worker: Optional[str] = typer.Option(
+        None, "--worker", help="This worker's name.", show_default="the first free slot here"
+    ),
     lease: float = typer.Option(120.0, "--lease", min=2.0, help="Seconds a claimed question is this worker's."),
     cpu_workers: int = typer.Option(0, "--cpu-workers", min=0, max=64, help="Processes decoding figures (0: none)."),
     max_failures: int = typer.Option(20, "--max-failures", min=0, help="Stop after N failed questions (0: never)."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for questions other workers still hold."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar (on a terminal)."),
-    server: Optional[str] = typer.Option(
-        None, "--server", help="auto (from GET /models), vllm, sglang, openai or generic: how requests are worded."
+    progress: Optional[bool] = typer.Option(
+        None, "--progress/--no-progress", help="Progress bar.", show_default="on a terminal"
     ),
-    top_p: Optional[float] = typer.Option(None, "--top-p", help="Sampling top_p sent explicitly [1]."),
-    top_k: Optional[int] = typer.Option(
-        None, "--top-k", help="Sampling top_k sent explicitly [-1: no limit; not sent to OpenAI's API]."
-    ),
-    min_p: Optional[float] = typer.Option(None, "--min-p", help="Sampling min_p sent explicitly [0]."),
-    extra_body: Optional[str] = typer.Option(
-        None, "--extra-body", help="JSON merged into generator requests, e.g. '{\"chat_template_kwargs\": {...}}'."
-    ),
-    judge_extra_body: Optional[str] = typer.Option(None, "--judge-extra-body", help="JSON merged into judge requests."),
-    max_pixels: Optional[int] = typer.Option(
-        None, "--max-pixels", help="Pixels of a figure as sent [1048576]; larger ones are downscaled (0: no limit)."
-    ),
-    pixel_limit: Optional[int] = typer.Option(
-        None, "--pixel-limit", help="Refuse images declaring more pixels than this [100000000]."
-    ),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Reply tokens asked for at most [512]."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or estimate) as JSON."),
+    *,
+    agent: AgentOptions,
 ) -> None:
     """Answer every question of a dataset with the agent and store the run (resumable; many workers may share it)."""
-    from boe.agent.configuration import make_config
     from boe.batch import BatchConfig
-    from boe.cli.agent_cmd import _parse_costs
-    from boe.cli.serving import endpoint_settings
 
-    agent = make_config(
-        base_url=base_url,
-        model=model,
-        judge_model=judge_model,
-        judge_base_url=judge_base_url,
-        k=k,
-        budget=budget,
-        policy=policy,
-        ledger=ledger,
-        concurrency=concurrency,
-        calibration=None if calibration is None else str(calibration),
-        temperature=temperature,
-        judge_temperature=judge_temperature,
-        seed=seed,
-        **_parse_costs(costs),
-        timeout=timeout,
-        max_retries=max_retries,
-        **endpoint_settings(
-            server=server,
-            top_p=top_p,
-            top_k=top_k,
-            min_p=min_p,
-            extra_body=extra_body,
-            judge_extra_body=judge_extra_body,
-            max_pixels=max_pixels,
-            pixel_limit=pixel_limit,
-            max_tokens=max_tokens,
-        ),
-    )
+    agent_config = agent.build()
     config = BatchConfig(
         dataset=str(dataset),
         format=fmt,
         split=split,
         namespace=namespace,
-        agent=agent,
+        agent=agent_config,
         db=_db_url(db),
         run=run,
         limit=limit,
@@ -194,22 +132,18 @@ def _evaluate(summary: Any, config: Any) -> dict[str, Any] | None:
     A full ledger is replayed under crossfit:5 fitted on the run (held out; the agent itself scored with the
     calibration it was given, which may not cover this dataset); an online run under its own calibration.
     """
-    from boe.calibrations import choose_calibration
-    from boe.core.experiment import run_experiment
-    from boe.db import Store
+    from boe.api import load_questions, replay
 
-    with Store(config.db, create=False) as store:
-        questions, groups = store.load_questions(config.run)
-        stored_cal = store.get_run(config.run).config.get("calibration")
+    loaded = load_questions(db=config.db, run=config.run)
+    questions = loaded.questions
     labelled = [q for q in questions if q.labelled]
     if not labelled:
         return None
-    online = any(q.unobserved is not None for q in questions)
-    choice = choose_calibration(None, questions, run_calibration=stored_cal, online=online)
     policy, budget = config.agent.policy, config.agent.budget
-    exp = run_experiment(questions, groups.keys, ["raw", policy], [budget], calibration=choice.value, resamples=0)
-    rows = [r for r in exp.rows if r.policy == policy]
-    raw_rows = [r for r in exp.rows if r.policy == "raw"]
+    result = replay(loaded, policies=["raw", policy], budgets=[budget], resamples=0)
+    choice = result.calibration
+    rows = [r for r in result.rows if r.policy == policy]
+    raw_rows = [r for r in result.rows if r.policy == "raw"]
     if not rows or not raw_rows:
         return None
     return {
@@ -251,7 +185,8 @@ def _db_url(text: str) -> str:
 
 
 def _run(config: Any, show_progress: bool) -> BatchSummary:
-    from boe.batch import RichProgress, run_batch
+    from boe.api import run_batch
+    from boe.batch import RichProgress
 
     return run_batch(config, progress=RichProgress(err_console()) if show_progress else None)
 

@@ -42,22 +42,17 @@ def calibrate_command(
         save_calibration(cal, out)
         _print(cal, out, [], as_json)
         return
-    questions, keys, sources = _load(ledgers or [], db, run or [])
-    online = [q for q in questions if q.unobserved is not None]
-    if online:
-        raise ConfigError(
-            f"{len(online)} question(s) come from an online run (their records hold only the checks its policy "
-            "bought, a biased sample of outcomes): fit on a run made with --ledger full"
-        )
-    labelled = sum(1 for q in questions if q.labelled)
-    if not labelled:
-        raise ConfigError("no question has a reference answer: a calibration is fitted on labelled questions")
-    from boe.agent.calibrate import fit_questions
+    from boe.api import fit_calibration, load_questions
 
+    if not ledgers and not run:
+        raise ConfigError("give labelled full-ledger runs (--db DB --run NAME) or ledger files to fit on")
+    loaded = load_questions(ledgers or [], db=db, run=run or None)
     command = "boe calibrate " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else None
-    cal = fit_questions(questions, keys, cheap_kappa, fitted_on=sources, command=command)
+    cal = fit_calibration(loaded, cheap_kappa=cheap_kappa, command=command)
     save_calibration(cal, out)
     cal.source = str(out)
+    questions = loaded.questions
+    labelled = sum(1 for q in questions if q.labelled)
     warnings = []
     if labelled < len(questions):
         warnings.append(f"{len(questions) - labelled} question(s) without a reference add nothing to kappa")
@@ -67,39 +62,6 @@ def calibrate_command(
         )
     _print(cal, out, warnings, as_json)
     err_console().print(f"wrote {describe_calibration(cal)}", highlight=False, soft_wrap=True)
-
-
-def _load(ledgers: list[Path], db: str | None, runs: list[str]) -> tuple[list[Any], list[str], list[str]]:
-    """Questions of every run and ledger file, with one shared group index."""
-    from boe.core.experiment import load_questions
-    from boe.core.graph import GroupIndex
-    from boe.core.loading import load_ledgers
-    from boe.errors import ConfigError
-    from boe.util import redact_url
-
-    if not ledgers and not runs:
-        raise ConfigError("give labelled full-ledger runs (--db DB --run NAME) or ledger files to fit on")
-    if runs and db is None:
-        raise ConfigError("--run needs --db")
-    groups = GroupIndex()
-    questions: list[Any] = []
-    sources: list[str] = []
-    if ledgers:
-        qs, groups = load_ledgers(ledgers, groups=groups)
-        questions += qs
-        sources += [str(p) for p in ledgers]
-    if runs:
-        from boe.db import Store
-
-        url = db if db is not None and "://" in db else f"sqlite:///{Path(str(db)).expanduser()}"
-        with Store(url, create=False) as store:
-            for name in runs:
-                qs, groups = load_questions(store.iter_record_dicts(name), groups)
-                if not qs:
-                    raise ConfigError(f"run {name!r} in {redact_url(url)} holds no question")
-                questions += qs
-                sources.append(f"{redact_url(str(db)) if '@' in str(db) else db}#{name}")
-    return questions, groups.keys, sources
 
 
 def _print(cal: Any, out: Path, warnings: list[str], as_json: bool) -> None:

@@ -43,7 +43,7 @@ def replay_command(
         show_default=False,
     ),
     cheap_kappa: Optional[float] = typer.Option(
-        None, "--cheap-kappa", help="kappa of the cheap prior [default: 0.55, or the calibration file's]."
+        None, "--cheap-kappa", help="kappa of the cheap prior.", show_default="0.55, or the calibration file's"
     ),
     eta: float = typer.Option(0.0, "--eta", help="Stop when the best value per cost is <= eta."),
     seed: int = typer.Option(0, "--seed", help="Seed of random-factor, cross-fit folds and the bootstrap."),
@@ -51,7 +51,9 @@ def replay_command(
         None, "--transcripts", help="Write one transcript line per question x policy x budget."
     ),
     save_calibration: Optional[Path] = typer.Option(
-        None, "--save-calibration", help="Write the calibration fitted on all given questions."
+        None,
+        "--save-calibration",
+        help="Write the deployable calibration: the file replayed under, or the fit on every question.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as one JSON document on stdout."),
     compare: Optional[list[str]] = typer.Option(
@@ -65,14 +67,10 @@ def replay_command(
     run: Optional[str] = typer.Option(None, "--run", help="Run name in --db."),
 ) -> None:
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
-    from boe.calibrations import choose_calibration
+    from boe.api import load_questions, replay
     from boe.cli.common import check_outputs
-    from boe.core.calibration import Calibration, fit_groups
-    from boe.core.calibration import save_calibration as save_cal
-    from boe.core.experiment import run_experiment
     from boe.core.policies import POLICIES, _load_plugins
-    from boe.core.replay import stats_matrix, transcripts
-    from boe.errors import ConfigError
+    from boe.errors import ConfigError, RecordError
 
     check_outputs(("--transcripts", transcripts_out), ("--save-calibration", save_calibration))
     _load_plugins()
@@ -89,117 +87,46 @@ def replay_command(
         pairs.append((a, b))
     if cheap_kappa is not None and not 0 < cheap_kappa < 1:
         raise ConfigError(f"--cheap-kappa must lie in (0, 1), got {cheap_kappa}")
-    bad: list[str] = []
+    if db is None and not ledgers:
+        raise ConfigError("give at least one ledger file (or --db URL --run NAME)")
+    if db is not None and ledgers:
+        raise ConfigError("give ledger files or --db/--run, not both")
     console = err_console()
-    stored_cal = None
+
+    def on_error(err: RecordError) -> None:
+        console.print(f"[yellow]skipped[/] {err.describe()}", highlight=False)
 
     show = console.is_terminal and not as_json
     with progress_bar(console, show) as prog:
         prog.add_task("loading", total=None)
-
-        from boe.core.loading import load_ledgers
-        from boe.errors import RecordError
-
-        def on_error(err: RecordError) -> None:
-            bad.append(err.describe())
-            console.print(f"[yellow]skipped[/] {err.describe()}", highlight=False)
-
-        if db is None:
-            if not ledgers:
-                raise ConfigError("give at least one ledger file (or --db URL --run NAME)")
-            questions, groups = load_ledgers(ledgers, strict=strict, on_error=on_error)
-        else:
-            if ledgers:
-                raise ConfigError("give ledger files or --db/--run, not both")
-            if not run:
-                raise ConfigError("--db needs --run NAME")
-            from boe.db import Store
-
-            with Store(db) as store:
-                questions, groups = store.load_questions(run, strict=strict, on_error=on_error)
-                stored_cal = store.get_run(run).config.get("calibration")
-        if not questions:
+        loaded = load_questions(ledgers or [], db=db, run=run, strict=strict, on_error=on_error)
+        if not loaded.questions:
             console.print("[bold red]error:[/] nothing could be replayed (no valid record)")
             raise typer.Exit(1)
-        choice = choose_calibration(
-            calibration,
-            questions,
-            run_calibration=stored_cal if db is not None else None,
-            online=any(q.unobserved is not None for q in questions),
-        )
-        cal_arg = choice.value
-        t_rep = prog.add_task("replaying", total=len(questions))
-        exp = run_experiment(
-            questions,
-            groups.keys,
-            policies,
-            budgets,
-            calibration=cal_arg,
+        t_rep = prog.add_task("replaying", total=len(loaded.questions))
+        result = replay(
+            loaded,
+            policies=policies,
+            budgets=budgets,
+            calibration=calibration,
             cheap_kappa=cheap_kappa,
             eta=eta,
             seed=seed,
-            compare_pairs=pairs,
+            compare=pairs,
             resamples=resamples,
             progress=lambda n: prog.advance(t_rep, n),
         )
-    exp.settings["inputs"] = [str(p) for p in ledgers or []] if db is None else {"db": _safe_url(db), "run": run}
-    exp.settings["bad_records"] = len(bad)
 
     if transcripts_out is not None:
-        with transcripts_out.open("w", encoding="utf-8") as fh:
-            for r in exp.runs:
-                for line in transcripts(r, questions):
-                    fh.write(json.dumps(line, separators=(",", ":")) + "\n")
+        result.write_transcripts(transcripts_out)
     if save_calibration is not None:
-        if isinstance(cal_arg, Calibration) or cal_arg == "fit":
-            to_save = exp.plan.calibrations[0]
-        else:  # cross-fit: save the deployable fit on all questions
-            stats, gidx, _ = stats_matrix(questions, len(groups))
-            import numpy as np
-
-            summed = np.zeros((len(groups), 7))
-            for col in range(7):
-                summed[:, col] = np.bincount(gidx, weights=stats[:, col], minlength=len(groups))
-            to_save = fit_groups(summed, groups.keys, exp.plan.calibrations[0].cheap_kappa)
-            for p in policies:
-                from boe.core.policies import FittablePolicy, make_policy
-
-                pol = make_policy(p)
-                if isinstance(pol, FittablePolicy):
-                    to_save = pol.fit_extra(questions, np.ones(len(questions), bool), to_save)
-        if to_save.info is None and not isinstance(cal_arg, Calibration):  # what a fitted file covers
-            from collections import Counter
-            from datetime import UTC, datetime
-
-            from boe.core.calibration import CalibrationInfo
-
-            to_save.info = CalibrationInfo(
-                method="fit",
-                how="plug-in kappa and p on every replayed question (boe replay --save-calibration)",
-                datasets=dict(sorted(Counter(q.dataset for q in questions).items())),
-                questions=len(questions),
-                groups=len(to_save.groups),
-                created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            )
-        save_cal(to_save, save_calibration)
-
-    warnings = choice.warnings + exp.warnings()
+        result.save_calibration(save_calibration)
     if as_json:
-        data = exp.to_json()
-        data["calibration"]["label"] = choice.label
-        data["calibration"]["default"] = choice.default
-        data["warnings"] = warnings
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:
-        _print_tables(exp, bad, choice.label)
-    for warning in warnings:
+        _print_tables(result.experiment, loaded.bad, result.calibration.label)
+    for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-
-
-def _safe_url(url: str) -> str:
-    from boe.util import redact_url
-
-    return redact_url(url)
 
 
 #: Column legend of the terminal tables (they fit 80 columns; `--json` has every figure with its full name).

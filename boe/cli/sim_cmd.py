@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -39,7 +40,10 @@ def ledger_command(
     grounded_acc: Optional[float] = typer.Option(None, "--grounded-acc"),
     whole_acc: Optional[float] = typer.Option(None, "--whole-acc"),
     answer_acc: Optional[float] = typer.Option(
-        None, "--answer-acc", help="pool: add answer-level checks (format 1.1) of this accuracy [profile's]."
+        None,
+        "--answer-acc",
+        help="pool: add answer-level checks (format 1.1) of this accuracy.",
+        show_default="the profile's",
     ),
     answer_cost: Optional[float] = typer.Option(None, "--answer-cost", help="pool: cost of an answer-level check [8]."),
     echo: Optional[float] = typer.Option(
@@ -236,6 +240,36 @@ def _image_limit(text: str | None) -> int | None:
     if n < 0:
         raise ConfigError(f"--limit-mm-per-prompt must be N, image=N or '{{\"image\": N}}', got {text!r}")
     return n
+
+
+@sim_app.command("calibrate")
+def calibrate_command(
+    out: Path = typer.Option(..., "--out", help="The calibration file to write."),
+    n: int = typer.Option(400, "--n", min=1, help="Simulator questions with PNG images."),
+    seed: int = typer.Option(101, "--seed", help="Dataset seed (the DICOM questions use seed + 1)."),
+    dicom_n: int = typer.Option(0, "--dicom-n", min=0, help="Also DICOM questions (dataset boe-sim-dicom)."),
+    judge_model: str = typer.Option(
+        "boe-sim-judge", "--judge-model", help="The judge: boe-sim-judge, or same (the generator judges itself)."
+    ),
+    db: Optional[str] = typer.Option(
+        None, "--db", help="Keep the full ledger in this store (a complete one is reused).", show_default="a temp file"
+    ),
+) -> None:
+    """Fit the shipped simulator calibration: the agent's full ledger on fresh simulator questions, then the fit."""
+    from boe.cli.common import check_outputs
+    from boe.core.calibration import save_calibration
+    from boe.sim.calibrate import simulator_calibration
+
+    check_outputs(("--out", out))
+    command = f"boe sim calibrate --n {n} --seed {seed} --dicom-n {dicom_n} --judge-model {judge_model} --out {out}"
+    cal = simulator_calibration(n, seed, dicom_n=dicom_n, judge_model=judge_model, db=db, command=command)
+    save_calibration(cal, out)
+    questions = cal.info.questions if cal.info is not None else 0
+    typer.echo(f"fitted {len(cal.groups)} groups on {questions} questions -> {out}")
+    for key, g in sorted(cal.groups.items()):
+        typer.echo(
+            f"  {key:40s} kappa {g.kappa:.3f}  p {g.p['confirm']:.2f}/{g.p['reject']:.2f}/{g.p['unresolved']:.2f}"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import LedgerRecord, parse_record, read_ledger
 from boe.core.policies import POLICIES, Policy, make_policy, register_policy
 from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay, transcripts
+from boe.core.session import PolicySession, Reveal, Session, Skip
 from boe.core.state import EvidenceState, bind_questions
 
 __all__ = [
@@ -19,8 +20,12 @@ __all__ = [
     "GroupIndex",
     "LedgerRecord",
     "Policy",
+    "PolicySession",
     "Question",
     "ReplayRun",
+    "Reveal",
+    "Session",
+    "Skip",
     "bind_questions",
     "load_calibration",
     "make_policy",

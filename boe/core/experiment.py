@@ -21,7 +21,7 @@ from boe.core.policies import FittablePolicy, make_policy
 from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay
 from boe.errors import ConfigError
 
-__all__ = ["Experiment", "load_questions", "run_experiment"]
+__all__ = ["Experiment", "fit_deployable_calibration", "load_questions", "run_experiment"]
 
 REPORT_FORMAT = "boe-replay/1"
 
@@ -62,6 +62,24 @@ class Experiment:
             if r.policy == policy and r.budget == float(budget):
                 return r
         raise KeyError((policy, budget))
+
+    def deployable_calibration(
+        self, *, created: str | None = None, fitted_on: Sequence[str] = (), command: str | None = None
+    ) -> Calibration:
+        """The calibration to deploy after this experiment: the file it replayed under, as given; after ``fit``
+        or ``crossfit`` the plug-in fit on every question (each fold's fit is held out, the deployable one is
+        not), with the replayed policies' fitted extras."""
+        if self.plan.mode == "file":
+            return self.plan.calibrations[0]
+        return fit_deployable_calibration(
+            self.questions,
+            self.group_keys,
+            policies=self.settings.get("policies", ()),
+            cheap_kappa=self.plan.calibrations[0].cheap_kappa,
+            created=created,
+            fitted_on=fitted_on,
+            command=command,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable summary printed by `boe replay --json`."""
@@ -172,3 +190,47 @@ def unobserved_purchases(run: ReplayRun, questions: Sequence[Question]) -> int:
         if q.unobserved is not None and q.unobserved[run.actions_of(r)].any():
             n += 1
     return n
+
+
+def fit_deployable_calibration(
+    questions: Sequence[Question],
+    group_keys: Sequence[str],
+    *,
+    policies: Sequence[str] = (),
+    cheap_kappa: float | None = None,
+    created: str | None = None,
+    fitted_on: Sequence[str] = (),
+    command: str | None = None,
+) -> Calibration:
+    """The calibration a deployed agent scores with: kappa_g and p_g fitted on every question (spec section 4),
+    the fitted extras of those ``policies`` that have them (the `bayes` observation model), and ``info`` saying
+    what it covers (``created``: an ISO time the caller read off its clock)."""
+    from collections import Counter
+
+    from boe.core.calibration import CalibrationInfo
+
+    if not questions:
+        raise ConfigError("no questions to fit a calibration on")
+    keys = list(group_keys)
+    cal = plan_calibration(questions, keys, "fit", cheap_kappa=cheap_kappa).calibrations[0]
+    everyone = np.ones(len(questions), dtype=bool)
+    extras = []
+    for name in dict.fromkeys(policies):
+        pol = make_policy(name)
+        if isinstance(pol, FittablePolicy):
+            cal = pol.fit_extra(questions, everyone, cal, keys)
+            extras.append(name)
+    how = "plug-in kappa and p on every question (spec section 4)"
+    if extras:
+        how += f", and the {', '.join(extras)} observation model"
+    cal.info = CalibrationInfo(
+        method="fit",
+        how=how,
+        datasets=dict(sorted(Counter(q.dataset for q in questions).items())),
+        questions=len(questions),
+        groups=len(cal.groups),
+        created=created,
+        fitted_on=list(fitted_on),
+        command=command,
+    )
+    return cal

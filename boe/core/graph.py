@@ -116,6 +116,7 @@ class _Columns:
     outcome: list[int]
     unobserved: list[bool]
     failed: list[bool] = field(default_factory=list)
+    skipped: list[bool] = field(default_factory=list)  # refused when proposed (spec section 10)
     claims_unique: bool = True
     candidates_none: int = 0  # actions whose candidate is null
     incidence: I8 | None = None
@@ -140,6 +141,7 @@ class _Columns:
             outcome=sel(self.outcome),
             unobserved=sel(self.unobserved),
             failed=[],
+            skipped=sel(self.skipped) if self.skipped else [],
         )
 
     def rules_hold(self, rec: RecordDict) -> bool:
@@ -220,6 +222,7 @@ def _columns(rec: RecordDict) -> _Columns:
         outcome=[OUTCOME_CODES[a["outcome"]] for a in acts],
         unobserved=[a.get("observed") is False for a in acts],
         failed=[bool(a.get("failed")) for a in acts],
+        skipped=[a.get("skipped") is not None for a in acts],
         claims_unique=unique,
         candidates_none=candidates.count(None),
     )
@@ -257,6 +260,7 @@ class Question:
     alpha: I8  # (A, K) signed effect of a confirm outcome
     outcome: I8 = field(repr=False)  # (A,) +1 confirm, -1 reject, 0 unresolved (stored, hidden from policies)
     unobserved: B_ | None = None  # (A,) actions an online run never ran ("observed": false); None: all observed
+    skipped: B_ | None = None  # (A,) actions refused whenever a policy proposes them (spec section 10); None: none
 
     @property
     def k(self) -> int:
@@ -304,6 +308,7 @@ class Question:
             group=[a.group for a in acts],
             outcome=[OUTCOME_CODES[a.outcome] for a in acts],
             unobserved=[a.observed is False for a in acts],
+            skipped=[a.skipped is not None for a in acts],
         )
         return cls._build(rec.question_id, rec.dataset, cols, groups)
 
@@ -385,6 +390,7 @@ class Question:
             alpha=alpha,
             outcome=outcome,
             unobserved=np.array(cols.unobserved, dtype=bool) if True in cols.unobserved else None,
+            skipped=np.array(cols.skipped, dtype=bool) if True in cols.skipped else None,
         )
 
     def action_stats(self) -> F64:

@@ -181,6 +181,7 @@ class Action(_Open):
     outcome: Outcome
     observed: bool = True  # false: an online run never ran it; its outcome is a placeholder
     failed: bool = False  # the check could not be run: not part of the menu (spec section 1)
+    skipped: str | None = Field(default=None, min_length=1)  # why a run refused it when proposed (spec section 10)
 
     @field_validator("cost")
     @classmethod
@@ -456,6 +457,7 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
         outcome: Outcome
         observed: NotRequired[bool]  # false: an online run never ran it; its outcome is a placeholder
         failed: NotRequired[bool]  # true: the check could not be run; not part of the menu (spec section 1)
+        skipped: NotRequired[_NonEmpty | None]  # why a run refused it when proposed (spec section 10)
 
     @with_config(cfg)
     class TaskD(TypedDict, total=False):

@@ -65,6 +65,8 @@ def literal_calibration(records: Iterable[LedgerRecord], cheap_kappa: float = 0.
     outs: dict[str, dict[str, int]] = {}
     for rec in records:
         for a, act in enumerate(rec.actions):
+            if act.failed:  # spec section 1: calibration never counts a failed check
+                continue
             g = f"{rec.dataset}/{act.group}"
             pos.setdefault(g, [])
             neg.setdefault(g, [])
@@ -136,9 +138,14 @@ def literal_replay(
         return total - max(_s(x) for x in cur)
 
     bought: list[int] = []
+    refused: list[int] = []  # skipped actions the policy proposed (spec section 10)
     spent = 0.0
     while policy != "raw":
-        feasible = [a for a, act in enumerate(rec.actions) if a not in bought and act.cost <= budget - spent]
+        feasible = [
+            a
+            for a, act in enumerate(rec.actions)
+            if not act.failed and a not in bought and a not in refused and act.cost <= budget - spent
+        ]
         if policy in ("boe-factor", "random-factor", "label-guided"):
             feasible = [a for a in feasible if _target(rec, rec.actions[a].kind) == "claim"]
         elif policy == "whole":
@@ -168,11 +175,14 @@ def literal_replay(
             choice = feasible[_first_max(utils)]
         else:
             raise ValueError(policy)
+        if rec.actions[choice].skipped is not None:  # refused: not bought, and the policy proposes again
+            refused.append(choice)
+            continue
         bought.append(choice)
         spent += rec.actions[choice].cost
         logit = updated(logit, choice, rec.actions[choice].outcome)
     sel = select(logit)
-    return {
+    out: dict[str, object] = {
         "question_id": rec.question_id,
         "policy": policy,
         "budget": budget,
@@ -182,3 +192,6 @@ def literal_replay(
         "scores": [_s(x) for x in logit],
         "utility": rec.candidates[sel].utility,
     }
+    if refused:
+        out["skipped"] = [rec.actions[a].id for a in sorted(refused)]
+    return out

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from boe.core.calibration import DEFAULT_CHEAP_KAPPA, Calibration, crossfit_folds, fit_groups
 from boe.core.graph import Question
 from boe.core.policies import Policy, make_policy
+from boe.core.session import PolicySession, transcript_line
 from boe.core.state import EvidenceState, bind_questions
 
 __all__ = [
@@ -48,10 +49,15 @@ class ReplayRun:
     actions: npt.NDArray[np.int32]  # (N, S) bought action indices in order; -1 padding
     n_actions: npt.NDArray[np.int32]  # (N,)
     sharp: F64  # (N,) sum_i H_b(s_i(0)) - H_b(s_i(t))
+    skipped: dict[int, npt.NDArray[np.intp]] = field(default_factory=dict)  # row -> refused actions (spec 10)
 
     def actions_of(self, r: int) -> npt.NDArray[np.int32]:
         """Bought action indices of question ``r`` in order."""
         return self.actions[r, : self.n_actions[r]]
+
+    def skipped_of(self, r: int) -> npt.NDArray[np.intp]:
+        """Actions of question ``r`` refused as skipped (spec section 10), in menu order."""
+        return self.skipped.get(r, np.zeros(0, dtype=np.intp))
 
     def scores_of(self, r: int, k: int) -> F64:
         """Final scores of question ``r`` (its ``k`` candidates)."""
@@ -185,32 +191,39 @@ def run_policy(
     policy: Policy,
     outcomes: npt.NDArray[np.int8],
     sink: Callable[[EvidenceState, Policy], None],
+    skipped: npt.NDArray[np.bool_] | None = None,
 ) -> None:
-    """Run ``policy`` on every row of ``state`` to its stop, revealing stored ``outcomes`` (Q, A).
+    """Run ``policy`` on every row of ``state`` to its stop, answering its proposals from the ledger.
 
-    Finished rows are handed to ``sink`` (with the policy, to read selections
-    and scores) before they are compacted away, and all rows at the end.
+    A proposed action is bought with its stored outcome (``outcomes``, Q x A),
+    or refused when ``skipped`` (Q x A) marks it (spec section 10), after which
+    the policy proposes again. Finished rows are handed to ``sink`` (with the
+    policy, to read selections and scores) before they are compacted away, and
+    all rows at the end.
     """
-    policy.start(state)
+    session = PolicySession(state, policy)
     while True:
+        state = session.state
         live = ~state.done
         n_live = int(live.sum())
         if n_live == 0:
             break
         if n_live * 2 < state.n and state.n > 32:
             sink(state.keep(~live), policy)
-            state = state.keep(live)
+            session.keep(live)
             outcomes = outcomes[live]
-        choice = policy.choose(state)
-        choice = np.where(state.done, -1, choice)
-        state.done |= choice < 0
+            skipped = None if skipped is None else skipped[live]
+        choice = session.propose()
         go = np.nonzero(choice >= 0)[0]
         if go.size:
             acts = choice[go]
-            outs = outcomes[go, acts]
-            state.reveal(go, acts, outs)
-            policy.observe(state, go, acts, outs)
-    sink(state, policy)
+            if skipped is not None:
+                refuse = skipped[go, acts]
+                if refuse.any():
+                    session.skip(go[refuse], acts[refuse])
+                    go, acts = go[~refuse], acts[~refuse]
+            session.reveal(go, acts, outcomes[go, acts])
+    sink(session.state, policy)
 
 
 def replay(
@@ -287,9 +300,16 @@ def _auto_workers(questions: Sequence[Question]) -> int:
     return min(2, os.cpu_count() or 1) if work > 2_000_000 else 1
 
 
-_BatchResult = tuple[
-    npt.NDArray[np.intp], list[tuple[npt.NDArray[np.intp], F64, F64, npt.NDArray[np.int32], npt.NDArray[np.int32], F64]]
+_Part = tuple[
+    npt.NDArray[np.intp],
+    F64,
+    F64,
+    npt.NDArray[np.int32],
+    npt.NDArray[np.int32],
+    F64,
+    dict[int, npt.NDArray[np.intp]],
 ]
+_BatchResult = tuple[npt.NDArray[np.intp], list[_Part]]
 
 
 @dataclass(eq=False)
@@ -316,6 +336,7 @@ class _Job:
         )
         assert base.labels is not None
         outcomes = base.labels.outcome
+        skipped = _skipped(self.questions, rows, outcomes.shape)
         out = []
         for pol in self.policies:
             for b in self.budgets:
@@ -335,9 +356,23 @@ class _Job:
                         collected.append(state)
                         picks.append((policy.select(state), policy.final_scores(state)))
 
-                run_policy(st, pol, outcomes, sink)
+                run_policy(st, pol, outcomes, sink, skipped)
                 out.append(_collect(rows, collected, picks))
         return rows, out
+
+
+def _skipped(
+    questions: Sequence[Question], rows: npt.NDArray[np.intp], shape: tuple[int, ...]
+) -> npt.NDArray[np.bool_] | None:
+    """The (Q, A) mask of actions a run refused (spec section 10) for a batch's rows; None when there are none."""
+    if all(questions[r].skipped is None for r in rows):
+        return None
+    out = np.zeros(shape, dtype=bool)
+    for i, r in enumerate(rows):
+        sk = questions[r].skipped
+        if sk is not None:
+            out[i, : sk.shape[0]] = sk
+    return out
 
 
 _JOB: _Job | None = None
@@ -350,7 +385,7 @@ def _run_batch(rows: npt.NDArray[np.intp]) -> _BatchResult:
 
 def _collect(
     rows: npt.NDArray[np.intp], states: list[EvidenceState], picks: list[tuple[npt.NDArray[np.intp], F64]]
-) -> tuple[npt.NDArray[np.intp], F64, F64, npt.NDArray[np.int32], npt.NDArray[np.int32], F64]:
+) -> _Part:
     """Per-row results of one run on one batch, in the order of ``rows``."""
     pos = {int(r): i for i, r in enumerate(rows)}
     n = len(rows)
@@ -362,6 +397,7 @@ def _collect(
     actions = np.full((n, max(width, 1)), -1, dtype=np.int32)
     n_act = np.empty(n, dtype=np.int32)
     sharp = np.empty(n)
+    skipped: dict[int, npt.NDArray[np.intp]] = {}
     for st, (sel, sc) in zip(states, picks, strict=True):
         idx = np.array([pos[int(r)] for r in st.rows], dtype=np.intp)
         selected[idx] = sel
@@ -372,12 +408,15 @@ def _collect(
         actions[idx, :w] = st.log[:, :w]
         n_act[idx] = st.steps
         sharp[idx] = st.sharp()
-    return selected, cost, scores, actions, n_act, sharp
+        if st.refused is not None:
+            for j in np.nonzero(st.refused.any(axis=1))[0]:
+                skipped[int(idx[j])] = np.nonzero(st.refused[j])[0]
+    return selected, cost, scores, actions, n_act, sharp, skipped
 
 
 def _merge(runs: list[ReplayRun], res: _BatchResult) -> None:
     rows, parts = res
-    for run, (selected, cost, scores, actions, n_act, sharp) in zip(runs, parts, strict=True):
+    for run, (selected, cost, scores, actions, n_act, sharp, skipped) in zip(runs, parts, strict=True):
         run.selected[rows] = selected
         run.cost[rows] = cost
         run.scores[rows, : scores.shape[1]] = scores
@@ -385,27 +424,22 @@ def _merge(runs: list[ReplayRun], res: _BatchResult) -> None:
         run.actions[rows, : actions.shape[1]] = actions
         run.n_actions[rows] = n_act
         run.sharp[rows] = sharp
+        for i, acts in skipped.items():
+            run.skipped[int(rows[i])] = acts
 
 
 def transcripts(run: ReplayRun, questions: Sequence[Question]) -> list[dict[str, object]]:
-    """Spec section 7 transcript lines of one run."""
-    out = []
-    budget: float | int = int(run.budget) if float(run.budget).is_integer() else run.budget
-    for r, q in enumerate(questions):
-        sel = int(run.selected[r])
-        cost = float(run.cost[r])
-        u = q.utility[sel]
-        out.append(
-            {
-                "question_id": q.question_id,
-                "dataset": q.dataset,
-                "policy": run.policy,
-                "budget": budget,
-                "selected": sel,
-                "actions": [q.action_ids[a] for a in run.actions_of(r)],
-                "cost": int(cost) if cost.is_integer() else cost,
-                "scores": run.scores_of(r, q.k).tolist(),
-                "utility": None if math.isnan(u) else float(u),
-            }
+    """Spec section 7 transcript lines of one run (with the ids a run skipped, spec section 10, when any)."""
+    return [
+        transcript_line(
+            q,
+            run.policy,
+            run.budget,
+            int(run.selected[r]),
+            float(run.cost[r]),
+            run.actions_of(r).tolist(),
+            run.scores_of(r, q.k).tolist(),
+            run.skipped_of(r).tolist(),
         )
-    return out
+        for r, q in enumerate(questions)
+    ]

@@ -65,6 +65,7 @@ class EvidenceState:
     log: I32  # (Q, S) bought action indices in order, -1 padding
     revealed: npt.NDArray[np.int8]  # (Q, S) their outcomes
     calibration: I32  # (Q,) index of each row's calibration in ``calibrations``
+    refused: B_ | None = None  # (Q, A) actions withdrawn unbought by a skip (a veto, a tool error); None: none
     labels: Labels | None = None
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # policy-private arrays, first axis Q
     calibrations: list[Calibration] = field(default_factory=list)  # shared by all rows
@@ -75,9 +76,12 @@ class EvidenceState:
         return int(self.rows.shape[0])
 
     def feasible(self) -> B_:
-        """Not bought, real, and affordable with the remaining budget."""
+        """Not bought, real, not refused, and affordable with the remaining budget."""
         remaining = self.budget - self.spent
-        return self.available & ~self.bought & (self.cost <= remaining[:, None])
+        out: B_ = self.available & ~self.bought & (self.cost <= remaining[:, None])
+        if self.refused is not None:
+            out &= ~self.refused
+        return out
 
     def scores(self) -> F64:
         """Current s_i on the probability scale (padding 0)."""
@@ -95,6 +99,8 @@ class EvidenceState:
             raise RuntimeError("an action was bought twice")
         if np.any(~self.available[rows, actions]):
             raise RuntimeError("a padding action was bought")
+        if self.refused is not None and np.any(self.refused[rows, actions]):
+            raise RuntimeError("a refused action was bought")
         step = self.steps[rows]
         if np.any(step >= self.log.shape[1]):
             self._grow_log()
@@ -108,6 +114,16 @@ class EvidenceState:
         self.logit[rows] = self.logit[rows] + self.alpha[rows, actions] * step_w[:, None]
         if np.any(self.spent[rows] > self.budget[rows]):
             raise RuntimeError("budget exceeded")
+
+    def refuse(self, rows: npt.NDArray[np.intp], actions: npt.NDArray[np.intp]) -> None:
+        """Withdraw ``actions[j]`` from row ``rows[j]``'s menu unbought (a veto or a tool error); no cost, no update."""
+        if rows.size == 0:
+            return
+        if np.any(self.bought[rows, actions]) or np.any(~self.available[rows, actions]):
+            raise RuntimeError("only an unbought menu action can be refused")
+        if self.refused is None:
+            self.refused = np.zeros(self.available.shape, dtype=bool)
+        self.refused[rows, actions] = True
 
     def _grow_log(self) -> None:
         q, s = self.log.shape
@@ -146,6 +162,7 @@ class EvidenceState:
             steps=np.zeros(n, dtype=np.int32),
             log=np.full((n, s), -1, dtype=np.int32),
             revealed=np.zeros((n, s), dtype=np.int8),
+            refused=None,
             extra={},
         )
         return EvidenceState(**kw)

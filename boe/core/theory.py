@@ -28,10 +28,9 @@ from typing import Any
 import numpy as np
 
 from boe.core.calibration import Calibration
-from boe.core.experiment import load_questions
+from boe.core.experiment import fit_deployable_calibration, load_questions
 from boe.core.graph import GroupIndex
 from boe.core.ledger import parse_record_dict
-from boe.core.policies import FittablePolicy, make_policy
 from boe.core.replay import plan_calibration, replay
 
 __all__ = [
@@ -119,16 +118,7 @@ class MonteCarlo:
 def fit_calibration(train_records: Iterable[dict[str, Any]], policies: Sequence[str]) -> Calibration:
     """Plug-in calibration of ``train_records`` plus the fitted extras of the policies that have them."""
     questions, groups = load_questions([parse_record_dict(r) for r in train_records], GroupIndex())
-    built = [make_policy(p) for p in policies]
-    fits = [p.fit_extra for p in built if isinstance(p, FittablePolicy)]
-
-    def extra(qs: Any, train: Any, cal: Calibration) -> Calibration:
-        for fit in fits:
-            cal = fit(qs, train, cal)
-        return cal
-
-    plan = plan_calibration(questions, groups.keys, "fit", extra_fit=extra if fits else None)
-    return plan.calibrations[0]
+    return fit_deployable_calibration(questions, groups.keys, policies=policies)
 
 
 def replay_success(

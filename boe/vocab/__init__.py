@@ -4,7 +4,7 @@ The five slots of the paper's claim battery are ``modality``, ``region``,
 ``plane`` (view), ``finding`` (primary finding) and ``attribute`` (one
 answer-relevant attribute). The term lists ship as package data
 (``boe/vocab/data/*.txt``), derived from the VQA-Med 2019 answer sets and
-VQA-RAD's question types by `boe.vocab.derive` (terms only, never QA pairs).
+VQA-RAD's question types by `scripts/derive_vocab.py` (terms only, never QA pairs).
 
     >>> from boe.vocab import vocabulary
     >>> vocabulary().canonical("modality", "MRI scan").value

@@ -283,16 +283,34 @@ def test_boe_ask_from_the_command_line(sim, data, tmp_path):
 
 
 @pytest.mark.parametrize("policy", ["boe-factor", "random-factor", "whole", "bayes"])
-def test_every_deployable_policy_runs_online_and_its_transcript_is_the_offline_replay(sim, data, policy):
-    """The planner continues its state purchase by purchase; the stored transcript (written by the core replay
-    over the bought outcomes, and checked against the online choices) must agree for every policy."""
+def test_every_deployable_policy_runs_online_and_its_stored_ledger_replays_to_the_same_line(sim, data, policy):
+    """The session continues purchase by purchase; the offline replay of each stored record (same policy,
+    budget and calibration) writes exactly the transcript the online run stored, for every policy."""
+    from boe.core.graph import GroupIndex, Question
+    from boe.core.ledger import parse_record
+    from boe.core.replay import plan_calibration, replay, transcripts
+
     root, qs = data
     chosen = list(qs.values())[:3]
-    results = answer(config(sim, root, policy=policy, budget=12), chosen)
+    cfg = config(sim, root, policy=policy, budget=12)
+    results = answer(cfg, chosen)
+
+    async def calibration():
+        async with Agent(cfg) as agent:
+            return agent.calibration
+
+    cal = asyncio.run(calibration())
     for r in results:
         assert r.transcript["policy"] == policy and r.transcript["selected"] == r.selected
         assert [e["id"] for e in r.evidence] == r.transcript["actions"]
         assert sum(e["cost"] for e in r.evidence) == r.cost <= 12
+        groups = GroupIndex()
+        question = Question.from_record(parse_record(r.record), groups)
+        plan = plan_calibration([question], groups.keys, "file", file_calibration=cal)
+        run = replay(
+            [question], groups.keys, [policy], [12], plan, policy_options={"eta": cfg.eta, "seed": cfg.policy_seed}
+        )[0]
+        assert transcripts(run, [question])[0] == r.transcript
     assert any(r.evidence for r in results)
 
 

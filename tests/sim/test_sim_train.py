@@ -1,4 +1,4 @@
-"""Fitting the perception heads on generated scans (the shipped file comes from `python -m boe.sim.train`)."""
+"""Fitting the perception heads on generated scans (the shipped file: `python scripts/train_sim_perception.py`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from boe.sim.perception import HEADS_FILE, Heads, load_heads
-from boe.sim.train import collect, fit_heads
 from boe.sim.vocab import MODALITIES
+from scripts.train_sim_perception import collect, fit_heads
 
 
 def test_shipped_heads_load_and_refuse_other_versions() -> None:

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from boe.vocab import vocabulary
-from boe.vocab.derive import derive
+from scripts.derive_vocab import derive
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 

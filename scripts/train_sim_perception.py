@@ -1,6 +1,6 @@
 """Fit the perception heads on generated scans (their sidecar facts are the training labels).
 
-Run `python -m boe.sim.train --n 1500 --seed 7 --out boe/sim/data/perception.json`
+Run `python scripts/train_sim_perception.py --n 1500 --seed 7 --out boe/sim/data/perception.json`
 to rebuild the shipped file. At answer time the heads see pixels only.
 """
 

@@ -1,7 +1,7 @@
 """Rebuild the shipped term lists from the VQA-Med 2019 and VQA-RAD files.
 
-    python -m boe.vocab.derive ../shared/data            # rewrite boe/vocab/data/*.txt
-    python -m boe.vocab.derive ../shared/data --check    # exit 1 if the shipped files differ
+    python scripts/derive_vocab.py ../shared/data            # rewrite boe/vocab/data/*.txt
+    python scripts/derive_vocab.py ../shared/data --check    # exit 1 if the shipped files differ
 
 Only *terms* are written (answer labels and their synonyms), never the
 question-answer pairs. The derivation:
@@ -31,7 +31,7 @@ from pathlib import Path
 
 __all__ = ["derive", "main"]
 
-DATA_DIR = Path(__file__).with_name("data")
+DATA_DIR = Path(__file__).resolve().parents[1] / "boe" / "vocab" / "data"
 
 #: Official VQA-Med modality groups -> canonical modality values.
 MODALITY_GROUPS = {
@@ -636,7 +636,9 @@ def derive(root: Path) -> dict[str, str]:
             out.setdefault(k, []).extend(v)
         return out
 
-    header = "# derived by `python -m boe.vocab.derive` from VQA-Med 2019 and VQA-RAD term lists; do not edit by hand\n"
+    header = (
+        "# derived by `python scripts/derive_vocab.py` from VQA-Med 2019 and VQA-RAD term lists; do not edit by hand\n"
+    )
     files = {
         "modality.txt": _render(merge(modality, EXTRA["modality"])),
         "plane.txt": _render(merge(planes, EXTRA["plane"])),

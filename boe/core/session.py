@@ -1,0 +1,370 @@
+"""The policy loop of spec sections 6 and 9 as a resumable session: propose, then reveal or skip.
+
+`PolicySession` runs one policy over a batch of questions (an `EvidenceState`
+with Q rows): `propose` asks the policy for every row's next action (-1: the
+row stops for good), `reveal` buys proposed actions with their outcomes and
+`skip` refuses them (a veto by a person or a program, or a tool that failed),
+after which the policy proposes again at the same state. It is the only loop:
+`boe.core.replay.run_policy` drives it over many questions, answering
+proposals from the stored outcomes and `skipped` flags of a ledger, and
+`Session` drives it for one question online, one event at a time, where a
+tool or a person answers. Online equals offline because both are this code.
+
+`Session` is rebuilt from its start parameters and its events (`Reveal`,
+`Skip`), so a checkpoint that stores only the events resumes it; `advance`
+applies just the events it has not seen yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from boe.core.calibration import Calibration
+from boe.core.graph import OUTCOME_CODES, GroupIndex, Question
+from boe.core.ledger import LedgerRecord
+from boe.core.policies import Policy, make_policy
+from boe.core.state import EvidenceState, bind_questions
+from boe.errors import BoeError
+
+__all__ = [
+    "Event",
+    "PolicySession",
+    "Result",
+    "Reveal",
+    "Session",
+    "SessionError",
+    "Skip",
+    "Step",
+    "transcript_line",
+]
+
+IntArr = npt.NDArray[np.intp]
+
+#: A consumed proposal (revealed or skipped): the row must be proposed to again.
+_STALE = -2
+
+
+class SessionError(BoeError):
+    """An event that does not follow the session: not the proposed action, or after the stop."""
+
+
+class PolicySession:
+    """One policy on a batch of questions, advanced by proposals and their answers."""
+
+    def __init__(self, state: EvidenceState, policy: Policy) -> None:
+        self.state = state
+        self.policy = policy
+        self._proposal: IntArr | None = None
+        policy.start(state)
+
+    def propose(self) -> IntArr:
+        """Each row's next action (index into its menu) or -1; rows proposed -1 are done for good.
+
+        The policy chooses once per state: asking again before an answer returns the same proposals.
+        """
+        prop = self._proposal
+        if prop is None or bool(np.any(prop == _STALE)):
+            state = self.state
+            prop = np.where(state.done, -1, self.policy.choose(state))
+            state.done |= prop < 0
+            self._proposal = prop
+        return prop
+
+    def _consume(self, rows: IntArr, actions: IntArr, what: str) -> None:
+        prop = self._proposal
+        if prop is None or not np.array_equal(prop[rows], actions):
+            got = None if prop is None else prop[rows].tolist()
+            raise SessionError(f"{what} {actions.tolist()} where the policy proposed {got}")
+        prop[rows] = _STALE
+
+    def reveal(self, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
+        """Buy the proposed ``actions[j]`` of rows ``rows[j]`` with their outcomes (codes +1, -1, 0)."""
+        if rows.size == 0:
+            return
+        self._consume(rows, actions, "revealed")
+        self.state.reveal(rows, actions, outcomes)
+        self.policy.observe(self.state, rows, actions, outcomes)
+
+    def skip(self, rows: IntArr, actions: IntArr) -> None:
+        """Refuse the proposed ``actions[j]`` of rows ``rows[j]``: never bought, never proposed again, no cost."""
+        if rows.size == 0:
+            return
+        self._consume(rows, actions, "skipped")
+        self.state.refuse(rows, actions)
+
+    def keep(self, mask: npt.NDArray[np.bool_]) -> None:
+        """Keep only the rows where ``mask`` is true (finished rows are compacted away by the replay)."""
+        self.state = self.state.keep(mask)
+        self._proposal = None if self._proposal is None else self._proposal[mask]
+
+    def select(self) -> IntArr:
+        """The policy's selected candidate per row."""
+        return self.policy.select(self.state)
+
+    def final_scores(self) -> npt.NDArray[np.float64]:
+        """The policy's final scores per row (padding 0)."""
+        return self.policy.final_scores(self.state)
+
+
+@dataclass(frozen=True, slots=True)
+class Reveal:
+    """The proposed action was bought and its check gave ``outcome``."""
+
+    action: int
+    outcome: str  # "confirm", "reject" or "unresolved"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """The proposed action was not bought (``reason``: a veto, a tool error, a stop)."""
+
+    action: int
+    reason: str
+
+
+Event = Reveal | Skip
+
+
+@dataclass(frozen=True)
+class Step:
+    """One bought action as the policy saw it (the agent's evidence log)."""
+
+    action: int
+    outcome: str
+    moved_up: list[int]
+    moved_down: list[int]
+    kappa: float
+    scores: list[float]
+
+
+@dataclass(frozen=True)
+class Result:
+    """Where a session ended: the selection, final scores, spend, bought and skipped actions (menu indices)."""
+
+    selected: int
+    scores: list[float]
+    spent: float
+    actions: list[int]
+    skipped: list[int]
+
+
+class Session:
+    """A policy on one question's menu under one calibration and budget, advanced one event at a time."""
+
+    def __init__(
+        self,
+        question: Question,
+        calibration: Calibration,
+        group_keys: Sequence[str],
+        policy: str,
+        budget: float,
+        *,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.question = question
+        self.calibration = calibration
+        self.group_keys = list(group_keys)
+        self.policy_name = policy
+        self.options = dict(options or {})
+        self.budget = float(budget)
+        self._kappa = calibration.arrays(self.group_keys)[0]
+        self._restart()
+
+    @classmethod
+    def from_record(
+        cls,
+        record: LedgerRecord,
+        calibration: Calibration,
+        policy: str,
+        budget: float,
+        *,
+        options: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """A fresh session on a validated record's menu (its stored outcomes are never read)."""
+        groups = GroupIndex()
+        question = Question.from_record(record, groups)
+        return cls(question, calibration, groups.keys, policy, budget, options=options)
+
+    @classmethod
+    def from_events(
+        cls,
+        question: Question,
+        calibration: Calibration,
+        group_keys: Sequence[str],
+        policy: str,
+        budget: float,
+        events: Sequence[Event],
+        *,
+        options: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """The session reached by ``events`` from the start (raises `SessionError` if they do not follow it)."""
+        session = cls(question, calibration, group_keys, policy, budget, options=options)
+        session.advance(events)
+        return session
+
+    def _restart(self) -> None:
+        policy = make_policy(self.policy_name, **self.options)
+        if policy.reads_labels:
+            raise SessionError(
+                f"policy {self.policy_name!r} reads utilities; it replays offline only, not in a session"
+            )
+        state = bind_questions([self.question], [0], [self.calibration], None, self.group_keys, self.budget)
+        self._run = PolicySession(state, policy)
+        self._events: list[Event] = []
+        self._steps: list[Step] = []
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """The events applied so far, in order."""
+        return tuple(self._events)
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The purchases so far with their effect on the scores."""
+        return tuple(self._steps)
+
+    @property
+    def state(self) -> EvidenceState:
+        """The evidence state (one row); read it, do not change it."""
+        return self._run.state
+
+    @property
+    def policy(self) -> Policy:
+        return self._run.policy
+
+    def advance(self, events: Sequence[Event]) -> None:
+        """Bring the session to ``events``: only the new ones are applied when they extend those seen so far.
+
+        Events that do not extend them (a checkpoint from another branch) replay from the start.
+        """
+        seen = self._events
+        if len(events) < len(seen) or any(a != b for a, b in zip(seen, events, strict=False)):
+            self._restart()
+            seen = self._events
+        for ev in events[len(seen) :]:
+            if isinstance(ev, Reveal):
+                self.reveal(ev.action, ev.outcome)
+            else:
+                self.skip(ev.action, ev.reason)
+
+    def next_action(self) -> int:
+        """The action the policy proposes to buy next (index into the menu), or -1 to stop."""
+        return int(self._run.propose()[0])
+
+    def _proposed(self, action: int, what: str) -> IntArr:
+        proposed = self.next_action()
+        if proposed != action:
+            what_else = "stopped" if proposed < 0 else f"proposed action {proposed}"
+            raise SessionError(
+                f"policy {self.policy_name!r} {what_else} where the events {what} action {action} "
+                "(the menu, calibration or policy changed since)"
+            )
+        return np.array([0], dtype=np.intp)
+
+    def reveal(self, action: int, outcome: str) -> Step:
+        """Buy the proposed ``action`` with its ``outcome``; returns the step as the evidence log shows it."""
+        if outcome not in OUTCOME_CODES:
+            raise SessionError(f"unknown outcome {outcome!r}; expected one of {sorted(OUTCOME_CODES)}")
+        rows = self._proposed(action, "bought")
+        state, k = self._run.state, self.question.k
+        before = state.logit[0, :k].copy()
+        self._run.reveal(rows, np.array([action], dtype=np.intp), np.array([OUTCOME_CODES[outcome]], dtype=np.int8))
+        move = state.logit[0, :k] - before
+        step = Step(
+            action=action,
+            outcome=outcome,
+            moved_up=[int(i) for i in np.nonzero(move > 0)[0]],
+            moved_down=[int(i) for i in np.nonzero(move < 0)[0]],
+            kappa=float(self._kappa[self.question.group[action]]),
+            scores=[float(x) for x in self._run.final_scores()[0, :k]],
+        )
+        self._events.append(Reveal(action, outcome))
+        self._steps.append(step)
+        return step
+
+    def skip(self, action: int, reason: str) -> None:
+        """Refuse the proposed ``action`` (a veto, a tool error); the policy then proposes again."""
+        if not reason:
+            raise SessionError("a skip needs a reason")
+        rows = self._proposed(action, "skipped")
+        self._run.skip(rows, np.array([action], dtype=np.intp))
+        self._events.append(Skip(action, reason))
+
+    def stop(self, reason: str) -> list[int]:
+        """Skip every action the policy still proposes until it stops; returns them (a stop that replays exactly)."""
+        out = []
+        while (a := self.next_action()) >= 0:
+            self.skip(a, reason)
+            out.append(a)
+        return out
+
+    def skipped(self) -> list[int]:
+        """The refused actions, in the order they were refused."""
+        return [e.action for e in self._events if isinstance(e, Skip)]
+
+    def finish(self) -> Result:
+        """The selection, final scores and spend after the events so far (the session can still go on)."""
+        k = self.question.k
+        state = self._run.state
+        return Result(
+            selected=int(self._run.select()[0]),
+            scores=[float(x) for x in self._run.final_scores()[0, :k]],
+            spent=float(state.spent[0]),
+            actions=[e.action for e in self._events if isinstance(e, Reveal)],
+            skipped=self.skipped(),
+        )
+
+    def raw_majority(self) -> tuple[int, list[float]]:
+        """The zero-evidence selection (the raw majority answer) and the cheap-prior scores."""
+        state = self._run.state.fresh(self.budget)
+        raw = make_policy("raw")
+        return int(raw.select(state)[0]), [float(x) for x in raw.final_scores(state)[0, : self.question.k]]
+
+    def transcript(self) -> dict[str, object]:
+        """The spec section 7 transcript line of the session so far (with ``skipped`` ids when any)."""
+        res = self.finish()
+        return transcript_line(
+            self.question,
+            self.policy_name,
+            self.budget,
+            res.selected,
+            res.spent,
+            res.actions,
+            res.scores,
+            sorted(res.skipped),
+        )
+
+
+def transcript_line(
+    question: Question,
+    policy: str,
+    budget: float,
+    selected: int,
+    cost: float,
+    actions: Sequence[int],
+    scores: list[float],
+    skipped: Sequence[int] = (),
+) -> dict[str, object]:
+    """One spec section 7 transcript line; ``skipped`` (spec section 10, menu order) appears only when not empty."""
+    u = question.utility[selected]
+    ids = question.action_ids
+    line: dict[str, object] = {
+        "question_id": question.question_id,
+        "dataset": question.dataset,
+        "policy": policy,
+        "budget": int(budget) if float(budget).is_integer() else budget,
+        "selected": selected,
+        "actions": [ids[a] for a in actions],
+        "cost": int(cost) if cost.is_integer() else cost,
+        "scores": scores,
+        "utility": None if math.isnan(u) else float(u),
+    }
+    if len(skipped):
+        line["skipped"] = [ids[a] for a in skipped]
+    return line
