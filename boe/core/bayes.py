@@ -932,7 +932,7 @@ def _fit_check_weight(
     sum_q log P(true H_q | the checks it bought) is kept (a calibrated composite
     likelihood, like the stance weight).
     """
-    from boe.core.replay import run_policy  # replay imports the policy registry
+    from boe.core.replay import _skipped, run_policy  # replay imports the policy registry
 
     rows = np.array(
         [
@@ -953,9 +953,10 @@ def _fit_check_weight(
         for cp in m.claims.values():
             cp.check_weight = w
         cals.append(calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: m}}))
+    all_rows = np.tile(rows, n_w)
     base = bind_questions(
         list(questions),
-        np.tile(rows, n_w),
+        all_rows,
         cals,
         np.repeat(np.arange(n_w), rows.size),
         list(group_keys),
@@ -982,7 +983,7 @@ def _fit_check_weight(
             ll = sum(math.log(max(float(p[h]) / tot, 1e-12)) for h in (right if right else [none]))
             score[datasets.index(q.dataset), int(st.calibration[i])] += weight * ll
 
-    run_policy(state, cast(Policy, pol), outcomes, sink)
+    run_policy(state, cast(Policy, pol), outcomes, sink, _skipped(questions, all_rows, outcomes.shape))
     for k, ds in enumerate(datasets):
         model.claims[ds].check_weight = float(CHECK_WEIGHTS[int(np.argmax(score[k]))])
 
