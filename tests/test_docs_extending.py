@@ -21,3 +21,12 @@ def test_the_page_example_runs(page, tmp_path):
     script.write_text("\n".join(blocks), encoding="utf-8")
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("index", ["README.md", "docs/extending/plugins.md"])
+def test_every_page_is_linked(index):
+    text = (ROOT / index).read_text(encoding="utf-8")
+    base = (ROOT / index).parent
+    linked = {(base / m).resolve() for m in re.findall(r"\]\(([^)#]+\.md)\)", text)}
+    pages = {p.resolve() for p in DOCS.glob("*.md")} - {(ROOT / index).resolve()}
+    assert pages <= linked, f"{index} does not link {sorted(p.name for p in pages - linked)}"

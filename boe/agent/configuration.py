@@ -109,7 +109,7 @@ class AgentConfig(BaseModel):
     cost_basis: Literal["tokens", "seconds"] = "tokens"
     cost_file: str | None = None
     # grounding: the segmenter behind grounded views (sam with a checkpoint, else opencv) and the view shown
-    segmenter: Literal["auto", "opencv", "sam"] = "auto"
+    segmenter: str = Field(default="auto", min_length=1)  # auto, opencv, sam, or a registered plugin's name
     sam_checkpoint: str | None = None
     sam_model: Literal["auto", "vit_b", "vit_l", "vit_h"] = "auto"
     sam_device: str = Field(default="cpu", pattern=r"^(cpu|auto|cuda(:\d+)?)$")
@@ -141,6 +141,15 @@ class AgentConfig(BaseModel):
             raise ValueError(f"unknown action kinds {bad}; known: {', '.join(names)}")
         return tuple(k for k in names if k in v)
 
+    @field_validator("segmenter")
+    @classmethod
+    def _segmenter(cls, v: str) -> str:
+        from boe.tools.segment import SEGMENTERS
+
+        if v != "auto" and v not in SEGMENTERS:  # a miss discovers plugins first
+            raise ValueError(f"unknown segmenter {v!r}; known: auto, {', '.join(sorted(SEGMENTERS))}")
+        return v
+
     @field_validator("eta")
     @classmethod
     def _eta(cls, v: float) -> float:
@@ -168,8 +177,8 @@ class AgentConfig(BaseModel):
                 raise ValueError(f"cost file {self.cost_file!r} does not exist")
         if self.segmenter == "sam" and not self.sam_checkpoint:
             raise ValueError("the sam segmenter needs a checkpoint (--sam-checkpoint PATH)")
-        if self.segmenter == "opencv" and self.sam_checkpoint:
-            raise ValueError("a SAM checkpoint was given with the opencv segmenter")
+        if self.segmenter not in ("auto", "sam") and self.sam_checkpoint:
+            raise ValueError(f"a SAM checkpoint was given with the {self.segmenter} segmenter")
         if self.sam_checkpoint is not None:
             from boe.tools.segment_sam import require_sam
 

@@ -110,7 +110,12 @@ AGENT_OPTIONS: tuple[AgentOption, ...] = (
         value_type=str,
     ),
     AgentOption("ledger", "--ledger", "online: run the bought checks; full: run every check (calibration, replays)."),
-    AgentOption("segmenter", "--segmenter", "Segmenter of grounded views; auto: sam with a checkpoint, else opencv."),
+    AgentOption(
+        "segmenter",
+        "--segmenter",
+        "Segmenter of grounded views (opencv, sam, or a plugin's); auto: sam with a checkpoint, else opencv.",
+        metavar="NAME",
+    ),
     AgentOption(
         "sam_checkpoint",
         "--sam-checkpoint",

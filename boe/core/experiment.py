@@ -140,7 +140,7 @@ def run_experiment(
 
     def extra_fit(qs: Sequence[Question], train: np.ndarray, cal: Calibration) -> Calibration:
         for fit in extra_fits:
-            cal = fit(qs, train, cal)
+            cal = fit(qs, train, cal, group_keys)
         return cal
 
     if isinstance(calibration, Calibration):
