@@ -361,8 +361,12 @@ class Agent:
             saver = await self._stack.enter_async_context(sqlite_saver(self.checkpoint))
         elif self.config.approve:
             from langgraph.checkpoint.memory import InMemorySaver
+            from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-            saver = InMemorySaver()  # an interrupt needs a checkpointer to resume from
+            from boe.agent.graph import STATE_RECORDS
+
+            # an interrupt needs a checkpointer to resume from; the state's typed records are allow-listed
+            saver = InMemorySaver(serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_RECORDS))
         self.graph = build_graph(saver)
         self._saver = saver
 
@@ -608,9 +612,10 @@ async def ask_async(
     db: str | None = None,
     run_name: str | None = None,
     checkpoint: str | Path | None = None,
+    approver: Callable[[dict[str, Any]], Any] | None = None,
     **settings: Any,
 ) -> AskResult:
-    """`ask` inside a running event loop."""
+    """`ask` inside a running event loop (``approver`` answers each approval request when ``approve`` is on)."""
     cfg = config if config is not None else make_config(**settings)
     if config is not None and settings:
         cfg = make_config(**{**config.model_dump(), **settings})
@@ -618,7 +623,9 @@ async def ask_async(
 
     for _, path in figure_paths(image):
         check_path(path, cfg.root)  # a bad path fails before anything is opened or paid for
-    async with Agent(cfg, api_key=api_key, store=db, run_name=run_name, checkpoint=checkpoint) as agent:
+    async with Agent(
+        cfg, api_key=api_key, store=db, run_name=run_name, checkpoint=checkpoint, approver=approver
+    ) as agent:
         return await agent.ask(image, question, options=options, reference=reference)
 
 
@@ -627,7 +634,7 @@ def ask(image: ImageInput, question: str, **kwargs: Any) -> AskResult:
 
     Keyword arguments are `AgentConfig` fields (``base_url``, ``model``,
     ``judge_model``, ``k``, ``budget``, ``policy``, ...) plus ``options``,
-    ``reference``, ``api_key``, ``db``, ``run_name`` and ``checkpoint``.
+    ``reference``, ``api_key``, ``db``, ``run_name``, ``checkpoint`` and ``approver``.
     """
     try:
         asyncio.get_running_loop()

@@ -196,6 +196,10 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             console.print(f"     [red]error:[/] {escape(_short(e['error'], 160))}", highlight=False)
         elif e.get("rationale"):
             console.print(f"     [dim]{escape(_short(e['rationale'], 160))}[/]", highlight=False)
+    skipped = list((result.transcript or {}).get("skipped") or [])
+    if skipped:
+        shown = ", ".join(skipped[:6]) + (f" and {len(skipped) - 6} more" if len(skipped) > 6 else "")
+        console.print(f"  [yellow]vetoed (not bought):[/] {escape(shown)}", highlight=False)
     if narration is not None:
         console.print(f"  [bold]{escape(narration.closing)}[/]", highlight=False)
     elif not result.evidence:
@@ -299,7 +303,15 @@ def ask_command(
     cfg = agent.build()
     images = _images(image, more_images or [], figures)
     result = ask(
-        images, question, config=cfg, options=options, reference=reference, db=db, run_name=run, checkpoint=checkpoint
+        images,
+        question,
+        config=cfg,
+        options=options,
+        reference=reference,
+        db=db,
+        run_name=run,
+        checkpoint=checkpoint,
+        approver=terminal_approver if cfg.approve else None,
     )
     if as_json:
         sys.stdout.write(json.dumps(_with_words(result), indent=2, default=str) + "\n")
@@ -309,8 +321,38 @@ def ask_command(
         err_console().print(f"[dim]stored as run {result.run!r} in {_safe(db)}[/]", highlight=False)
 
 
+_TERMINAL = {"closed": False}
+
+
+def terminal_approver(request: dict[str, Any]) -> dict[str, Any]:
+    """`boe ask --approve`: show the proposed purchase on standard error and read the answer from standard input.
+
+    Enter (or y) buys it; ``n`` or ``n: reason`` vetoes it; the end of input vetoes what is left.
+    """
+    if _TERMINAL["closed"]:
+        return {"approve": False, "reason": "no answer on standard input"}
+    act = request["action"]
+    sys.stderr.write(
+        f"step {request['step']}: {act['kind']} on {request['target']} "
+        f"(cost {act['cost']:g}; spent {request['spent']:g} of {request['budget']:g}) - buy it? [Y/n[: reason]] "
+    )
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        _TERMINAL["closed"] = True
+        sys.stderr.write("\nno more answers on standard input: the remaining purchases are vetoed\n")
+        return {"approve": False, "reason": "no answer on standard input"}
+    answer, _, reason = line.strip().partition(":")
+    if answer.strip().lower() in ("", "y", "yes"):
+        return {"approve": True}
+    if answer.strip().lower() in ("n", "no"):
+        return {"approve": False, "reason": reason.strip() or "vetoed at the terminal"}
+    sys.stderr.write(f"  (read {line.strip()!r} as a veto; answer y or n)\n")
+    return {"approve": False, "reason": f"vetoed at the terminal: {line.strip()[:200]}"}
+
+
 @agent_options(
-    exclude=("base_url", "model", "judge_base_url", "dataset", "root"),
+    exclude=("base_url", "model", "judge_base_url", "dataset", "root", "approve"),
     defaults={"judge_model": "boe-sim-judge"},
     help_defaults={"judge_model": "boe-sim-judge, the simulator's independent judge; same: the generator"},
 )

@@ -91,6 +91,9 @@ AGENT_OPTIONS: tuple[AgentOption, ...] = (
     AgentOption("eta", "--eta", "boe stops when the best value per cost is <= eta."),
     AgentOption("policy_seed", "--policy-seed", "Seed of random-factor's draws."),
     AgentOption(
+        "approve", "--approve", "Ask on the terminal before each purchase: Enter buys it, n (or n: reason) vetoes it."
+    ),
+    AgentOption(
         "calibration",
         "--calibration",
         "Calibration FILE.json, or neutral (every check kappa 0.5).",

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["batch_command", "register"]
 
 
-@agent_options(exclude=("dataset", "root"), defaults={"ledger": "full", "concurrency": 64})
+@agent_options(exclude=("dataset", "root", "approve"), defaults={"ledger": "full", "concurrency": 64})
 def batch_command(
     dataset: Path = typer.Argument(..., help="The dataset folder or file.", show_default=False),
     fmt: Optional[str] = typer.Option(

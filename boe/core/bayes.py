@@ -66,6 +66,16 @@ standings (or the groups of a kind) behave alike the pseudo-count is large
 and the children share one table; where they differ -- an echoing judge --
 it is small and each speaks for itself.
 
+Check weight. Checks are not independent given their latents either (a
+model judge has one reading of an image behind all its checks), so summed
+outcome evidence overstates what several weak checks say together. Every
+channel table is tempered: P(o | t, s) is replaced by C(o | t, s)^w normalised
+over o, with 0 < w <= 1 fitted per dataset (`_fit_check_weight`: the w of
+`CHECK_WEIGHTS` under which the policy itself, run at `CHECK_WEIGHT_BUDGET` on
+the training questions, gives the true answer the highest log posterior).
+The tempered table is a proper channel, so everything below stays exact
+under it; w = 1 is the untempered model.
+
 Posterior and prediction are exact under this model. The state keeps, for every
 latent j, ``rho_j(H) = P(latent_j = 1 | H, stances, history)``; the predictive
 outcome probability is ``P(o | H, history) = rho_j(H) C(o | 1) + (1 - rho_j(H)) C(o | 0)``
@@ -99,7 +109,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -107,9 +117,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from boe.core.calibration import Calibration
 from boe.core.graph import Question
-from boe.core.policies import IntArr, register_policy
+from boe.core.policies import IntArr, Policy, register_policy
 from boe.core.scoring import first_max
-from boe.core.state import EvidenceState
+from boe.core.state import EvidenceState, bind_questions
 from boe.errors import CalibrationError, ConfigError
 
 __all__ = [
@@ -189,6 +199,8 @@ class ClaimParams(BaseModel):
     claims: float = 0.0  # training claims (diagnostic)
     # weight of the stance evidence log P(stances_j | H) (a calibrated composite likelihood, see `_fit_stance_weight`)
     stance_weight: float = Field(default=1.0, ge=0.0)
+    # tempering w of every channel table, P(o | t, s)^w normalised over o (see `_fit_check_weight`); 1 = untempered
+    check_weight: float = Field(default=1.0, gt=0.0, le=1.0)
 
 
 class ChannelTable(BaseModel):
@@ -901,6 +913,81 @@ def fit_bayes_model(
     return model
 
 
+#: Candidate check weights (`_fit_check_weight`), largest first (ties keep the larger weight).
+CHECK_WEIGHTS: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4)
+#: Budget at which the check weight is fitted (the policy is run on the training questions at it).
+CHECK_WEIGHT_BUDGET = 16.0
+#: At most this many training questions (evenly spaced) fit the check weight: one number needs few.
+CHECK_WEIGHT_QUESTIONS = 1000
+
+
+def _fit_check_weight(
+    questions: Sequence[Question], train: B_, calibration: Calibration, group_keys: Sequence[str], model: BayesModel
+) -> None:
+    """Set each dataset's ``check_weight`` in ``model``: the weight that best predicts the true answer.
+
+    The policy is run at `CHECK_WEIGHT_BUDGET` on the training questions (at most
+    `CHECK_WEIGHT_QUESTIONS`, evenly spaced) once per weight of `CHECK_WEIGHTS`,
+    all in one vectorised state, and the weight maximising
+    sum_q log P(true H_q | the checks it bought) is kept (a calibrated composite
+    likelihood, like the stance weight).
+    """
+    from boe.core.replay import _skipped, run_policy  # replay imports the policy registry
+
+    rows = np.array(
+        [
+            i
+            for i in np.nonzero(train)[0].tolist()
+            if questions[i].labelled and questions[i].n_actions and questions[i].dataset in model.claims
+        ],
+        dtype=np.intp,
+    )
+    if rows.size == 0:
+        return
+    if rows.size > CHECK_WEIGHT_QUESTIONS:
+        rows = rows[np.linspace(0, rows.size - 1, CHECK_WEIGHT_QUESTIONS).round().astype(np.intp)]
+    n_w = len(CHECK_WEIGHTS)
+    cals = []
+    for w in CHECK_WEIGHTS:
+        m = model.model_copy(deep=True)
+        for cp in m.claims.values():
+            cp.check_weight = w
+        cals.append(calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: m}}))
+    all_rows = np.tile(rows, n_w)
+    base = bind_questions(
+        list(questions),
+        all_rows,
+        cals,
+        np.repeat(np.arange(n_w), rows.size),
+        list(group_keys),
+        budget=CHECK_WEIGHT_BUDGET,
+        with_labels=True,
+    )
+    assert base.labels is not None
+    outcomes = base.labels.outcome
+    state = base.fresh(CHECK_WEIGHT_BUDGET)
+    state.labels = None
+    datasets = sorted(model.claims)
+    score = np.zeros((len(datasets), n_w))
+
+    pol = Bayes()
+
+    def sink(st: EvidenceState, _: Policy) -> None:
+        post = pol.posterior(st)
+        none = post.shape[1] - 1
+        for i, qi in enumerate(st.rows.tolist()):
+            q = questions[qi]
+            right, weight = _true_answers(q)
+            p = post[i]
+            tot = float(p.sum())
+            ll = sum(math.log(max(float(p[h]) / tot, 1e-12)) for h in (right if right else [none]))
+            score[datasets.index(q.dataset), int(st.calibration[i])] += weight * ll
+
+    run_policy(state, cast(Policy, pol), outcomes, sink, _skipped(questions, all_rows, outcomes.shape))
+    for k, ds in enumerate(datasets):
+        model.claims[ds].check_weight = float(CHECK_WEIGHTS[int(np.argmax(score[k]))])
+
+
 def _keys_from_calibration(questions: Sequence[Question], train: B_, calibration: Calibration) -> list[str]:
     """Group keys by global id, from a calibration that `fit_groups` fitted on ``questions[train]``.
 
@@ -948,6 +1035,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     aligned_true = np.empty((n, 3))
     verdict = np.empty((n, 2))
     stance_weight = np.empty(n)
+    check_weight = np.empty(n)
     cache: dict[tuple[int, str], tuple[PriorParams, ClaimParams]] = {}
     for r in range(n):
         ck = (int(cal[r]), state.dataset[r])
@@ -962,15 +1050,23 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         aligned_true[r] = cp.aligned_true
         verdict[r] = cp.verdict
         stance_weight[r] = cp.stance_weight
+        check_weight[r] = cp.check_weight
+    channel = np.clip(channel, EPS, 1.0)
+    if (check_weight != 1.0).any():
+        cw = check_weight[:, None, None, None]
+        tempered = channel**cw
+        tempered /= tempered.sum(axis=3, keepdims=True)
+        channel = np.where(cw != 1.0, tempered, channel)
     return {
         "standing": standing.astype(np.float64),
-        "channel": np.clip(channel, EPS, 1.0),
+        "channel": channel,
         "prior": prior,
         "free_true": np.clip(free_true, EPS, 1 - EPS),
         "log_theta": np.log(np.clip(theta, EPS, 1.0)),
         "aligned_true": np.clip(aligned_true, EPS, 1 - EPS),
         "verdict": np.clip(verdict, EPS, 1 - EPS),
         "stance_weight": stance_weight,
+        "check_weight": check_weight,
     }
 
 
@@ -1037,6 +1133,7 @@ class Bayes:
         if self._data is None or self._data[0] is not questions:
             self._data = (questions, _fit_data(questions))
         model = fit_bayes_model(questions, keys, train_mask, _data=self._data[1])
+        _fit_check_weight(questions, train_mask, calibration, keys, model)
         return calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: model.model_dump(mode="json")}})
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
@@ -1093,6 +1190,7 @@ class Bayes:
             bayes_c0=ch[:, :, 1, :].copy(),
             bayes_claim=latent.astype(np.intp),  # the latent each action reads
             bayes_standing=tabs["standing"],
+            bayes_check_weight=tabs["check_weight"],
             # per bought action: P(o | latent true), P(o | latent false), P(leading answer) before and after
             bayes_why=np.zeros((n, state.cost.shape[1], 4)),
         )
@@ -1123,8 +1221,9 @@ class Bayes:
         Keys: ``action`` (menu index), ``latent`` ("claim" or "answer"), ``top`` and
         ``share`` (the latent's standing in the pool: on top or not, and the share
         bin's lower edge), ``p_true`` / ``p_false`` (P(outcome | latent true / false)
-        under the fitted channel), ``weight`` (their log ratio, nats), ``lead_before``
-        / ``lead_after`` (posterior of the leading answer before and after).
+        under the fitted channel, tempered by the check weight), ``weight`` (their log
+        ratio, nats), ``check_weight`` (the fitted tempering w), ``lead_before`` /
+        ``lead_after`` (posterior of the leading answer before and after).
         """
         ex = state.extra
         out: list[dict[str, Any]] = []
@@ -1142,6 +1241,7 @@ class Bayes:
                     "p_true": c1,
                     "p_false": c0,
                     "weight": math.log(c1 / c0),
+                    "check_weight": float(ex["bayes_check_weight"][row]),
                     "lead_before": before,
                     "lead_after": after,
                 }

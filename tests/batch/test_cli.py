@@ -130,7 +130,8 @@ def test_ctrl_c_gives_the_held_questions_back(sim_data, tmp_path, locks) -> None
     from boe.sim import FaultPlan, serve_in_thread
 
     db = tmp_path / "runs.db"
-    with serve_in_thread(faults=FaultPlan(latency_ms=100)) as sim:
+    # slow enough that the batch is still running when the signal comes, even on a loaded machine
+    with serve_in_thread(faults=FaultPlan(latency_ms=400)) as sim:
         proc = start_batch(batch_args(sim_data, sim.base_url, f"sqlite:///{db}", "r"), locks)
         deadline = time.monotonic() + 120
         while True:

@@ -37,7 +37,8 @@ def test_every_agent_config_field_has_a_flag_or_is_named_as_file_only() -> None:
     assert len({o.flag for o in AGENT_OPTIONS}) == len(AGENT_OPTIONS)
 
 
-@pytest.mark.parametrize(("command", "missing"), [("ask", set()), ("batch", {"--dataset", "--root"})])
+# a batch has no one at the terminal to approve purchases
+@pytest.mark.parametrize(("command", "missing"), [("ask", set()), ("batch", {"--dataset", "--root", "--approve"})])
 def test_ask_and_batch_take_the_same_agent_options(command: str, missing: set[str]) -> None:
     opts = {o for p in _commands()[command].params for o in p.opts}  # type: ignore[attr-defined]
     want = {o.flag for o in AGENT_OPTIONS} - missing

@@ -153,8 +153,17 @@ def _literal_standing(q, a):
 
 
 class _Cell:
-    def __init__(self, table, b):
-        self.given_true, self.given_false = table.at(b)
+    """A channel cell tempered by the check weight w: P(o | t) proportional to C(o | t)^w."""
+
+    def __init__(self, table, b, w=1.0):
+        self.given_true, self.given_false = (_temper(c, w) for c in table.at(b))
+
+
+def _temper(c, w):
+    if w == 1.0:
+        return tuple(max(x, 1e-9) for x in c)
+    p = [max(x, 1e-9) ** w for x in c]
+    return tuple(x / sum(p) for x in p)
 
 
 def _literal_joint(q, model, group_keys, history, extra=None):
@@ -172,14 +181,15 @@ def _literal_joint(q, model, group_keys, history, extra=None):
         prior = [1.0]
     by_claim: dict[int, list] = {}
     by_answer: dict[int, list] = {}
+    cw = model.claims.get(q.dataset, ClaimParams()).check_weight
     for a, o in history:
         key = group_keys[q.group[a]]
         b = _literal_standing(q, a)
         if q.is_factor[a]:
-            by_claim.setdefault(int(q.action_claim[a]), []).append((_Cell(model.factor_channels[key], b), OUT[o]))
+            by_claim.setdefault(int(q.action_claim[a]), []).append((_Cell(model.factor_channels[key], b, cw), OUT[o]))
         else:
             by_answer.setdefault(int(aid[q.action_candidate[a]]), []).append(
-                (_Cell(model.whole_channels[key], b), OUT[o])
+                (_Cell(model.whole_channels[key], b, cw), OUT[o])
             )
     if extra is not None:
         by_claim.setdefault(extra, [])
@@ -217,11 +227,17 @@ def _literal_evsi(q, model, group_keys, history, a):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ledgers(min_size=2, max_size=5), st.sampled_from([4, 9, 100]))
-def test_posterior_and_evsi_equal_a_literal_model(recs, budget):
-    """Every step: the vectorised posterior and EVSI equal brute-force sums under the fitted model."""
+@given(ledgers(min_size=2, max_size=5), st.sampled_from([4, 9, 100]), st.sampled_from([None, 0.85, 0.4]))
+def test_posterior_and_evsi_equal_a_literal_model(recs, budget, check_weight):
+    """Every step: the vectorised posterior and EVSI equal brute-force sums under the fitted model
+    (its fitted check weight, or one set to 0.85 / 0.4)."""
     qs, groups = _questions(recs)
     cal = plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra).calibrations[0]
+    if check_weight is not None:
+        tempered = model_of(cal)
+        for cp in tempered.claims.values():
+            cp.check_weight = check_weight
+        cal = cal.model_copy(update={"extra": {**cal.extra, "bayes": tempered.model_dump(mode="json")}})
     model = model_of(cal)
     pol = Bayes()
     state = bind_questions(qs, np.arange(len(qs)), [cal], None, groups.keys, budget, with_labels=True)
@@ -475,6 +491,20 @@ def test_stance_weight_discounts_redundant_claims():
     assert 0.0 < cp.stance_weight < 1.0  # the values of one slot are one choice, not independent claims
 
 
+def test_check_weight_is_one_for_independent_checks_and_tempers_correlated_ones():
+    """The fitted check weight: 1 where checks are independent given their latents, below 1 where the
+    answer judge and the factor judges echo the pool (outcomes not independent given H), and old
+    calibration files without the field read as untempered."""
+    weights = {}
+    for profile in ("default", "echo-answers"):
+        cal = _fitted(list(pool_ledger(600, seed=91, spec=pool_spec(profile))))
+        (cp,) = model_of(cal).claims.values()
+        weights[profile] = cp.check_weight
+    assert weights["default"] == 1.0
+    assert weights["echo-answers"] < 1.0
+    assert ClaimParams.model_validate({"stance_weight": 0.5}).check_weight == 1.0
+
+
 def test_explain_reports_every_purchase():
     recs = list(pool_ledger(40, seed=95, spec=pool_spec("echo-answers")))
     cal = _fitted(list(pool_ledger(400, seed=96, spec=pool_spec("echo-answers"))))
@@ -498,6 +528,7 @@ def test_explain_reports_every_purchase():
         assert [w["action"] for w in why] == state.log[r, : state.steps[r]].tolist()
         for w in why:
             assert math.isclose(w["weight"], math.log(w["p_true"] / w["p_false"]))
+            assert w["check_weight"] == model_of(cal).claims[qs[r].dataset].check_weight
             assert 0 <= w["lead_before"] <= 1 and 0 <= w["lead_after"] <= 1
             kinds.add(w["latent"])
         if why:
@@ -515,5 +546,7 @@ def test_truthful_answer_checks_overturn_wrong_majorities_in_bayes():
     raw, bayes = runs["raw", 16.0], runs["bayes", 16.0]
     fixable = [i for i in range(len(qs)) if qs[i].utility[raw.selected[i]] == 0 and qs[i].utility.max() == 1]
     rescued = sum(qs[i].utility[bayes.selected[i]] == 1 for i in fixable)
-    assert fixable and rescued >= 0.8 * len(fixable)
+    # three in four: the fitted check weight (0.85 here) tempers the answer channel too; it rescues 74 of
+    # 94 where the untempered model rescued 77, with fewer harms (accuracy 0.930 against 0.9275)
+    assert fixable and rescued >= 0.75 * len(fixable)
     assert _success(qs, bayes) > _success(qs, raw) + 0.1
