@@ -45,7 +45,10 @@ __all__ = [
     "load_questions",
     "read_ledger",
     "register_format",
+    "register_kind",
     "register_policy",
+    "register_segmenter",
+    "register_store_backend",
     "register_tool",
     "replay",
     "run_batch",
@@ -438,6 +441,27 @@ def register_format(name: str, **kwargs: Any) -> Callable[..., Any]:
     from boe.datasets import register_format as register
 
     return register(name, **kwargs)
+
+
+def register_kind(spec: Any, *, override: bool = False) -> Any:
+    """An action kind (a `boe.kinds.KindSpec`: target, cost, menu rule, tool, prompt) for the agent and replay."""
+    from boe.kinds import register_kind as register
+
+    return register(spec, override=override)
+
+
+def register_segmenter(name: str, *, override: bool = False) -> Callable[[Any], Any]:
+    """Decorator: a segmenter factory by name, for grounded views (``segmenter=NAME`` in the agent's config)."""
+    from boe.tools.segment import register_segmenter as register
+
+    return register(name, override=override)
+
+
+def register_store_backend(backend: Any, *, override: bool = False) -> Any:
+    """A store backend (a `boe.db.backends.StoreBackend`) for a URL scheme, used by ``db=`` everywhere."""
+    from boe.db.backends import register_store_backend as register
+
+    return register(backend, override=override)
 
 
 def _db_url(text: str) -> str:

@@ -103,3 +103,26 @@ def test_load_config_file_and_overrides(tmp_path: Path) -> None:
     assert (cfg.k, cfg.budget, cfg.model) == (4, 2, "m")
     with pytest.raises(ConfigError, match=r"agent.toml and the options given"):
         boe.load_config(path, k=0)
+
+
+def test_every_extension_point_registers_through_the_api() -> None:
+    from boe.core.registry import all_registries
+
+    for name in ("register_kind", "register_policy", "register_tool", "register_format", "register_segmenter",
+                 "register_store_backend"):  # fmt: skip
+        assert callable(getattr(boe, name)), name
+    from importlib import import_module
+
+    for module in ("boe.db.backends", "boe.kinds", "boe.tools.protocol", "boe.tools.segment", "boe.datasets"):
+        import_module(module)  # each makes its registry on import
+    assert {"policies", "kinds", "tools", "segmenters", "formats", "stores"} <= set(all_registries())
+
+    @boe.register_segmenter("api-test-everything")
+    def whole_image(**_: object) -> object:
+        return object()
+
+    from boe.tools.segment import SEGMENTERS
+
+    assert "api-test-everything" in SEGMENTERS
+    with pytest.raises(ConfigError, match="api-test-everything"):  # another segmenter under a taken name
+        boe.register_segmenter("api-test-everything")(lambda **_: object())

@@ -28,6 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from boe.core.ledger import ANSWER_KIND, FACTOR_KINDS, WHOLE_KIND, format_for
+
+# the ledger's kind names, from the schema (each kind is named once, in boe.kinds and the core's ledger schema)
+STRUCTURED, VLM_FACTOR, GROUNDED_FACTOR = FACTOR_KINDS
+
 __all__ = ["POOL_PROFILES", "ChannelSpec", "PoolSpec", "factor_code_ledger", "pool_ledger", "write_jsonl"]
 
 SLOTS = ("modality", "region", "plane", "finding", "attribute")
@@ -59,7 +64,7 @@ def factor_code_ledger(
     whole_rho: float = 1.0,
     factor_cost: float = 4,
     whole_cost: float = 8,
-    factor_kind: str = "vlm_factor",
+    factor_kind: str = VLM_FACTOR,
     with_whole: bool = True,
     with_factors: bool = True,
     dataset: str = "factor-code",
@@ -109,7 +114,7 @@ def factor_code_ledger(
                 actions.append(
                     {
                         "id": f"w:{i}",
-                        "kind": "whole_response",
+                        "kind": WHOLE_KIND,
                         "claim": None,
                         "candidate": i,
                         "cost": whole_cost,
@@ -157,7 +162,7 @@ class PoolSpec:
     whole: ChannelSpec = ChannelSpec(0.72, 0.1, 8)
     answer: ChannelSpec | None = None  # answer-level checks, one per distinct valid answer (format 1.1)
     echo: float = 0.0  # P(a model channel reports the pool's view instead of looking)
-    echo_kinds: tuple[str, ...] = ("vlm_factor", "grounded_factor", "whole_response", "answer_response")
+    echo_kinds: tuple[str, ...] = (VLM_FACTOR, GROUNDED_FACTOR, WHOLE_KIND, ANSWER_KIND)
     dataset: str = "pool"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -278,7 +283,7 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                 actions.append(
                     {
                         "id": f"s:{claim['id']}",
-                        "kind": "structured",
+                        "kind": STRUCTURED,
                         "claim": claim["id"],
                         "candidate": None,
                         "cost": ch.cost,
@@ -286,7 +291,7 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                         "outcome": _outcome(rng, true, ch.acc, ch.unresolved),
                     }
                 )
-            for kind, tag, ch in (("vlm_factor", "v", spec.vlm), ("grounded_factor", "g", spec.grounded)):
+            for kind, tag, ch in ((VLM_FACTOR, "v", spec.vlm), (GROUNDED_FACTOR, "g", spec.grounded)):
                 actions.append(
                     {
                         "id": f"{tag}:{claim['id']}",
@@ -305,7 +310,7 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
             actions.append(
                 {
                     "id": f"w:{i}",
-                    "kind": "whole_response",
+                    "kind": WHOLE_KIND,
                     "claim": None,
                     "candidate": i,
                     "cost": ch.cost,
@@ -315,7 +320,7 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                         c["utility"] == 1.0,
                         ch.acc,
                         ch.unresolved,
-                        echo_of("whole_response"),
+                        echo_of(WHOLE_KIND),
                         answer_count[c["answer"]] == top_count,
                     ),
                 }
@@ -330,7 +335,7 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                 actions.append(
                     {
                         "id": f"a:{rep_i}",
-                        "kind": "answer_response",
+                        "kind": ANSWER_KIND,
                         "claim": None,
                         "candidate": rep_i,
                         "cost": ch.cost,
@@ -340,13 +345,13 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                             ans == true_answer,
                             ch.acc,
                             ch.unresolved,
-                            echo_of("answer_response"),
+                            echo_of(ANSWER_KIND),
                             answer_count[ans] == top_count,
                         ),
                     }
                 )
         yield {
-            "format": "boe-ledger/1.1" if any(a["kind"] == "answer_response" for a in actions) else "boe-ledger/1",
+            "format": format_for(a["kind"] for a in actions),
             "question_id": f"{spec.dataset}-{seed}-{q:06d}",
             "dataset": spec.dataset,
             "task": {"question": "what is shown?", "image": None, "options": None},
