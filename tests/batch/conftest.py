@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -75,7 +76,14 @@ def start_batch(args: list[str], locks: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=default_sigint,
     )
+
+
+def default_sigint() -> None:
+    """In the child: Ctrl-C interrupts, even when the test run itself was started in the background (which
+    ignores SIGINT, and children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 600) -> dict[str, object]:

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.batch.conftest import batch_args, finish, start_batch
+from tests.batch.conftest import batch_args, default_sigint, finish, start_batch
 
 
 def test_a_resumed_batch_says_which_dead_workers_leases_it_waits_for(sim_data, sim, locks, tmp_path):
@@ -47,6 +47,7 @@ def test_ctrl_c_prints_the_command_that_resumes_the_batch(sim_data, locks, tmp_p
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "BOE_WORKER_LOCKS": str(locks)},
+            preexec_fn=default_sigint,
         )
         time.sleep(4)
         proc.send_signal(signal.SIGINT)
