@@ -19,9 +19,9 @@ from langgraph.types import interrupt
 from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
 from boe.agent.costs import cost_kinds
 from boe.agent.planner import build_record, events_of, skip_entry
-from boe.agent.state import AgentContext, AgentState, EvidenceEntry, Observation, Purchase
+from boe.agent.state import AgentContext, AgentState, EvidenceEntry, MenuAction, Observation, Purchase, menu_actions
 from boe.core.calls import ModelCall
-from boe.core.ledger import LedgerRecord
+from boe.core.ledger import LedgerRecord, record_data
 from boe.core.session import Session
 from boe.errors import ModelError
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
@@ -242,7 +242,8 @@ async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     cfg = context_of(runtime).config
     design = {k: cfg.costs.of(k) for k in cost_kinds()}
     used = (state.get("costs") or {}).get("used") or design
-    actions = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
+    made = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
+    actions = [MenuAction.model_validate(a) for a in made]  # the menu rules' dicts, checked once here
     return {"actions": actions, "bought": [], "skipped": [], "pending": None, "mode": cfg.ledger}
 
 
@@ -250,14 +251,14 @@ def route_after_menu(state: AgentState) -> str:
     return "ledger" if state["mode"] == "full" else "plan"
 
 
-def _request(state: AgentState, ctx: AgentContext, action: dict[str, Any]) -> ToolRequest:
-    claim = next((c for c in state["claims"] if c["id"] == action["claim"]), None) if action["claim"] else None
-    cand = state["candidates"][action["candidate"]] if action["candidate"] is not None else None
+def _request(state: AgentState, ctx: AgentContext, action: MenuAction) -> ToolRequest:
+    claim = next((c for c in state["claims"] if c["id"] == action.claim), None) if action.claim else None
+    cand = state["candidates"][action.candidate] if action.candidate is not None else None
     figure = claim.get("figure") if claim is not None else None
     if figure is not None and figure not in figure_ids(state):
         figure = None  # a claim of a single-figure question made before figures were recorded
     return ToolRequest(
-        action=action,
+        action=action.as_dict(),
         question=state["question"],
         image=image_of(ctx, state, figure),
         options=state.get("options"),
@@ -269,9 +270,9 @@ def _request(state: AgentState, ctx: AgentContext, action: dict[str, Any]) -> To
     )
 
 
-async def _run_tool(state: AgentState, ctx: AgentContext, action: dict[str, Any]) -> ToolResult:
+async def _run_tool(state: AgentState, ctx: AgentContext, action: MenuAction) -> ToolResult:
     """Run an action's tool, measuring its wall time (recorded on the result as ``seconds``)."""
-    tool = ctx.tools[action["kind"]]
+    tool = ctx.tools[action.kind]
     t0 = time.perf_counter()
     res = await tool.run(_request(state, ctx, action))
     res.seconds = time.perf_counter() - t0
@@ -294,11 +295,12 @@ def _observation(res: ToolResult) -> Observation:
 async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Full-ledger mode: run every action of the menu once (bounded concurrency), store all outcomes."""
     ctx = context_of(runtime)
-    results = await asyncio.gather(*(_run_tool(state, ctx, a) for a in state["actions"]))
+    actions = menu_actions(state)
+    results = await asyncio.gather(*(_run_tool(state, ctx, a) for a in actions))
     failed = [r for r in results if r.failed]
     if failed:  # an outage is no evidence: the question is not stored, and a re-run asks again (paid replies cached)
         raise ModelError(f"{len(failed)} of {len(results)} evidence check(s) could not be run: {failed[0].error}")
-    outcomes = {a["id"]: _observation(r) for a, r in zip(state["actions"], results, strict=True)}
+    outcomes = {a.id: _observation(r) for a, r in zip(actions, results, strict=True)}
     calls = [c.as_dict() for r in results for c in r.calls]
     return {"outcomes": outcomes, "calls": calls}
 
@@ -313,14 +315,15 @@ def session_for(state: AgentState, ctx: AgentContext) -> Session:
     Built once per question and kept while the state holds the same menu (compared by value, so a
     restored checkpoint reuses it too); `Session.advance` applies only the events it has not seen.
     """
-    parts = (state["candidates"], state["claims"], state["edges"], state["actions"])
+    actions = menu_actions(state)
+    parts = (state["candidates"], state["claims"], state["edges"], actions)
     qid = state["question_id"]
     hit = ctx.planners.get(qid)
     if hit is not None and hit[0] == parts:
         session = cast(Session, hit[1])
     else:
         cfg = ctx.config
-        rec = _state_record(state, ctx, state["actions"])
+        rec = _state_record(state, ctx, [a.as_dict() for a in actions])
         options = {"eta": cfg.eta, "seed": cfg.policy_seed}
         session = Session.from_record(rec, ctx.calibration, cfg.policy, cfg.budget, options=options)
         ctx.planners.pop(qid, None)
@@ -384,7 +387,7 @@ async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     if state["next_action"] < 0 or not ctx.config.approve:  # -1 here: stopped with `update_state` (see select)
         return {}
     idx = state["next_action"]
-    action = state["actions"][idx]
+    action = menu_actions(state)[idx]
     bought = state.get("bought") or []
     answer = interrupt(
         {
@@ -392,7 +395,7 @@ async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
             "question": state["question"],
             "step": len(bought) + 1,
             "index": idx,
-            "action": {k: action.get(k) for k in ("id", "kind", "claim", "candidate", "cost", "group")},
+            "action": action.model_dump(include={"id", "kind", "claim", "candidate", "cost", "group"}),
             "target": _target(state, action),
             "spent": sum(b.cost for b in bought),
             "budget": ctx.config.budget,
@@ -420,15 +423,15 @@ def _check_override(state: AgentState) -> None:
         )
 
 
-def _target(state: AgentState, action: dict[str, Any]) -> str:
+def _target(state: AgentState, action: MenuAction) -> str:
     """What the action checks, in words (for the person approving)."""
-    if action["claim"] is not None:
-        claim = next((c for c in state["claims"] if c["id"] == action["claim"]), None)
+    if action.claim is not None:
+        claim = next((c for c in state["claims"] if c["id"] == action.claim), None)
         if claim is not None:
             return f"claim {claim.get('slot')} = {claim.get('value')!r}"
-    if action["candidate"] is not None:
-        return f"candidate {action['candidate']}: {state['candidates'][action['candidate']].get('answer')!r}"
-    return str(action["id"])
+    if action.candidate is not None:
+        return f"candidate {action.candidate}: {state['candidates'][action.candidate].get('answer')!r}"
+    return action.id
 
 
 def route_after_approve(state: AgentState) -> str:
@@ -444,12 +447,12 @@ async def act(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     ctx = context_of(runtime)
     _check_override(state)
     idx = state["next_action"]
-    action = state["actions"][idx]
+    action = menu_actions(state)[idx]
     if ctx.config.ledger == "full":
-        return {"pending": Purchase(action=idx, **state["outcomes"][action["id"]].model_dump())}
+        return {"pending": Purchase(action=idx, **state["outcomes"][action.id].model_dump())}
     res = await _run_tool(state, ctx, action)
     if res.failed:  # no outcome to reveal: the question stops here and is not stored
-        raise ModelError(f"evidence check {action['id']!r} could not be run: {res.error}")
+        raise ModelError(f"evidence check {action.id!r} could not be run: {res.error}")
     purchase = Purchase(action=idx, **_observation(res).model_dump())
     return {"pending": purchase, "calls": [c.as_dict() for c in res.calls]}
 
@@ -461,19 +464,19 @@ async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     assert pending is not None
     bought = list(state.get("bought") or [])
     step = session_for(state, ctx).reveal(pending.action, pending.outcome)
-    action = state["actions"][pending.action]
+    action = menu_actions(state)[pending.action]
     entry = EvidenceEntry(
         step=len(bought) + 1,
         action=pending.action,
-        id=action["id"],
-        kind=action["kind"],
-        claim=action["claim"],
-        candidate=action["candidate"],
-        cost=action["cost"],
-        design_cost=action.get("design_cost", action["cost"]),
+        id=action.id,
+        kind=action.kind,
+        claim=action.claim,
+        candidate=action.candidate,
+        cost=action.cost,
+        design_cost=action.cost if action.design_cost is None else action.design_cost,
         tokens=pending.tokens,
         seconds=pending.seconds,
-        group=action["group"],
+        group=action.group,
         outcome=pending.outcome,
         rationale=pending.rationale,
         error=pending.error,
@@ -501,7 +504,8 @@ async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if state.get("next_action", -1) < 0 and session.next_action() >= 0:
         after = len(state.get("bought") or [])
-        entries = [skip_entry(state["actions"][a], a, "stopped", after) for a in session.stop("stopped")]
+        actions = menu_actions(state)
+        entries = [skip_entry(actions[a], a, "stopped", after) for a in session.stop("stopped")]
         out["skipped"] = [*(state.get("skipped") or []), *entries]
     res = session.finish()
     raw, prior = session.raw_majority()
@@ -538,8 +542,9 @@ def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
     return out
 
 
-def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
-    """The stored ledger record: the menu with the outcomes this run observed, plus the evidence log."""
+def final_record(state: AgentState, ctx: AgentContext) -> LedgerRecord:
+    """The stored ledger record (validated once, here): the menu with the outcomes this run observed, plus the
+    evidence log."""
     cfg = ctx.config
     bought = state.get("bought") or []
     step_of = {b.id: b.step for b in bought}
@@ -549,14 +554,14 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
     for b in bought:
         observed[b.id] = b.model_dump(include=set(keys))
     actions = []
-    for a in state["actions"]:
-        res = observed.get(a["id"])
-        extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a["id"])}
+    for a in menu_actions(state):
+        res = observed.get(a.id)
+        extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a.id)}
         if res is not None:
             extra.update({k: res.get(k) for k in keys[1:]})
-        if a["id"] in skipped:  # refused when proposed (spec section 10): a replay refuses it too
-            extra["skipped"] = skipped[a["id"]]
-        actions.append({**a, **extra})
+        if a.id in skipped:  # refused when proposed (spec section 10): a replay refuses it too
+            extra["skipped"] = skipped[a.id]
+        actions.append({**a.as_dict(), **extra})
     rec = _state_record(
         state,
         ctx,
@@ -585,17 +590,18 @@ def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
             "model_calls": [ModelCall.from_dict(c).ledger_entry() for c in state.get("calls") or []],
         },
     )
-    return rec.model_dump(mode="json", exclude_unset=True)
+    return rec
 
 
 async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Write the question's record, model calls, transcript and image reference to the store."""
     ctx = context_of(runtime)
-    record = final_record(state, ctx)
+    rec = final_record(state, ctx)
+    record = record_data(rec)
     transcript = session_for(state, ctx).transcript()
     ctx.planners.pop(state["question_id"], None)  # the question is done
     if ctx.store is not None:
         from boe.agent.persist import save_question
 
-        await asyncio.to_thread(save_question, ctx, record, state.get("calls") or [], transcript, figure_refs(state))
+        await asyncio.to_thread(save_question, ctx, rec, state.get("calls") or [], transcript, figure_refs(state))
     return {"record": record, "transcript": transcript}

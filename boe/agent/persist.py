@@ -120,7 +120,7 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
 
 def save_question(
     ctx: AgentContext,
-    record: dict[str, Any],
+    record: LedgerRecord | dict[str, Any],
     calls: list[dict[str, Any]],
     transcript: dict[str, Any],
     image_ref: dict[str, Any] | list[dict[str, Any]],
@@ -140,18 +140,21 @@ def save_question(
 
 
 def question_data(
-    record: dict[str, Any],
+    record: LedgerRecord | dict[str, Any],
     calls: list[dict[str, Any]],
     transcript: dict[str, Any],
     image_ref: dict[str, Any] | list[dict[str, Any]],
 ) -> QuestionData:
-    """One answered question as the store takes it: the record, its model calls, transcript and images."""
+    """One answered question as the store takes it: the record, its model calls, transcript and images.
+
+    A `LedgerRecord` (the agent's, validated when it was built) is taken as it is; a dict is validated here.
+    """
     from boe.core.calls import ModelCall
     from boe.db import ImageRecord, QuestionData, TranscriptRecord
 
-    rec = LedgerRecord.model_validate(record)
+    rec = record if isinstance(record, LedgerRecord) else LedgerRecord.model_validate(record)
     model_calls = [ModelCall.from_dict(c) for c in calls]
-    evidence = record.get("evidence_log") or []
+    evidence = (rec.model_extra or {}).get("evidence_log") or []
     tr = TranscriptRecord.from_dict({**transcript, "evidence": evidence})
     refs = image_ref if isinstance(image_ref, list) else [image_ref]
     images = [

@@ -14,11 +14,14 @@ session from them; `events_of` reads them back in order.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boe.core.ledger import LedgerRecord, format_for
 from boe.core.session import Event, Reveal, Skip, Step
 from boe.kinds import declare_kinds
+
+if TYPE_CHECKING:
+    from boe.agent.state import MenuAction
 
 __all__ = ["PLACEHOLDER", "Step", "build_record", "events_of", "skip_entry"]
 
@@ -64,9 +67,10 @@ def build_record(
     return LedgerRecord.model_validate(data)
 
 
-def skip_entry(action: Mapping[str, Any], index: int, reason: str, after: int) -> dict[str, Any]:
+def skip_entry(action: Mapping[str, Any] | MenuAction, index: int, reason: str, after: int) -> dict[str, Any]:
     """The graph-state entry of a skipped purchase: menu ``index``, its id, why, and how many purchases preceded it."""
-    return {"action": index, "id": action["id"], "reason": reason, "after": after}
+    aid = action["id"] if isinstance(action, Mapping) else action.id
+    return {"action": index, "id": aid, "reason": reason, "after": after}
 
 
 def events_of(bought: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, Any]] = ()) -> list[Event]:

@@ -2,7 +2,7 @@
 
 `AgentState` is what LangGraph checkpoints: JSON-ready values (ids, paths,
 strings, numbers, lists and dicts) and the small typed records below
-(`Observation`, `Purchase`, `EvidenceEntry`: pydantic models, which
+(`MenuAction`, `Observation`, `Purchase`, `EvidenceEntry`: pydantic models, which
 the checkpointers serialise as the state schema allow-lists them). Images,
 arrays, clients and the policy live in `AgentContext`, handed to every node
 by the runtime and never serialised.
@@ -11,6 +11,7 @@ by the runtime and never serialised.
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
@@ -23,7 +24,37 @@ if TYPE_CHECKING:
     from boe.tools.images import LoadedImage
     from boe.tools.protocol import EvidenceTool
 
-__all__ = ["AgentContext", "AgentState", "EvidenceEntry", "Observation", "Purchase"]
+__all__ = ["AgentContext", "AgentState", "EvidenceEntry", "MenuAction", "Observation", "Purchase", "menu_actions"]
+
+
+class MenuAction(BaseModel):
+    """One entry of a question's action menu (what a kind's menu rule made), without an outcome.
+
+    Menu rules and tools see it as a mapping (`as_dict`); keys a rule adds beyond these fields (an answer
+    check's ``answer`` and ``share``, a plugin's own) are kept, in order, after them.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    id: str
+    kind: str
+    claim: str | None = None
+    candidate: int | None = None
+    cost: float
+    design_cost: float | None = None  # the design cost beside the planned ``cost`` (None: not recorded)
+    group: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as the menu rule wrote it (and as the stored record's action holds it, before the outcome)."""
+        out = self.model_dump()
+        if out["design_cost"] is None:
+            del out["design_cost"]
+        return out
+
+
+def menu_actions(state: Mapping[str, Any]) -> list[MenuAction]:
+    """The state's menu as typed entries (a state written by `update_state`, or an older checkpoint, may hold dicts)."""
+    return [a if isinstance(a, MenuAction) else MenuAction.model_validate(a) for a in state.get("actions") or []]
 
 
 class Observation(BaseModel):
@@ -95,7 +126,7 @@ class AgentState(TypedDict, total=False):
     candidates: list[dict[str, Any]]
     claims: list[dict[str, Any]]
     edges: list[dict[str, Any]]
-    actions: list[dict[str, Any]]  # the menu, without outcomes
+    actions: list[MenuAction]  # the menu, without outcomes
     mode: str  # "online" (run the bought actions) or "full" (run every action, then plan over them)
     outcomes: dict[str, Observation]  # full-ledger mode: every action's result, by action id
     bought: list[EvidenceEntry]  # the evidence log: one entry per bought action, in order

@@ -235,7 +235,7 @@ def test_stopping_with_update_state_before_act_stores_a_ledger_that_replays(sim,
             await g.graph.ainvoke(state, rc, context=g.context, interrupt_before=["act"])
             snap = await g.graph.aget_state(rc)
             assert snap.next == ("act",)
-            proposed = snap.values["actions"][snap.values["next_action"]]["id"]
+            proposed = snap.values["actions"][snap.values["next_action"]].id
             await g.graph.aupdate_state(rc, {"next_action": -1})
             await g.graph.ainvoke(None, rc, context=g.context)
             values = (await g.graph.aget_state(rc)).values
