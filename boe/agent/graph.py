@@ -41,7 +41,7 @@ from langgraph.graph import END, START, StateGraph
 from boe.agent import nodes
 from boe.agent.api import Agent, question_input
 from boe.agent.configuration import AgentConfig, make_config
-from boe.agent.state import AgentContext, AgentState, EvidenceEntry, MenuAction, Observation, Purchase
+from boe.agent.state import AgentContext, AgentState, ClaimNode, EvidenceEntry, MenuAction, Observation, Purchase
 from boe.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 #: The pydantic records the graph state holds (what a checkpoint may deserialise).
-STATE_RECORDS = tuple((t.__module__, t.__name__) for t in (EvidenceEntry, MenuAction, Observation, Purchase))
+STATE_RECORDS = tuple((t.__module__, t.__name__) for t in (ClaimNode, EvidenceEntry, MenuAction, Observation, Purchase))
 #: Figures kept decoded in a shared context (older ones are read again from their path when needed).
 MAX_IMAGES = 32
 

@@ -19,7 +19,17 @@ from langgraph.types import interrupt
 from boe.agent.claims import build_graph, build_menu, canonicalise, figure_context, grade, parse_candidate
 from boe.agent.costs import cost_kinds
 from boe.agent.planner import build_record, events_of, skip_entry
-from boe.agent.state import AgentContext, AgentState, EvidenceEntry, MenuAction, Observation, Purchase, menu_actions
+from boe.agent.state import (
+    AgentContext,
+    AgentState,
+    ClaimNode,
+    EvidenceEntry,
+    MenuAction,
+    Observation,
+    Purchase,
+    claim_nodes,
+    menu_actions,
+)
 from boe.core.calls import ModelCall
 from boe.core.ledger import LedgerRecord, record_data
 from boe.core.session import Session
@@ -234,7 +244,7 @@ async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         c["utility"] = grade(c["answer"], state.get("reference"), q)
     ids = figure_ids(state)
     claim_list, edges = build_graph(cands, figure=ids[0], multi=len(ids) > 1)
-    return {"candidates": cands, "claims": claim_list, "edges": edges}
+    return {"candidates": cands, "claims": [ClaimNode.model_validate(c) for c in claim_list], "edges": edges}
 
 
 async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
@@ -242,7 +252,8 @@ async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     cfg = context_of(runtime).config
     design = {k: cfg.costs.of(k) for k in cost_kinds()}
     used = (state.get("costs") or {}).get("used") or design
-    made = build_menu(state["claims"], state["candidates"], used, cfg.kinds, state["analysis"], design)
+    claim_list = [c.as_dict() for c in claim_nodes(state)]  # menu rules read mappings
+    made = build_menu(claim_list, state["candidates"], used, cfg.kinds, state["analysis"], design)
     actions = [MenuAction.model_validate(a) for a in made]  # the menu rules' dicts, checked once here
     return {"actions": actions, "bought": [], "skipped": [], "pending": None, "mode": cfg.ledger}
 
@@ -252,9 +263,9 @@ def route_after_menu(state: AgentState) -> str:
 
 
 def _request(state: AgentState, ctx: AgentContext, action: MenuAction) -> ToolRequest:
-    claim = next((c for c in state["claims"] if c["id"] == action.claim), None) if action.claim else None
+    claim = next((c for c in claim_nodes(state) if c.id == action.claim), None) if action.claim else None
     cand = state["candidates"][action.candidate] if action.candidate is not None else None
-    figure = claim.get("figure") if claim is not None else None
+    figure = claim.figure if claim is not None else None
     if figure is not None and figure not in figure_ids(state):
         figure = None  # a claim of a single-figure question made before figures were recorded
     return ToolRequest(
@@ -262,7 +273,7 @@ def _request(state: AgentState, ctx: AgentContext, action: MenuAction) -> ToolRe
         question=state["question"],
         image=image_of(ctx, state, figure),
         options=state.get("options"),
-        claim=claim,
+        claim=claim.as_dict() if claim is not None else None,
         candidate=cand,
         context=figure_context(state["analysis"], figure),
         seed=ctx.config.seed,
@@ -316,7 +327,7 @@ def session_for(state: AgentState, ctx: AgentContext) -> Session:
     restored checkpoint reuses it too); `Session.advance` applies only the events it has not seen.
     """
     actions = menu_actions(state)
-    parts = (state["candidates"], state["claims"], state["edges"], actions)
+    parts = (state["candidates"], claim_nodes(state), state["edges"], actions)
     qid = state["question_id"]
     hit = ctx.planners.get(qid)
     if hit is not None and hit[0] == parts:
@@ -345,7 +356,7 @@ def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, 
         options=state.get("options"),
         reference=state.get("reference"),
         candidates=_ledger_candidates(state),
-        claims=state["claims"],
+        claims=[c.as_dict() for c in claim_nodes(state)],
         edges=state["edges"],
         actions=actions,
         **kwargs,
@@ -426,9 +437,9 @@ def _check_override(state: AgentState) -> None:
 def _target(state: AgentState, action: MenuAction) -> str:
     """What the action checks, in words (for the person approving)."""
     if action.claim is not None:
-        claim = next((c for c in state["claims"] if c["id"] == action.claim), None)
+        claim = next((c for c in claim_nodes(state) if c.id == action.claim), None)
         if claim is not None:
-            return f"claim {claim.get('slot')} = {claim.get('value')!r}"
+            return f"claim {claim.slot} = {claim.value!r}"
     if action.candidate is not None:
         return f"candidate {action.candidate}: {state['candidates'][action.candidate].get('answer')!r}"
     return action.id

@@ -2,7 +2,7 @@
 
 `AgentState` is what LangGraph checkpoints: JSON-ready values (ids, paths,
 strings, numbers, lists and dicts) and the small typed records below
-(`MenuAction`, `Observation`, `Purchase`, `EvidenceEntry`: pydantic models, which
+(`ClaimNode`, `MenuAction`, `Observation`, `Purchase`, `EvidenceEntry`: pydantic models, which
 the checkpointers serialise as the state schema allow-lists them). Images,
 arrays, clients and the policy live in `AgentContext`, handed to every node
 by the runtime and never serialised.
@@ -24,7 +24,40 @@ if TYPE_CHECKING:
     from boe.tools.images import LoadedImage
     from boe.tools.protocol import EvidenceTool
 
-__all__ = ["AgentContext", "AgentState", "EvidenceEntry", "MenuAction", "Observation", "Purchase", "menu_actions"]
+__all__ = [
+    "AgentContext",
+    "AgentState",
+    "ClaimNode",
+    "EvidenceEntry",
+    "MenuAction",
+    "Observation",
+    "Purchase",
+    "claim_nodes",
+    "menu_actions",
+]
+
+
+class ClaimNode(BaseModel):
+    """One canonical claim of a question's claim graph (`boe.agent.claims.build_graph`).
+
+    The keys it adds beyond these fields (``known``, ``family``, ``support``, ``location``) are kept, in order.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    id: str
+    slot: str | None = None
+    value: str | None = None
+    figure: str | int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The claim as `build_graph` wrote it (and as the stored record holds it)."""
+        return self.model_dump()
+
+
+def claim_nodes(state: Mapping[str, Any]) -> list[ClaimNode]:
+    """The state's claims as typed entries (`update_state`, or an older checkpoint, may have written dicts)."""
+    return [c if isinstance(c, ClaimNode) else ClaimNode.model_validate(c) for c in state.get("claims") or []]
 
 
 class MenuAction(BaseModel):
@@ -124,7 +157,7 @@ class AgentState(TypedDict, total=False):
     analysis: dict[str, Any]  # question type, asked slot, stated context
     replies: list[str | None]  # the K generation replies, as received
     candidates: list[dict[str, Any]]
-    claims: list[dict[str, Any]]
+    claims: list[ClaimNode]
     edges: list[dict[str, Any]]
     actions: list[MenuAction]  # the menu, without outcomes
     mode: str  # "online" (run the bought actions) or "full" (run every action, then plan over them)
