@@ -48,14 +48,11 @@ __all__ = [
     "with_figure_key",
 ]
 
-PROMPT_NAMES = (
-    "generation",
-    "claim_extraction",
-    "factor_judge",
-    "grounded_factor_judge",
-    "whole_judge",
-    "answer_judge",
-)
+#: The shipped templates, found by listing the folder (a new kind's template is just a new file there).
+PROMPT_NAMES: tuple[str, ...] = tuple(
+    sorted(p.name.removesuffix(".tmpl") for p in (resources.files("boe.prompts") / "templates").iterdir()
+           if p.name.endswith(".tmpl"))
+)  # fmt: skip
 
 #: Placeholders that may be left out of `PromptTemplate.render` (they render empty).
 OPTIONAL = frozenset({"figures_block"})
