@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from boe.sim.ledgers import factor_code_ledger, pool_ledger
+
+
+@pytest.fixture
+def sim() -> Iterator[object]:
+    """A fresh simulator (fresh request counters) on a free loopback port."""
+    from boe.sim import serve_in_thread
+
+    handle = serve_in_thread()
+    try:
+        yield handle
+    finally:
+        handle.close()
 
 
 def write_ledger(path: Path, records) -> Path:

@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- python-api -->", "<!-- /python-api -->"
 README_URL = "http://127.0.0.1:8000/v1"
@@ -27,17 +25,6 @@ def python_blocks() -> list[str]:
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     assert len(blocks) >= 4, "the python-api section lost its examples"
     return blocks
-
-
-@pytest.fixture
-def sim():
-    from boe.sim import serve_in_thread
-
-    handle = serve_in_thread()
-    try:
-        yield handle
-    finally:
-        handle.close()
 
 
 def test_readme_python_examples_run(sim, tmp_path: Path) -> None:

@@ -16,8 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "datasets" / "fixtures" / "vqa-rad"
 START, END = "<!-- recipe: your-endpoint-your-dataset -->", "<!-- /recipe -->"
@@ -47,17 +45,6 @@ def substitute(line: str, base_url: str, data: Path) -> str | None:
     if line.startswith("DATA="):
         return f"DATA={data}"
     return line
-
-
-@pytest.fixture
-def sim():
-    from boe.sim import serve_in_thread
-
-    handle = serve_in_thread()
-    try:
-        yield handle
-    finally:
-        handle.close()
 
 
 def test_recipe_lines_are_the_documented_steps():

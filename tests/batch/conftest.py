@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,18 +20,6 @@ def sim_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from boe.sim.dataset import generate_dataset
 
     return generate_dataset(tmp_path_factory.mktemp("batch") / "data", 24, seed=3, size=64)
-
-
-@pytest.fixture
-def sim() -> Iterator[object]:
-    """A fresh simulator (fresh request counters) on a free loopback port."""
-    from boe.sim import serve_in_thread
-
-    handle = serve_in_thread()
-    try:
-        yield handle
-    finally:
-        handle.close()
 
 
 @pytest.fixture
