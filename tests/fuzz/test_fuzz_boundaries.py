@@ -25,8 +25,8 @@ from boe.errors import BoeError, ModelError
 from boe.prompts import load_prompt, options_block
 from boe.tools.client import ModelClient
 from boe.tools.completion import read_completion
-from boe.tools.retry import BadReply
 from boe.tools.images import header_size, open_image
+from boe.tools.retry import BadReply
 
 FUZZ = settings(
     deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], derandomize=True
