@@ -498,12 +498,20 @@ class Agent:
         return {"configurable": {"thread_id": thread}, "recursion_limit": self._recursion_limit(costs)}
 
     def _thread(self, question_id: str) -> str:
-        blob = json.dumps(
-            [self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
-            sort_keys=True,
-            default=str,
-        )
-        return f"{question_id}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+        return f"{question_id}:{self._settings_hash()}"
+
+    def _settings_hash(self) -> str:
+        """A hash of the configuration and calibration (computed once per pair, not per question)."""
+        pair = (self.config, self.calibration)
+        memo = getattr(self, "_settings_memo", None)
+        if memo is None or memo[0] is not pair[0] or memo[1] is not pair[1]:
+            blob = json.dumps(
+                [self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
+                sort_keys=True,
+                default=str,
+            )
+            memo = self._settings_memo = (*pair, hashlib.sha256(blob.encode()).hexdigest()[:16])
+        return str(memo[2])
 
     def _recursion_limit(self, costs: dict[str, float] | None = None) -> int:
         from boe.agent.graph import recursion_limit

@@ -125,6 +125,8 @@ class BatchSummary:
     segmentation_seconds: float  # wall time of the grounded views' segmentations (in threads), summed
     peak_in_flight: int  # most model requests in flight at once
     request_ms: float = 0.0  # mean time a request held its slot (sent to reply read): latency as this worker saw it
+    segmentation_cpu_seconds: float = 0.0  # CPU of the segmentations (part of cpu_seconds)
+    servers: list[dict[str, Any]] = field(default_factory=list)  # each server's share: requests, errors, down
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -138,8 +140,13 @@ class BatchSummary:
 
     @property
     def cpu_ms_per_question(self) -> float:
-        """Framework CPU per stored question (this process and its pool), waiting excluded."""
+        """CPU per stored question (this process and its pool, segmentation included), waiting excluded."""
         return 1000.0 * (self.cpu_seconds + self.pool_cpu_seconds) / self.stored if self.stored else math.nan
+
+    @property
+    def segmentation_ms_per_question(self) -> float:
+        """The segmentations' CPU per stored question."""
+        return 1000.0 * self.segmentation_cpu_seconds / self.stored if self.stored else math.nan
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready, with the derived rates."""
@@ -148,6 +155,10 @@ class BatchSummary:
             complete=self.complete,
             questions_per_minute=round(self.per_minute, 2),
             cpu_ms_per_question=None if not self.stored else round(self.cpu_ms_per_question, 1),
+            framework_cpu_ms_per_question=None
+            if not self.stored
+            else round(self.cpu_ms_per_question - self.segmentation_ms_per_question, 1),
+            segmentation_cpu_ms_per_question=None if not self.stored else round(self.segmentation_ms_per_question, 1),
         )
         return d
 
@@ -660,10 +671,17 @@ class BatchRunner:
                 "grading_and_rows": round(self._prep_cpu, 3),
             },
             segmentation_seconds=self._segmentation,
+            segmentation_cpu_seconds=self._segmentation_cpu(),
+            servers=self.agent.server_shares() if self.agent is not None else [],
             peak_in_flight=int(getattr(transport, "peak", 0)),
             notes=self.notes,
             request_ms=1000.0 * getattr(transport, "slot_seconds", 0.0) / max(1, getattr(transport, "sent", 0)),
         )
+
+    def _segmentation_cpu(self) -> float:
+        """CPU seconds the agent's grounded judges spent segmenting."""
+        tools = self.agent.tools.values() if self.agent is not None else ()
+        return float(sum(getattr(t, "segmentation_cpu", 0.0) for t in tools))
 
     async def _wind_down(self, background: Sequence[asyncio.Task[None]]) -> None:
         """Stop the work (cancelling unfinished questions), store what is finished, give back the rest."""
