@@ -516,41 +516,6 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
     )
 
 
-def _parse_costs(text: str | None) -> dict[str, Any]:
-    """`AgentConfig` cost fields from ``--costs``: paper | a,b,c,d | measured[:tokens|:seconds] | FILE."""
-    from boe.errors import ConfigError
-
-    if text is None or text.strip() == "paper":
-        return {}
-    text = text.strip()
-    from boe.kinds import builtin_kinds
-
-    kinds = builtin_kinds()
-    mode, _, basis = text.partition(":")
-    if mode == "measured":
-        if basis not in ("", "tokens", "seconds"):
-            raise ConfigError(f"--costs measured:BASIS: the basis is tokens or seconds, got {basis!r}")
-        return {"cost_mode": "measured", "cost_basis": basis or "tokens"}
-    if "," not in text:
-        path = Path(text).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"--costs: {text!r} is not paper, measured, four numbers or an existing cost file")
-        from boe.agent.costs import load_costs_file
-
-        fixed, _, file_basis = load_costs_file(path)
-        if fixed is not None:
-            return {"costs": fixed}
-        return {"cost_mode": "measured", "cost_basis": file_basis, "cost_file": str(path)}
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        raise ConfigError(f"--costs: four numbers separated by commas, got {text!r}") from None
-    if len(values) not in (4, 5):
-        raise ConfigError(f"--costs: four or five numbers ({', '.join(kinds)}), got {len(values)}")
-    return {"costs": dict(zip(kinds, values, strict=False))}
-
-
 def _images(image: Path, more: list[Path], figures: str | None) -> Any:
     """IMAGE and the --image figures as `Agent.ask` takes them (with the --figures ids when given)."""
     from boe.errors import ConfigError

@@ -38,7 +38,9 @@ def calibrate_command(
     if prior:
         if ledgers or db or run:
             raise ConfigError("--prior fits nothing: give no runs or ledgers with it")
-        cal = prior_calibration()
+        from boe.kinds import prior_channels
+
+        cal = prior_calibration(prior_channels())
         save_calibration(cal, out)
         _print(cal, out, [], as_json)
         return

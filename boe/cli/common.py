@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
-__all__ = ["Interrupted", "check_outputs", "err_console", "out_console", "parse_list", "parse_budgets", "progress_bar"]
+__all__ = [
+    "Interrupted",
+    "check_outputs",
+    "err_console",
+    "out_console",
+    "parse_budgets",
+    "parse_list",
+    "progress_bar",
+    "registered",
+]
 
 
 @cache
@@ -41,6 +51,11 @@ def progress_bar(console: Console, show: bool) -> Progress:
         transient=True,
         disable=not show,
     )
+
+
+def registered(registry: Any, keep: Callable[[Any], bool] | None = None) -> str:
+    """The names a registry holds (its built-ins; ``boe plugins`` lists what plugins add), for a help text."""
+    return ", ".join(n for n in registry.names(discover=False) if keep is None or keep(registry.get_obj(n)))
 
 
 def parse_list(text: str) -> list[str]:
