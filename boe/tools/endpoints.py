@@ -18,26 +18,14 @@ soonest is tried, so a run with one server retries it as it always did.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from boe.util import redact_url
+from boe.util import redact_url, split_urls
 
 __all__ = ["EndpointState", "Server", "Servers", "split_urls"]
-
-
-def split_urls(value: str | Sequence[str]) -> list[str]:
-    """One base URL, or several (a sequence, or one text separated by whitespace or commas), without repeats."""
-    items = [value] if isinstance(value, str) else list(value)
-    urls: list[str] = []
-    for item in items:
-        for url in re.split(r"[\s,]+", str(item).strip()):
-            if url and url.rstrip("/") not in (u.rstrip("/") for u in urls):
-                urls.append(url)
-    return urls
 
 
 @dataclass
