@@ -478,52 +478,65 @@ class ModelClient:
         call: ModelCall,
         top_logprobs: int | None = None,
     ) -> list[Reply]:
-        texts: list[Reply] = []  # (text, token logprobs) per choice
+        """``n`` choices: one request with ``n`` where the servers take it, topped up with single requests."""
         states = [self.servers.state(u, self.model) for u in self.urls]
+        texts: list[Reply] = []  # (text, token logprobs) per choice
         # vLLM refuses n > 1 with greedy sampling ("n must be 1 when using greedy sampling"): sample one at a time
         if n > 1 and self.use_n and all(st.n is not False for st in states) and temperature > 0:
-            try:
-                texts.extend((await self._request(prompt, messages, n, temperature, seed, call, top_logprobs))[:n])
-            except _Refused as r:
-                if r.param == "n?":  # a 4xx naming no parameter: one request with n = 1 tells whether n was it
-                    try:
-                        texts.extend(
-                            (await self._request(prompt, messages, 1, temperature, seed, call, top_logprobs))[:1]
-                        )
-                    except (_Refused, ModelError):
-                        raise r.error() from None
-                    how = f"a probe with n=1 succeeded after: {r.failure.short()}"
-                else:
-                    how = f"the server's error names parameter 'n': {r.failure.short()}"
-                for st in states:
-                    if st.n is None:
-                        st.n, st.n_reason = False, how
-                self.use_n = False  # this endpoint does not take n; sample one at a time from now on
+            texts = await self._sample_n(prompt, messages, n, temperature, seed, call, top_logprobs, states)
         missing = n - len(texts)
-        if missing > 0:
-            call.n_fallback = n > 1
-            refused = next((st for st in states if st.n is False), None)
-            if n > 1 and temperature <= 0:
-                call.tags.setdefault("n_fallback_reason", "greedy sampling (temperature 0) takes n = 1")
-            elif n > 1 and refused is not None:
-                call.tags.setdefault("n_fallback_reason", refused.n_reason)
-            start = len(texts)
+        if missing <= 0:
+            for st in states:
+                if n > 1 and st.n is None:
+                    st.n, st.n_reason = True, "a request with n > 1 was answered"
+            return texts
+        call.n_fallback = n > 1
+        refused = next((st for st in states if st.n is False), None)
+        if n > 1 and temperature <= 0:
+            call.tags.setdefault("n_fallback_reason", "greedy sampling (temperature 0) takes n = 1")
+        elif n > 1 and refused is not None:
+            call.tags.setdefault("n_fallback_reason", refused.n_reason)
 
-            async def one(i: int) -> list[Reply]:
-                s = None if seed is None else seed + i
+        async def one(i: int) -> list[Reply]:
+            s = None if seed is None else seed + i
+            try:
+                return (await self._request(prompt, messages, 1, temperature, s, call, top_logprobs))[:1]
+            except _Refused as r:
+                raise r.error() from None
+
+        parts = await asyncio.gather(*(one(len(texts) + i) for i in range(missing)))
+        return texts + [t for p in parts for t in p]
+
+    async def _sample_n(
+        self,
+        prompt: Rendered,
+        messages: list[dict[str, Any]],
+        n: int,
+        temperature: float,
+        seed: int | None,
+        call: ModelCall,
+        top_logprobs: int | None,
+        states: list[EndpointState],
+    ) -> list[Reply]:
+        """The choices of one request with ``n``; a refusal of ``n`` is learnt (named by the error, or settled by
+        one probe with n = 1, whose choice is returned) and later calls sample one at a time."""
+        try:
+            return (await self._request(prompt, messages, n, temperature, seed, call, top_logprobs))[:n]
+        except _Refused as r:
+            probe: list[Reply] = []
+            if r.param == "n?":  # a 4xx naming no parameter: one request with n = 1 tells whether n was it
                 try:
-                    return (await self._request(prompt, messages, 1, temperature, s, call, top_logprobs))[:1]
-                except _Refused as r:
+                    probe = (await self._request(prompt, messages, 1, temperature, seed, call, top_logprobs))[:1]
+                except (_Refused, ModelError):
                     raise r.error() from None
-
-            parts = await asyncio.gather(*(one(start + i) for i in range(missing)))
-            for p in parts:
-                texts.extend(p)
-        elif n > 1:
+                how = f"a probe with n=1 succeeded after: {r.failure.short()}"
+            else:
+                how = f"the server's error names parameter 'n': {r.failure.short()}"
             for st in states:
                 if st.n is None:
-                    st.n, st.n_reason = True, "a request with n > 1 was answered"
-        return texts
+                    st.n, st.n_reason = False, how
+            self.use_n = False  # this endpoint does not take n; sample one at a time from now on
+            return probe
 
     async def _detect(self, server: Server, ep: EndpointState) -> None:
         """Decide the server kind once per endpoint (``auto``): the host, else ``owned_by`` from ``GET /models``.
