@@ -27,12 +27,14 @@ answers every call that was paid for before the kill.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import os
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -232,6 +234,26 @@ def _process_cpu(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+@contextmanager
+def _fewer_collections(young: int = 50_000) -> Iterator[None]:
+    """The garbage collector tuned for the work loop, then restored.
+
+    A batch allocates many short-lived containers (replies, graph states) over a large heap of long-lived ones
+    (modules, models, the store). With the default thresholds a full collection walked that heap every few
+    seconds: a quarter of the framework's CPU (60 simulator questions at K=16: 3 s of 24 s). The heap built
+    before the loop is frozen (never scanned again) and the youngest generation collected every ``young``
+    allocations instead of 700; cyclic garbage still goes, in larger batches.
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(old[0], young), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
 
 
 def _error_text(exc: BaseException) -> str:
@@ -627,7 +649,8 @@ class BatchRunner:
             cpu0, t0 = time.process_time(), time.perf_counter()
             max_active = cfg.max_active or agent_cfg.concurrency + 2
             try:
-                await self._loop(max_active)
+                with _fewer_collections():
+                    await self._loop(max_active)
             finally:
                 await self._wind_down(background)
             seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
