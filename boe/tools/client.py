@@ -224,6 +224,42 @@ def _loads(raw: bytes) -> Any:
         return json.loads(raw)
 
 
+class _Post:
+    """``POST /chat/completions`` with bytes, as the SDK sends it and raising the SDK's typed errors.
+
+    The SDK's own ``post`` builds its options, headers and URL again for every request (about 0.3 ms of CPU, most
+    of a call's client-side cost); here they are built once per base URL. What it raises is what the SDK raises:
+    `openai.APITimeoutError`, `openai.APIConnectionError`, and the `openai.APIStatusError` subclass of a status
+    (made by the SDK's own `_make_status_error_from_response`, with the server's error body)."""
+
+    def __init__(self, sdk: Any, http: Any, timeout: float) -> None:
+        import httpx2
+
+        self._httpx2 = httpx2
+        self.sdk = sdk
+        self.http = http
+        self.url = httpx2.URL(str(sdk.base_url).rstrip("/") + "/chat/completions")
+        headers = {**sdk.default_headers, **sdk.auth_headers}
+        self.headers = httpx2.Headers({k: v for k, v in headers.items() if isinstance(v, str)})
+        self.extensions = {"timeout": httpx2.Timeout(timeout).as_dict()}
+
+    async def __call__(self, data: bytes) -> bytes:
+        import openai
+
+        httpx2 = self._httpx2
+        request = httpx2.Request("POST", self.url, headers=self.headers, content=data, extensions=self.extensions)
+        try:
+            response = await self.http.send(request)
+        except httpx2.TimeoutException as exc:
+            raise openai.APITimeoutError(request=request) from exc
+        except httpx2.HTTPError as exc:  # no reply: refused, reset, closed mid-reply
+            raise openai.APIConnectionError(request=request) from exc
+        if response.status_code >= 400:
+            raise self.sdk._make_status_error_from_response(response)
+        content: bytes = response.content
+        return content
+
+
 class ModelClient:
     """Chat completions against one model behind one or more OpenAI-compatible base URLs."""
 
@@ -298,12 +334,14 @@ class ModelClient:
         self._sem = asyncio.Semaphore(concurrency)
         self._rng = random.Random(jitter_seed)
         key = api_key or api_key_from_env() or "EMPTY"  # local servers accept any key
+        self._http = http_client if http_client is not None else openai.DefaultAsyncHttpxClient()
         self._sdk = {
             url: openai.AsyncOpenAI(
-                base_url=url, api_key=key, max_retries=0, timeout=self.timeout, http_client=http_client
+                base_url=url, api_key=key, max_retries=0, timeout=self.timeout, http_client=self._http
             )
             for url in urls
         }
+        self._posts = {url: _Post(sdk, self._http, self.timeout) for url, sdk in self._sdk.items()}
 
     @property
     def endpoint(self) -> EndpointState:
@@ -678,9 +716,7 @@ class ModelClient:
 
         data = orjson.dumps(body)
         async with self._sem:
-            # `post` with bytes skips the SDK's typed-params transform, its JSON encoding and decoding and the
-            # response model of `chat.completions.create`; its typed errors stay
-            raw = await self._sdk[server.url].post("/chat/completions", content=data, cast_to=bytes)
+            raw = await self._posts[server.url](data)
         return read_completion(_loads(raw))
 
     def _record_sampling(self, call: ModelCall, ep: EndpointState, body: dict[str, Any]) -> None:
