@@ -27,6 +27,15 @@ DEFAULT_CALIBRATION = "sim-calibration.json"
 NEUTRAL = "neutral"
 
 
+def _bounded(default: Any, low: float, high: float, *, above: bool = False, text: str | None = None) -> Any:
+    """A numeric field in [low, high] (``above``: low excluded), its range stated in its description (--help
+    shows it): generous for any real server, and it refuses a typo such as 99999999999999999999."""
+    text = text or (f"above {low:,}, at most {high:,}" if above else f"{low:,} to {high:,}")
+    if above:
+        return Field(default=default, gt=low, le=high, allow_inf_nan=False, description=text)
+    return Field(default=default, ge=low, le=high, allow_inf_nan=False, description=text)
+
+
 class Costs(RootModel[dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]]]):
     """Design cost of each action kind: a mapping kind -> cost, every registered kind's default filled in
     (the paper's 1 / 4 / 4 / 8; an answer-level check costs what a whole-response check does: one judge call
@@ -80,15 +89,15 @@ class AgentConfig(BaseModel):
     model: str = Field(min_length=1)
     judge_base_url: str | None = None
     judge_model: str | None = None
-    k: int = Field(default=16, ge=1, le=256)
-    temperature: float = Field(default=1.1, ge=0.0, le=2.0)
-    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=512, ge=16)
-    seed: int | None = 0
-    budget: float = Field(default=16.0, ge=0.0)
+    k: int = _bounded(16, 1, 256)
+    temperature: float = _bounded(1.1, 0, 2)
+    judge_temperature: float = _bounded(0.0, 0, 2)
+    max_tokens: int = _bounded(512, 16, 2**20)
+    seed: int | None = _bounded(0, -(2**63), 2**63 - 1, text="a 64-bit integer (as vLLM takes it)")
+    budget: float = _bounded(16.0, 0, 1_000_000)
     policy: str = "boe"
     eta: float = 0.0
-    policy_seed: int = 0
+    policy_seed: int = _bounded(0, 0, 2**63 - 1, text="0 to 2^63-1")
     costs: Costs = Field(default_factory=Costs)
     kinds: tuple[str, ...] = Field(default_factory=lambda: _default_kinds())
     calibration: str | None = None  # file path, "neutral" (no groups), or None: the shipped simulator calibration
@@ -96,10 +105,10 @@ class AgentConfig(BaseModel):
     root: str | None = None
     ledger: Literal["online", "full"] = "online"
     extract_claims: bool = True
-    concurrency: int = Field(default=8, ge=1, le=256)
-    timeout: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=4, ge=0, le=20)
-    backoff: float = Field(default=0.5, ge=0)
+    concurrency: int = _bounded(8, 1, 256)
+    timeout: float = _bounded(60.0, 0, 86_400, above=True)
+    max_retries: int = _bounded(4, 0, 20)
+    backoff: float = _bounded(0.5, 0, 600)
     use_n: bool = True
     json_schema: bool = True
     crop_pad: float = Field(default=0.08, ge=0.0, lt=0.5)
@@ -114,19 +123,19 @@ class AgentConfig(BaseModel):
     sam_model: Literal["auto", "vit_b", "vit_l", "vit_h"] = "auto"
     sam_device: str = Field(default="cpu", pattern=r"^(cpu|auto|cuda(:\d+)?)$")
     grounded_view: Literal["crop", "mask", "overlay"] = "crop"
-    dicom_frame: int | None = Field(default=None, ge=0)  # of a multi-frame DICOM file [the middle one]
+    dicom_frame: int | None = _bounded(None, 0, 1_000_000)  # of a multi-frame DICOM file [the middle one]
     # what a real server is sent (see boe.tools.client): its kind (auto: GET /models), explicit sampling fields
     # that sample the whole distribution (a server's generation_config.json cannot narrow them), extra body fields
     server: Literal["auto", "vllm", "sglang", "openai", "generic"] = "auto"
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: int = Field(default=-1, ge=-1)  # -1: no limit
-    min_p: float = Field(default=0.0, ge=0.0, le=1.0)
+    top_p: float = _bounded(1.0, 0, 1, above=True)
+    top_k: int = _bounded(-1, -1, 2**20)  # -1: no limit
+    min_p: float = _bounded(0.0, 0, 1)
     extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into generator requests
     judge_extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into judge requests
     # images: pixels sent at most (larger figures are downscaled; crops come from the full resolution), and the
     # decoded size refused before decoding
-    max_pixels: int = Field(default=1024 * 1024, ge=0)  # 0: no limit
-    pixel_limit: int = Field(default=100_000_000, ge=4096)
+    max_pixels: int = _bounded(1024 * 1024, 0, 2**30)  # 0: no limit
+    pixel_limit: int = _bounded(100_000_000, 4096, 10**12)
     # pause before each purchase for a person or a program to approve or veto it (a LangGraph interrupt)
     approve: bool = False
 

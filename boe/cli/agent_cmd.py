@@ -299,8 +299,10 @@ def ask_command(
 ) -> None:
     """Answer one image question: sample K candidates, buy evidence, select, print the evidence log."""
     from boe.api import ask
+    from boe.cli.common import check_outputs
 
     cfg = agent.build()
+    check_outputs(("--checkpoint", checkpoint))
     images = _images(image, more_images or [], figures)
     result = ask(
         images,

@@ -201,7 +201,12 @@ def _show(value: Any) -> str:
 
 def _help(opt: AgentOption, default: Any, choices: tuple[str, ...]) -> tuple[str, str | bool]:
     """The help text (with the choices) and the default text typer shows after it."""
+    from boe.agent.configuration import AgentConfig
+
     text = opt.help
+    bounds = AgentConfig.model_fields[opt.field].description  # a numeric field's accepted range
+    if bounds and opt.value_type is None:
+        text += f" Range: {bounds}."
     if len(choices) > 5:  # fewer are the metavar (online|full)
         text += f" One of: {', '.join(choices)}."
     if opt.default_text is not None:
