@@ -115,6 +115,10 @@ class Registry(Mapping[str, T]):
         self._builtins = builtins  # registers built-ins that are not lazy entries (run once, before a miss)
         _REGISTRIES[noun] = self
 
+    def fill_builtins(self) -> None:
+        """Register the built-ins that are no lazy entries (once), attributed to ``boe``."""
+        self._fill_builtins()
+
     def _fill_builtins(self) -> None:
         if self._builtins is not None:
             fill, self._builtins = self._builtins, None
