@@ -299,10 +299,11 @@ def ask_command(
 ) -> None:
     """Answer one image question: sample K candidates, buy evidence, select, print the evidence log."""
     from boe.api import ask
-    from boe.cli.common import check_outputs
+    from boe.cli.common import check_outputs, check_store
 
     cfg = agent.build()
     check_outputs(("--checkpoint", checkpoint))
+    check_store("--db", db)
     images = _images(image, more_images or [], figures)
     result = ask(
         images,
@@ -407,9 +408,10 @@ def demo_command(
         run_questions,
         simulator,
     )
-    from boe.cli.common import parse_list
+    from boe.cli.common import check_store, parse_list
     from boe.errors import ConfigError
 
+    check_store("--db", db)
     judge = agent.values().get("judge_model")
     cfg = agent.build(  # checked before the simulator starts; its URL is filled in below
         base_url="http://127.0.0.1:1/v1",

@@ -68,8 +68,10 @@ def batch_command(
 ) -> None:
     """Answer every question of a dataset with the agent and store the run (resumable; many workers may share it)."""
     from boe.batch import BatchConfig
+    from boe.cli.common import check_store
 
     agent_config = agent.build()
+    check_store("--db", db)
     config = BatchConfig(
         dataset=str(dataset),
         format=fmt,

@@ -11,7 +11,16 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
-__all__ = ["Interrupted", "check_outputs", "err_console", "out_console", "parse_list", "parse_budgets", "progress_bar"]
+__all__ = [
+    "Interrupted",
+    "check_outputs",
+    "check_store",
+    "err_console",
+    "out_console",
+    "parse_budgets",
+    "parse_list",
+    "progress_bar",
+]
 
 
 @cache
@@ -117,6 +126,20 @@ def check_outputs(*outputs: tuple[str, str | Path | None], folders: tuple[str, .
         _probe_folder(option, value, parent)
         if mode is not None and not os.access(path, os.W_OK):
             raise ConfigError(f"{option} {value}: the file exists and is not writable")
+
+
+def check_store(option: str, url: str | Path | None) -> None:
+    """`check_outputs` for the file of an SQLite store a command writes to (other back ends are left alone)."""
+    if url is None:
+        return
+    from boe.db.engine import sqlite_path, to_url
+    from boe.errors import StoreError
+
+    try:
+        path = sqlite_path(to_url(url))
+    except StoreError:
+        return  # not a database URL: opening the store says so
+    check_outputs((option, path))
 
 
 def _probe_folder(option: str, value: str | Path, folder: Path) -> None:

@@ -66,6 +66,7 @@ def test_writable_outputs_still_work(ledger: Path, tmp_path: Path) -> None:
     assert len(tr.read_text().splitlines()) == 20
 
 
+_ENDPOINT = ("--base-url", "http://127.0.0.1:9/v1", "--model", "m")  # never reached: the output is refused first
 PROC = Path("/proc/version")  # a file that opens for writing (even for root) yet takes no bytes
 
 
@@ -89,12 +90,22 @@ PROC = Path("/proc/version")  # a file that opens for writing (even for root) ye
             "--checkpoint",
             id="ask-checkpoint",
         ),
+        pytest.param(
+            ("ask", "{image}", "q?", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--db", "{out}"),
+            "--db",
+            id="ask-db",
+        ),
+        pytest.param(("batch", "{data}", *_ENDPOINT, "--db", "{out}", "--run", "r"), "--db", id="batch-db"),
+        pytest.param(("demo", "--db", "{out}"), "--db", id="demo-db"),
+        pytest.param(("import", "{ledger}", "--db", "{out}", "--run", "r"), "--db", id="import-db"),
     ],
 )
 def test_an_output_in_proc_is_a_usage_error(ledger: Path, tmp_path: Path, args: tuple[str, ...], option: str) -> None:
     """/proc/version (and a folder under it) passes a permission check as root; writing it fails with EIO."""
     image = Path(__file__).parents[2] / "boe" / "sim" / "data" / "demo" / "images" / "img-0-00000.png"
-    where = {"ledger": str(ledger), "db": str(tmp_path / "none.db"), "image": str(image), "out": str(PROC)}
+    data = image.parents[1]
+    where = {"ledger": str(ledger), "db": str(tmp_path / "none.db"), "image": str(image), "data": str(data)}
+    where["out"] = str(PROC)
     res = run(*(a.format(**where) for a in args))
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2, res.stderr
