@@ -88,7 +88,8 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Fresh:
 
 
 @pytest.fixture
-def sim() -> Iterator[str]:
+def sim_url() -> Iterator[str]:
+    """The base URL of a simulator served by this test process."""
     from boe.sim import serve_in_thread
 
     with serve_in_thread() as handle:
@@ -113,11 +114,11 @@ def test_the_first_command_installs_ours_and_runs_the_demo(fresh: Fresh) -> None
     assert skipped in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
 
 
-def test_seeing_the_evidence_after_the_demo(fresh: Fresh, sim: str) -> None:
+def test_seeing_the_evidence_after_the_demo(fresh: Fresh, sim_url: str) -> None:
     """`boe show sim-0-00027 --db boe-demo.db` exited 2 after `boe demo` (two runs); the report needs a run."""
     data = fresh.root / "tests" / "datasets" / "fixtures" / "vqa-rad"
     setup = fresh.boe("batch", str(data), "--split", "test", "--db", "runs.db", "--run", "rad-k16", "--k", "4",
-                      "--base-url", sim, "--model", "boe-sim", "--no-progress")  # fmt: skip
+                      "--base-url", sim_url, "--model", "boe-sim", "--no-progress")  # fmt: skip
     assert setup.returncode == 0, setup.stderr[-3000:]
     report, show = run_commands(doc_block("seeing-the-evidence").commands(), cwd=fresh.root, env=fresh.env)
     assert "accuracy at budget" in report and (fresh.root / "report.html").is_file()
@@ -168,12 +169,12 @@ def _ledger(db: Path, run: str) -> list[dict[str, object]]:
         return [json.loads(line) for line in store.iter_ledger_lines(run)]
 
 
-def test_the_plugin_is_used_and_its_ledgers_need_it(fresh: Fresh, sim: str, tmp_path: Path) -> None:
+def test_the_plugin_is_used_and_its_ledgers_need_it(fresh: Fresh, sim_url: str, tmp_path: Path) -> None:
     """Its checks are bought online and replayed; hidden or uninstalled, every other command works and a ledger
     using its kind is refused naming it. Last in the module: it uninstalls the plugin."""
     example = fresh.root / "examples" / "boe-chartqa"
     db = tmp_path / "runs.db"
-    common = ["--base-url", sim, "--model", "boe-sim", "--k", "4", "--db", str(db)]
+    common = ["--base-url", sim_url, "--model", "boe-sim", "--k", "4", "--db", str(db)]
     chart = example / "data" / "charts" / "visitors.png"
     res = fresh.boe("ask", str(chart), "How many thousand visitors came in 2020?", *common, "--run", "ask",
                     "--policy", "random-factor", "--budget", "64", "--json")  # fmt: skip
