@@ -65,11 +65,6 @@ def load_entry_point(ep: EntryPoint, dist: str) -> None:
 
 
 def _load_all() -> None:
-    # Built-ins first, whoever asked: a built-in module that registers on import must not be imported for the
-    # first time by a plugin's code, or its entries would be attributed to that plugin (the chartqa example's
-    # `import boe.datasets` imported the pmc-vqa format, which `boe plugins` then credited to boe-chartqa).
-    for registry in registries().values():
-        registry.fill_builtins()
     off = _disabled()
     for ep in entry_points(group=GROUP):
         dist = ep.dist.name if ep.dist is not None else ep.module.split(".")[0]

@@ -11,6 +11,7 @@ any registry is listed or asked for a name it does not hold.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -69,6 +70,16 @@ def current_source() -> str:
     return _source_stack[-1] if _source_stack else "boe"
 
 
+def _importing_builtin(module: str | None) -> bool:
+    """Whether ``module`` is one of boe's own, still being imported: its registrations are built-ins even when a
+    plugin's code is what imported it first (a plugin's ``import boe.datasets`` imported the pmc-vqa format,
+    which was then credited to the plugin)."""
+    if not module or not (module == "boe" or module.startswith("boe.")):
+        return False
+    spec = getattr(sys.modules.get(module), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))  # set by importlib while the module body runs
+
+
 def all_registries() -> dict[str, Registry[Any]]:
     """Every registry by its plural noun ("policies", "kinds", ...), in creation order."""
     return dict(_REGISTRIES)
@@ -115,10 +126,6 @@ class Registry(Mapping[str, T]):
         self._builtins = builtins  # registers built-ins that are not lazy entries (run once, before a miss)
         _REGISTRIES[noun] = self
 
-    def fill_builtins(self) -> None:
-        """Register the built-ins that are no lazy entries (once), attributed to ``boe``."""
-        self._fill_builtins()
-
     def _fill_builtins(self) -> None:
         if self._builtins is not None:
             fill, self._builtins = self._builtins, None
@@ -133,7 +140,8 @@ class Registry(Mapping[str, T]):
         self, name: str, obj: T | str, *, override: bool = False, source: str | None = None, where: str | None = None
     ) -> None:
         """Register ``obj`` (or a lazy ``"module:attr"``) as ``name``; a taken name needs ``override=True``."""
-        src = source or current_source()
+        module = (where or "").partition(":")[0] or getattr(obj, "__module__", None)
+        src = source or ("boe" if not isinstance(obj, str) and _importing_builtin(module) else current_source())
         self._fill_builtins()  # a built-in must be there to be refused as a duplicate
         old = self._entries.get(name)
         if old is not None and not override:

@@ -158,7 +158,7 @@ def register_kind(spec: KindSpec, *, override: bool = False) -> KindSpec:
         PLUGIN_KINDS.add(spec.name, PluginKind(spec.target, KINDS.entry(spec.name).source), override=override)
     protocol = sys.modules.get("boe.tools.protocol")
     if protocol is not None:  # otherwise the tool registry adds every kind's tool when it first fills
-        protocol.TOOLS.add(spec.name, spec.tool, override=override)
+        protocol.TOOLS.add(spec.name, spec.tool, override=override, source=KINDS.entry(spec.name).source)
     return spec
 
 
