@@ -75,16 +75,18 @@ def batch_command(
 ) -> None:
     """Answer every question of a dataset with the agent and store the run (resumable; many workers may share it)."""
     from boe.batch import BatchConfig
+    from boe.cli.common import check_store
     from boe.datasets import detect_format
     from boe.datasets._hf import parse_columns
     from boe.errors import ConfigError
 
+    agent_config = agent.build()
+    check_store("--db", db)
     try:
         mapping = parse_columns(columns) or None
     except ConfigError as exc:
         raise ConfigError(f"--{exc}") from None
     fmt = fmt or detect_format(dataset, option="--format")
-    agent_config = agent.build()
     config = BatchConfig(
         dataset=str(dataset),
         format=fmt,
