@@ -55,6 +55,15 @@ def _urls(v: Any) -> Any:
 Cost = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
+def _bounded(default: Any, low: float, high: float, *, above: bool = False, text: str | None = None) -> Any:
+    """A numeric field in [low, high] (``above``: low excluded), its range in its description (--help shows it):
+    generous for any real server, and it refuses a typo such as 99999999999999999999."""
+    text = text or (f"above {low:,}, at most {high:,}" if above else f"{low:,} to {high:,}")
+    if above:
+        return Field(default=default, gt=low, le=high, allow_inf_nan=False, description=text)
+    return Field(default=default, ge=low, le=high, allow_inf_nan=False, description=text)
+
+
 class Costs(RootModel[dict[str, Cost]]):
     """Design cost of each action kind: kind -> cost, every built-in kind's default filled in (the paper's 1 / 4 /
     4 / 8; an answer-level check 8: one judge call on one response); other kinds keep their default unless given."""
@@ -145,15 +154,17 @@ class AgentConfig(BaseModel):
         str | None, "Judge endpoint (more than once: several servers). [--base-url]", SEVERAL, BeforeValidator(_urls)
     ] = None
     judge_model: Annotated[str | None, "Judge model. [the generator]"] = None
-    k: Annotated[int, "Candidates sampled per question."] = Field(default=16, ge=1, le=256)
-    temperature: Annotated[float, "Generator temperature."] = Field(default=1.1, ge=0.0, le=2.0)
-    judge_temperature: Annotated[float, "Judge temperature."] = Field(default=0.0, ge=0.0, le=2.0)
-    max_tokens: Annotated[int, "Reply tokens asked for at most."] = Field(default=512, ge=16)
-    seed: Annotated[int | None, "Sampling seed sent to the endpoint."] = 0
-    budget: Annotated[float, "Evidence budget in design-cost units."] = Field(default=16.0, ge=0.0)
+    k: Annotated[int, "Candidates sampled per question."] = _bounded(16, 1, 256)
+    temperature: Annotated[float, "Generator temperature."] = _bounded(1.1, 0, 2)
+    judge_temperature: Annotated[float, "Judge temperature."] = _bounded(0.0, 0, 2)
+    max_tokens: Annotated[int, "Reply tokens asked for at most."] = _bounded(512, 16, 2**20)
+    seed: Annotated[int | None, "Sampling seed sent to the endpoint."] = _bounded(
+        0, -(2**63), 2**63 - 1, text="a 64-bit integer (as vLLM takes it)"
+    )
+    budget: Annotated[float, "Evidence budget in design-cost units."] = _bounded(16.0, 0, 1_000_000)
     policy: Annotated[str, "Selection policy: {policies}, or a plugin's.", AfterValidator(_policy)] = "boe"
     eta: Annotated[float, "boe stops when the best value per cost is <= eta."] = Field(0.0, allow_inf_nan=False)
-    policy_seed: Annotated[int, "Seed of random-factor's draws."] = 0
+    policy_seed: Annotated[int, "Seed of random-factor's draws."] = _bounded(0, 0, 2**63 - 1, text="0 to 2^63-1")
     costs: Annotated[Costs, "Costs by kind ({kinds}): kind=cost pairs (the kinds not named keep theirs); the paper's "
                      "kinds' costs by position (1,4,4,8,8); measured (measured:seconds for time); or a FILE (boe costs "
                      "--out FILE). [paper]"] = Field(default_factory=Costs)  # fmt: skip
@@ -173,10 +184,10 @@ class AgentConfig(BaseModel):
         "online"
     )
     extract_claims: bool = True
-    concurrency: Annotated[int, "Model requests in flight at most."] = Field(default=8, ge=1, le=256)
-    timeout: Annotated[float, "Seconds per request."] = Field(default=60.0, gt=0)
-    max_retries: Annotated[int, "Retries of a failed request (429, 5xx, timeouts)."] = Field(default=4, ge=0, le=20)
-    backoff: float = Field(default=0.5, ge=0)
+    concurrency: Annotated[int, "Model requests in flight at most."] = _bounded(8, 1, 256)
+    timeout: Annotated[float, "Seconds per request."] = _bounded(60.0, 0, 86_400, above=True)
+    max_retries: Annotated[int, "Retries of a failed request (429, 5xx, timeouts)."] = _bounded(4, 0, 20)
+    backoff: float = _bounded(0.5, 0, 600)
     use_n: bool = True
     json_schema: bool = True
     crop_pad: float = Field(default=0.08, ge=0.0, lt=0.5)
@@ -199,7 +210,9 @@ class AgentConfig(BaseModel):
     grounded_view: Annotated[
         Literal["crop", "mask", "overlay"], "Grounded view: crop (the mask's box), mask, overlay."
     ] = "crop"
-    dicom_frame: Annotated[int | None, "Frame of a multi-frame DICOM file. [the middle one]"] = Field(None, ge=0)
+    dicom_frame: Annotated[int | None, "Frame of a multi-frame DICOM file. [the middle one]"] = _bounded(
+        None, 0, 1_000_000
+    )
     # what a real server is sent (see boe.tools.client): its kind (auto: GET /models), explicit sampling fields
     # that sample the whole distribution (a server's generation_config.json cannot narrow them), extra body fields
     server: Annotated[
@@ -209,21 +222,21 @@ class AgentConfig(BaseModel):
         float | None,
         "Sampling top_p sent explicitly; none: not sent (a server that refuses it, e.g. OpenAI's reasoning models).",
         BeforeValidator(_none_word),
-    ] = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: Annotated[int, "Sampling top_k sent explicitly; -1: no limit (never sent to OpenAI's API)."] = Field(
-        -1, ge=-1
+    ] = _bounded(1.0, 0, 1, above=True)
+    top_k: Annotated[int, "Sampling top_k sent explicitly; -1: no limit (never sent to OpenAI's API)."] = _bounded(
+        -1, -1, 2**20
     )
-    min_p: Annotated[float, "Sampling min_p sent explicitly."] = Field(default=0.0, ge=0.0, le=1.0)
+    min_p: Annotated[float, "Sampling min_p sent explicitly."] = _bounded(0.0, 0, 1)
     extra_body: Annotated[dict[str, Any], """JSON merged into generator requests, e.g. '{"top_k": 20}'. [none]"""] = (
         Field(default_factory=dict)
     )
     judge_extra_body: Annotated[dict[str, Any], "JSON merged into judge requests. [none]"] = Field(default_factory=dict)
     # images: pixels sent at most (larger figures are downscaled; crops come from the full resolution), and the
     # decoded size refused before decoding
-    max_pixels: Annotated[int, "Pixels of a figure as sent; larger ones are downscaled (0: no limit)."] = Field(
-        default=1024 * 1024, ge=0
+    max_pixels: Annotated[int, "Pixels of a figure as sent; larger ones are downscaled (0: no limit)."] = _bounded(
+        1024 * 1024, 0, 2**30
     )
-    pixel_limit: Annotated[int, "Refuse images declaring more pixels than this."] = Field(100_000_000, ge=4096)
+    pixel_limit: Annotated[int, "Refuse images declaring more pixels than this."] = _bounded(100_000_000, 4096, 10**12)
     # pause before each purchase for a person or a program to approve or veto it (a LangGraph interrupt)
     approve: Annotated[bool, "Ask before each purchase: Enter buys it, n (or n: reason) vetoes it."] = False
 

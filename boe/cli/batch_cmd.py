@@ -27,8 +27,14 @@ def batch_command(
     fmt: Optional[str] = typer.Option(
         None,
         "--format",
-        help=f"{registered(FORMATS)}, or a plugin's.",
+        help=f"{registered(FORMATS)}, or a plugin's (hf: parquet, arrow, save_to_disk, imagefolder).",
         show_default="detected",
+    ),
+    columns: Optional[str] = typer.Option(
+        None,
+        "--columns",
+        help="hf: which column holds each field, e.g. question=query,answer=label,image=img (also id, answer_type).",
+        show_default="question, answer, image, ...",
     ),
     split: Optional[str] = typer.Option(
         None,
@@ -69,12 +75,23 @@ def batch_command(
 ) -> None:
     """Answer every question of a dataset with the agent and store the run (resumable; many workers may share it)."""
     from boe.batch import BatchConfig
+    from boe.cli.common import check_store
+    from boe.datasets import detect_format
+    from boe.datasets._hf import parse_columns
+    from boe.errors import ConfigError
 
     agent_config = agent.build()
+    check_store("--db", db)
+    try:
+        mapping = parse_columns(columns) or None
+    except ConfigError as exc:
+        raise ConfigError(f"--{exc}") from None
+    fmt = fmt or detect_format(dataset, option="--format")
     config = BatchConfig(
         dataset=str(dataset),
         format=fmt,
         split=split,
+        columns=mapping,
         namespace=namespace,
         agent=agent_config,
         db=_db_url(db),
@@ -200,7 +217,7 @@ def dry_run_estimate(config: Any, estimate_from: str | None) -> Estimate:
     from boe.db import Store
     from boe.errors import InputError, StoreError
 
-    ds = load_batch_dataset(config.dataset, config.format, config.split)
+    ds = load_batch_dataset(config.dataset, config.format, config.split, config.columns)
     namespace = config.namespace or ds.name
     items, skipped = select_items(ds, namespace, config.limit)
     if not items:  # what the real run would say

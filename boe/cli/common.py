@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Interrupted",
     "check_outputs",
+    "check_store",
     "err_console",
     "out_console",
     "parse_budgets",
@@ -89,11 +90,15 @@ def parse_budgets(text: str) -> list[float]:
 def check_outputs(*outputs: tuple[str, str | Path | None], folders: tuple[str, ...] = ()) -> None:
     """Refuse, before any work, output paths that cannot be written: (option, path) pairs, None skipped.
 
-    A file's folder must exist and be writable and the path must not be a
-    folder; ``-`` is standard output. Options named in ``folders`` take a
+    A file must not be a folder and its folder must exist and take a new file
+    (one is created and removed: permission bits say nothing to root, nor
+    about /proc); an existing device or pipe (``/dev/stdout``) must open for
+    writing; ``-`` is standard output. Options named in ``folders`` take a
     folder (created with its parents): it must be a folder if it exists, and
-    its nearest existing parent must be writable.
+    its nearest existing parent must take a new file.
     """
+    import stat
+
     from boe.errors import ConfigError
 
     for option, value in outputs:
@@ -108,18 +113,54 @@ def check_outputs(*outputs: tuple[str, str | Path | None], folders: tuple[str, .
                 base = base.parent
             if not base.is_dir():
                 raise ConfigError(f"{option} {value}: {base} is a file, not a folder")
-            if not os.access(base, os.W_OK | os.X_OK):
-                raise ConfigError(f"{option} {value}: cannot write in the folder {base}")
+            _probe_folder(option, value, base)
             continue
         if path.is_dir():
             raise ConfigError(f"{option} {value}: is a folder; give a file name")
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):  # a device or a pipe: written in place
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as exc:
+                raise ConfigError(f"{option} {value}: cannot be written ({exc.strerror})") from None
+            continue
         parent = path.parent
         if not parent.is_dir():
             raise ConfigError(f"{option} {value}: the folder {parent} does not exist")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise ConfigError(f"{option} {value}: cannot write in the folder {parent}")
-        if path.exists() and not os.access(path, os.W_OK):
+        _probe_folder(option, value, parent)
+        if mode is not None and not os.access(path, os.W_OK):
             raise ConfigError(f"{option} {value}: the file exists and is not writable")
+
+
+def check_store(option: str, url: str | Path | None) -> None:
+    """`check_outputs` for the file of an SQLite store a command writes to (other back ends are left alone)."""
+    if url is None:
+        return
+    from boe.db.engine import sqlite_path, to_url
+    from boe.errors import StoreError
+
+    try:
+        path = sqlite_path(to_url(url))
+    except StoreError:
+        return  # not a database URL: opening the store says so
+    check_outputs((option, path))
+
+
+def _probe_folder(option: str, value: str | Path, folder: Path) -> None:
+    """`ConfigError` unless a new file can be created in ``folder`` (it is removed at once)."""
+    import tempfile
+
+    from boe.errors import ConfigError
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".boe-write-test-", dir=folder)
+    except OSError as exc:
+        raise ConfigError(f"{option} {value}: cannot write in the folder {folder} ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(name)
 
 
 class Interrupted(Exception):
