@@ -15,7 +15,8 @@ from boe import __version__
 from boe.cli import COMMANDS, app
 
 BOE = Path(sys.executable).with_name("boe")
-HEAVY = ("numpy", "openai", "boe.agent", "boe.core", "langgraph", "sqlalchemy", "cv2", "pydantic")
+# boe.core.registry (the hooks `import boe` installs) is plain Python; the core's numpy modules must not load
+HEAVY = ("numpy", "openai", "boe.agent", "boe.core.ledger", "boe.api", "langgraph", "sqlalchemy", "cv2", "pydantic")
 
 
 def _run(*argv: str) -> tuple[int, str, list[str]]:
