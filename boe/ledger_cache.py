@@ -120,17 +120,16 @@ def content_key(path: Path) -> str:
 
 @cache
 def _loader_fingerprint() -> bytes:
-    """Everything besides a file's bytes that decides what it loads as: the code of the modules that read it and
-    the kind codes (a plugin kind's record is never cached: its plugin may come and go)."""
+    """Everything besides a file's bytes that decides what it loads as: the code of the core and of the built-in
+    kinds, and the kind codes (a record with plugin kinds is never cached: its plugin may come and go)."""
+    import boe.core
     import boe.core.graph
-    import boe.core.ledger
-    import boe.core.lines
-    import boe.core.loading
-    import boe.core.packing
+    import boe.kinds
 
     h = hashlib.sha256(repr(sorted(boe.core.graph.KIND_CODES.items())).encode())
-    for mod in (boe.core.graph, boe.core.ledger, boe.core.lines, boe.core.loading, boe.core.packing):
-        h.update(Path(str(mod.__file__)).read_bytes())
+    for pkg in (boe.core, boe.kinds):
+        for src in sorted(Path(str(pkg.__file__)).parent.glob("*.py")):
+            h.update(src.name.encode() + b"\0" + src.read_bytes())
     return h.digest()
 
 
