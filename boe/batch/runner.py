@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import signal
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,7 +44,7 @@ from boe.agent.configuration import AgentConfig
 from boe.batch.diversity import PoolDiversity
 from boe.batch.plan import BatchItem, describe_dataset, select_items
 from boe.batch.progress import BatchStats, NullProgress, ProgressView
-from boe.errors import BoeError, ConfigError, InputError
+from boe.errors import BoeError, ConfigError, InputError, Terminated
 
 if TYPE_CHECKING:
     from boe.agent import Agent
@@ -708,5 +709,46 @@ def _expected_requests(cfg: AgentConfig) -> float:
 
 
 def run_batch(config: BatchConfig, *, progress: ProgressView | None = None, api_key: str | None = None) -> BatchSummary:
-    """Run one batch worker to the end (outside an event loop)."""
-    return asyncio.run(BatchRunner(config, progress=progress, api_key=api_key).run())
+    """Run one batch worker to the end (outside an event loop).
+
+    SIGTERM stops it as Ctrl-C does (in the main thread): unfinished questions
+    are cancelled, finished ones stored, held ones given back; then
+    `boe.errors.Terminated` (a ``KeyboardInterrupt``) is raised. A second
+    SIGTERM ends the process at once.
+    """
+    stop = _StopOnSignal(signal.SIGTERM)
+    try:
+        return asyncio.run(stop.run(BatchRunner(config, progress=progress, api_key=api_key).run()))
+    except asyncio.CancelledError:
+        if stop.fired:
+            raise Terminated from None
+        raise
+
+
+class _StopOnSignal:
+    """Cancels the running main task on a signal, once (asyncio cancels it the same way on SIGINT)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.fired = False
+
+    async def run(self, work: Awaitable[T]) -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        previous = signal.getsignal(self.signum)
+        try:
+            loop.add_signal_handler(self.signum, self._fire, loop, task)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
+            return await work
+        try:
+            return await work
+        finally:
+            loop.remove_signal_handler(self.signum)
+            if previous is not None:
+                signal.signal(self.signum, previous)
+
+    def _fire(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any] | None) -> None:
+        self.fired = True
+        loop.remove_signal_handler(self.signum)  # the default action again: a second signal ends the process
+        if task is not None:
+            task.cancel()

@@ -22,7 +22,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     epilog="Exit codes: 0 done; 1 the work ran but some of it failed (or an internal error); "
-    "2 usage or configuration error; 130 interrupted.",
+    "2 usage or configuration error; 130 interrupted; 143 terminated (SIGTERM; boe batch stops as on Ctrl-C).",
 )
 
 # Each module defines `register(app)`.
@@ -60,6 +60,7 @@ EXIT_CODES = (
     (1, "the work ran but some of it failed, or an internal error (its traceback is in a log file)"),
     (2, "usage or configuration error (unknown option, missing argument, bad value, unreadable input)"),
     (130, "interrupted (Ctrl-C)"),
+    (143, "terminated (SIGTERM): boe batch stops as on Ctrl-C, giving its questions back"),
 )
 
 
@@ -69,15 +70,15 @@ def main() -> None:
 
 
 def run(argv: list[str]) -> int:
-    """Run the CLI on ``argv`` and return the exit code (0 done, 1 failed, 2 usage, 130 interrupted)."""
+    """Run the CLI on ``argv`` and return the exit code (0 done, 1 failed, 2 usage, 130 interrupted, 143 terminated)."""
     try:
         rv = app(args=argv, prog_name="boe", standalone_mode=False)  # click returns typer.Exit's code here
         code = rv if isinstance(rv, int) else 0
         if code == 130:  # typer turns KeyboardInterrupt into Exit(130)
             _error("interrupted")
         return code
-    except Interrupted:
-        return 130
+    except Interrupted as exc:
+        return exc.code
     except BoeError as exc:
         _error(str(exc))
         return error_exit_code(exc)
