@@ -3,6 +3,7 @@ libraries only inside the command that needs them, so `boe --help` stays fast.""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import re
 import sys
@@ -98,6 +99,10 @@ def run(argv: list[str]) -> int:
             if getattr(exc, "ctx", False) is None:  # raised before a command context existed: no usage line shown
                 sys.stderr.write(f"Try '{_command_line(argv)} --help' for help.\n")
             return usage_code
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL:  # the disk's state, not a bug: no crash log
+            what = f" writing {exc.filename}" if exc.filename else ""
+            _error(f"{exc.strerror or 'no space left on device'}{what}: free some space and run the command again")
+            return 1
         log = _crash_log(exc)
         where = f"; the traceback is in {log}" if log else ""
         _error(f"internal error ({type(exc).__name__}: {_one_line(str(exc))}){where}")
@@ -134,6 +139,7 @@ def _one_line(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # no space left, quota exceeded, file-size limit
 _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
 _KEYS = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}")  # API-key shaped words, not identifiers such as token_count
 

@@ -163,3 +163,17 @@ def test_crash_log_never_holds_credentials(tmp_path: Path, monkeypatch) -> None:
     text = Path(log).read_text()
     assert "hunter2" not in text and "bob" not in text and "sk-abcdefghijklmnop" not in text
     assert "postgresql+psycopg://***@db/boe" in text
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (every write to it fails: no space)")
+def test_a_full_disk_is_one_error_line_and_exit_1() -> None:
+    """Output to a device with no space left (ENOSPC from the kernel): one `error:` line, exit 1, no crash log."""
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(
+            [str(BOE), "sim", "ledger", "--kind", "pool", "--n", "2000"], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert "Traceback" not in res.stderr
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: No space left on device"), res.stderr
+    assert "internal error" not in res.stderr and "crash" not in res.stderr
