@@ -97,7 +97,7 @@ class AgentConfig(BaseModel):
     ledger: Literal["online", "full"] = "online"
     extract_claims: bool = True
     concurrency: int = Field(default=8, ge=1, le=256)
-    timeout: float = Field(default=60.0, gt=0)
+    timeout: float = Field(default=60.0, gt=0)  # seconds for one model request in all, retries included
     max_retries: int = Field(default=4, ge=0, le=20)
     backoff: float = Field(default=0.5, ge=0)
     use_n: bool = True

@@ -131,7 +131,7 @@ AGENT_OPTIONS: tuple[AgentOption, ...] = (
     AgentOption("grounded_view", "--view", "Grounded view: crop (the mask's box), mask or overlay."),
     AgentOption("dicom_frame", "--frame", "Frame of a multi-frame DICOM file.", default_text="the middle one"),
     AgentOption("seed", "--seed", "Sampling seed sent to the endpoint."),
-    AgentOption("timeout", "--timeout", "Seconds per request."),
+    AgentOption("timeout", "--timeout", "Seconds one model request may take in all, its retries included."),
     AgentOption("max_retries", "--max-retries", "Retries of a failed request (429, 5xx, timeouts)."),
     AgentOption("concurrency", "--concurrency", "Model requests in flight at most."),
     AgentOption("server", "--server", "How requests are worded; auto: from GET /models."),

@@ -510,6 +510,8 @@ class ModelClient:
         """The reply texts of one request with retries; tokens and request counts are added to ``call``."""
         openai = self._openai
         ep = self.endpoint
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None  # --timeout bounds the whole request, every attempt and wait, from its start
         attempt = 0
         while True:
             attempt += 1
@@ -523,14 +525,21 @@ class ModelClient:
             call.attempts = attempt
             try:
                 async with self._sem:
+                    deadline = loop.time() + self.timeout if deadline is None else deadline  # a slot's wait is free
                     # The request body is already plain JSON: `post` skips the typed-params transform
                     # and the response model of `chat.completions.create` (~2 ms of CPU a call).
-                    resp = await self._client.post("/chat/completions", body=kwargs, cast_to=object)
+                    async with asyncio.timeout_at(deadline):  # a server dripping bytes resets only a read's timeout
+                        resp = await self._client.post("/chat/completions", body=kwargs, cast_to=object)
                 reply = _read_completion(resp)
+            except TimeoutError:
+                raise ModelError(
+                    f"{self.safe_url} ({self.model}) timed out: no complete reply within --timeout {self.timeout:g} s "
+                    f"({attempt} attempt(s))"
+                ) from None
             except (_BadBody, ValueError) as exc:  # a 200 that is no chat completion (or no JSON): retried like a 5xx
                 if attempt > self.max_retries:
                     raise ModelError(f"{self.safe_url} ({self.model}) {exc} after {attempt} attempt(s)") from None
-                await asyncio.sleep(self._delay(attempt, None))
+                await self._backoff(self._delay(attempt, None), deadline, attempt, str(exc))
                 continue
             except openai.APIStatusError as exc:
                 status = exc.status_code
@@ -561,13 +570,13 @@ class ModelClient:
                     raise ModelError(
                         f"{self.safe_url} ({self.model}) failed after {attempt} attempt(s): {_describe(exc)}"
                     ) from exc
-                await asyncio.sleep(self._delay(attempt, _retry_after(exc)))
+                await self._backoff(self._delay(attempt, _retry_after(exc)), deadline, attempt, _describe(exc))
                 continue
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 if attempt > self.max_retries:
                     kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
                     raise ModelError(f"{self.safe_url} ({self.model}) {kind} after {attempt} attempt(s)") from exc
-                await asyncio.sleep(self._delay(attempt, None))
+                await self._backoff(self._delay(attempt, None), deadline, attempt, _short(exc))
                 continue
             pt, ct, cached, texts = reply
             call.prompt_tokens += pt
@@ -598,6 +607,15 @@ class ModelClient:
                     ep.notes.append(f"the server refused {name}; it is no longer sent ({_short(exc)})")
                     return True
         return False
+
+    async def _backoff(self, delay: float, deadline: float | None, attempt: int, why: str) -> None:
+        """Wait before the next attempt, or give up when that would pass the request's --timeout."""
+        if deadline is not None and asyncio.get_running_loop().time() + delay >= deadline:
+            raise ModelError(
+                f"{self.safe_url} ({self.model}) gave up after {attempt} attempt(s): the next would start past "
+                f"--timeout {self.timeout:g} s (last: {why})"
+            )
+        await asyncio.sleep(delay)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; a server's Retry-After wins when it is longer."""
