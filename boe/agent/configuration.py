@@ -185,7 +185,9 @@ class AgentConfig(BaseModel):
     )
     extract_claims: bool = True
     concurrency: Annotated[int, "Model requests in flight at most."] = _bounded(8, 1, 256)
-    timeout: Annotated[float, "Seconds per request."] = _bounded(60.0, 0, 86_400, above=True)
+    timeout: Annotated[float, "Seconds one model request may take in all, its retries included."] = _bounded(
+        60.0, 0, 86_400, above=True
+    )
     max_retries: Annotated[int, "Retries of a failed request (429, 5xx, timeouts)."] = _bounded(4, 0, 20)
     backoff: float = _bounded(0.5, 0, 600)
     use_n: bool = True

@@ -74,6 +74,14 @@ class WriteBehindCache(StoreCache):
         self._oldest = None
         return entries
 
+    def put_back(self, entries: list[dict[str, Any]]) -> None:
+        """A write of these replies failed: they wait for the next one."""
+        for e in entries:
+            self._writing.pop(e["key"], None)
+            self._pending.setdefault(e["key"], e)
+        if self._pending and self._oldest is None:
+            self._oldest = time.monotonic()
+
     def mark_written(self, entries: list[dict[str, Any]]) -> None:
         """The writer stored these replies: the store answers for them from now on."""
         for e in entries:

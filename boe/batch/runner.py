@@ -30,6 +30,7 @@ import asyncio
 import gc
 import math
 import os
+import signal
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -45,7 +46,7 @@ from boe.agent.configuration import AgentConfig
 from boe.batch.diversity import PoolDiversity
 from boe.batch.plan import BatchItem, describe_dataset, select_items
 from boe.batch.progress import BatchStats, NullProgress, ProgressView
-from boe.errors import BoeError, ConfigError, InputError
+from boe.errors import BoeError, ConfigError, InputError, StoreError, Terminated
 
 if TYPE_CHECKING:
     from boe.agent import Agent
@@ -304,6 +305,8 @@ class BatchRunner:
         self._prep_cpu = 0.0  # CPU of grading and turning answers into store rows
         self._segmentation = 0.0
         self._stopping = False
+        self._failures: list[BaseException] = []  # what ends the batch: a store write failed (or a bug), first first
+        self._unstored = 0  # answered questions a failed store write could not keep
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -374,7 +377,6 @@ class BatchRunner:
 
     def _open_run(self, store: Store, ds: Dataset, agent_cfg: AgentConfig, evaluator: AnswerEvaluator) -> RunInfo:
         from boe.agent.persist import open_store
-        from boe.errors import StoreError
 
         cfg = self.config
         try:
@@ -468,8 +470,14 @@ class BatchRunner:
         data = question_data(res.record, calls, res.transcript, [img.ref.as_dict() for img in opened])
         self._prep_cpu += time.thread_time() - c0
         self._saving.add(bi.key)
-        await self._writer.submit(data)  # a store failure is not the question's: it ends the batch
-        self._saving.discard(bi.key)
+        try:
+            await self._writer.submit(data)
+        except BoeError as exc:  # a store failure (a full disk) is not the question's: it ends the batch
+            self._unstored += 1
+            self._fail(exc)
+            return
+        finally:
+            self._saving.discard(bi.key)
         self.held.discard(bi.key)
         self.stats.add_calls(calls)
         self.stats.done += 1
@@ -481,7 +489,11 @@ class BatchRunner:
         assert self.cache is not None and self.store is not None
         entries = self.cache.take()
         if entries:
-            await self._db(self.store.cache_put_many, entries)
+            try:
+                await self._db(self.store.cache_put_many, entries)
+            except BaseException:
+                self.cache.put_back(entries)
+                raise
             self.cache.mark_written(entries)
 
     async def _flusher(self) -> None:
@@ -489,7 +501,10 @@ class BatchRunner:
         while True:
             await asyncio.sleep(self.config.flush_seconds)
             if self.cache.due():
-                await self._flush_cache()
+                try:
+                    await self._flush_cache()
+                except BoeError:  # kept for the next flush; a store that stays broken fails the next save
+                    continue
 
     async def _heartbeat(self) -> None:
         assert self.store is not None and self.run_info is not None
@@ -512,8 +527,28 @@ class BatchRunner:
 
     # -- the work loop ------------------------------------------------------------------------------
 
-    def _forget(self, key: Key, _task: asyncio.Task[None]) -> None:
-        self.active.pop(key, None)
+    def _forget(self, key: Key, task: asyncio.Task[None]) -> None:
+        if self.active.get(key) is task:
+            del self.active[key]
+        if not task.cancelled() and task.exception() is not None:  # retrieved here: reported once, by `run`
+            self._fail(task.exception())  # type: ignore[arg-type]
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stop the batch for this error (the first one is reported once the work has wound down)."""
+        self._failures.append(exc)
+        self._stopping = True
+
+    def _raise_failure(self) -> None:
+        if not self._failures:
+            return
+        first = self._failures[0]
+        if not isinstance(first, StoreError):
+            raise first  # a programming error is the CLI's internal-error line and crash log
+        lost = f"; {self._unstored} answered question(s) could not be stored" if self._unstored else ""
+        raise StoreError(
+            f"{first}{lost}. Every question stored so far is kept: fix the store (free space) and run the same "
+            "command to resume"
+        ) from first
 
     def _may_claim(self) -> bool:
         cfg = self.config
@@ -558,14 +593,13 @@ class BatchRunner:
                 if others > 0:
                     await self._say_waiting(run)
             if self.active:
-                done, _ = await asyncio.wait(
+                await asyncio.wait(
                     list(self.active.values()), timeout=cfg.poll_seconds, return_when=asyncio.FIRST_COMPLETED
                 )
-                for t in done:
-                    if not t.cancelled() and t.exception() is not None:
-                        raise t.exception()  # type: ignore[misc]  # a store failure while saving
             else:
                 await asyncio.sleep(cfg.poll_seconds)
+            if self._failures:
+                return
 
     def _tick(self) -> None:
         """Move the progress view with the model requests finished so far (it moves per check, not per question)."""
@@ -651,8 +685,11 @@ class BatchRunner:
             try:
                 with _fewer_collections():
                     await self._loop(max_active)
+            except BoeError as exc:  # a store call of the loop failed
+                self._fail(exc)
             finally:
                 await self._wind_down(background)
+            self._raise_failure()
             seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             pool_cpu = self._close_cpu_pool()
             remaining = await self._db(store.work_counts, run)
@@ -711,19 +748,21 @@ class BatchRunner:
         self._stopping = True
         for task in list(self.active.values()):
             task.cancel()
-        results = await asyncio.gather(*self.active.values(), return_exceptions=True)
+        await asyncio.gather(*self.active.values(), return_exceptions=True)  # their errors: `_forget`
         if self._writer is not None:
             await self._writer.join()
         for task in background:
             task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        if self.cache is not None and self.store is not None:
-            await self._flush_cache()
-        if self.store is not None and self.run_info is not None and self.identity is not None and self.held:
-            await self._db(self.store.release, self.run_info, self.worker_id, sorted(self.held))
-        for r in results:
+        for r in await asyncio.gather(*background, return_exceptions=True):
             if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
-                raise r
+                self._fail(r)
+        try:
+            if self.cache is not None and self.store is not None:
+                await self._flush_cache()
+            if self.store is not None and self.run_info is not None and self.identity is not None and self.held:
+                await self._db(self.store.release, self.run_info, self.worker_id, sorted(self.held))
+        except BoeError as exc:  # the store is failing (a full disk): the leases run out instead
+            self._fail(exc)
 
     def _close_cpu_pool(self) -> float:
         """Shut the figure pool down; returns the CPU its processes used."""
@@ -760,5 +799,46 @@ def _expected_requests(cfg: AgentConfig) -> float:
 
 
 def run_batch(config: BatchConfig, *, progress: ProgressView | None = None, api_key: str | None = None) -> BatchSummary:
-    """Run one batch worker to the end (outside an event loop)."""
-    return asyncio.run(BatchRunner(config, progress=progress, api_key=api_key).run())
+    """Run one batch worker to the end (outside an event loop).
+
+    SIGTERM stops it as Ctrl-C does (in the main thread): unfinished questions
+    are cancelled, finished ones stored, held ones given back; then
+    `boe.errors.Terminated` (a ``KeyboardInterrupt``) is raised. A second
+    SIGTERM ends the process at once.
+    """
+    stop = _StopOnSignal(signal.SIGTERM)
+    try:
+        return asyncio.run(stop.run(BatchRunner(config, progress=progress, api_key=api_key).run()))
+    except asyncio.CancelledError:
+        if stop.fired:
+            raise Terminated from None
+        raise
+
+
+class _StopOnSignal:
+    """Cancels the running main task on a signal, once (asyncio cancels it the same way on SIGINT)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.fired = False
+
+    async def run(self, work: Awaitable[T]) -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        previous = signal.getsignal(self.signum)
+        try:
+            loop.add_signal_handler(self.signum, self._fire, loop, task)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
+            return await work
+        try:
+            return await work
+        finally:
+            loop.remove_signal_handler(self.signum)
+            if previous is not None:
+                signal.signal(self.signum, previous)
+
+    def _fire(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any] | None) -> None:
+        self.fired = True
+        loop.remove_signal_handler(self.signum)  # the default action again: a second signal ends the process
+        if task is not None:
+            task.cancel()

@@ -3,6 +3,7 @@ is asked for), so `boe --help` and `boe --version` import neither the agent, ope
 
 from __future__ import annotations
 
+import errno
 import importlib
 import re
 import sys
@@ -137,7 +138,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     epilog="Exit codes: 0 done; 1 the work ran but some of it failed (or an internal error); "
-    "2 usage or configuration error; 130 interrupted.",
+    "2 usage or configuration error; 130 interrupted; 143 terminated (SIGTERM; boe batch stops as on Ctrl-C).",
 )
 
 
@@ -159,6 +160,7 @@ EXIT_CODES = (
     (1, "the work ran but some of it failed, or an internal error (its traceback is in a log file)"),
     (2, "usage or configuration error (unknown option, missing argument, bad value, unreadable input)"),
     (130, "interrupted (Ctrl-C)"),
+    (143, "terminated (SIGTERM): boe batch stops as on Ctrl-C, giving its questions back"),
 )
 
 
@@ -168,15 +170,15 @@ def main() -> None:
 
 
 def run(argv: list[str]) -> int:
-    """Run the CLI on ``argv`` and return the exit code (0 done, 1 failed, 2 usage, 130 interrupted)."""
+    """Run the CLI on ``argv`` and return the exit code (0 done, 1 failed, 2 usage, 130 interrupted, 143 terminated)."""
     try:
         rv = app(args=argv, prog_name="boe", standalone_mode=False)  # click returns typer.Exit's code here
         code = rv if isinstance(rv, int) else 0
         if code == 130:  # typer turns KeyboardInterrupt into Exit(130)
             _error("interrupted")
         return code
-    except Interrupted:
-        return 130
+    except Interrupted as exc:
+        return exc.code
     except BoeError as exc:
         _error(str(exc))
         return error_exit_code(exc)
@@ -196,6 +198,10 @@ def run(argv: list[str]) -> int:
             if getattr(exc, "ctx", False) is None:  # raised before a command context existed: no usage line shown
                 sys.stderr.write(f"Try '{_command_line(argv)} --help' for help.\n")
             return usage_code
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL:  # the disk's state, not a bug: no crash log
+            what = f" writing {exc.filename}" if exc.filename else ""
+            _error(f"{exc.strerror or 'no space left on device'}{what}: free some space and run the command again")
+            return 1
         log = _crash_log(exc)
         where = f"; the traceback is in {log}" if log else ""
         _error(f"internal error ({type(exc).__name__}: {_one_line(str(exc))}){where}")
@@ -232,6 +238,7 @@ def _one_line(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # no space left, quota exceeded, file-size limit
 _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
 _KEYS = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}")  # API-key shaped words, not identifiers such as token_count
 

@@ -114,14 +114,17 @@ def batch_command(
         return
     try:
         summary = _run(config, progress if progress is not None else sys.stderr.isatty())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the held questions were given back
+        from boe.errors import Terminated
+
+        term = isinstance(exc, Terminated)
         err_console().print(
-            "\n[yellow]interrupted[/]: every question already stored is kept. Resume with the same command:\n  "
-            + _resume_command(),
+            f"\n[yellow]{'terminated (SIGTERM)' if term else 'interrupted'}[/]: every question already stored is "
+            "kept. Resume with the same command:\n  " + _resume_command(),
             highlight=False,
             soft_wrap=True,
         )
-        raise Interrupted from None
+        raise Interrupted(143 if term else 130) from None
     evaluation = _evaluate(summary, config) if summary.complete else None
     if as_json:
         data = summary.as_dict()

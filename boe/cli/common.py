@@ -164,4 +164,9 @@ def _probe_folder(option: str, value: str | Path, folder: Path) -> None:
 
 
 class Interrupted(Exception):
-    """Ctrl-C that a command has already explained (what was kept, how to resume): exit 130, nothing more printed."""
+    """Ctrl-C (exit 130) or SIGTERM (exit 143) that a command has already explained (what was kept, how to
+    resume): nothing more is printed."""
+
+    def __init__(self, code: int = 130) -> None:
+        super().__init__(code)
+        self.code = code

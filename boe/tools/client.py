@@ -676,6 +676,7 @@ class ModelClient:
         """The replies of one request: the one attempt loop (a server per attempt, every failure decided by the
         retry policy); tokens and request counts are added to ``call``."""
         failed = 0  # attempts that failed and count against max_retries
+        deadline: list[float] = []  # --timeout bounds the whole request (every attempt and wait) from its slot
         while True:
             server = self.servers.pick(self.urls)
             ep = self.servers.state(server.url, self.model)
@@ -688,7 +689,12 @@ class ModelClient:
                 call.attempts = failed + 1
                 server.requests += 1
                 try:
-                    pt, ct, cached, replies = await self._send(server, body)
+                    pt, ct, cached, replies = await self._send(server, body, deadline)
+                except TimeoutError:
+                    raise ModelError(
+                        f"{server.safe_url} ({self.model}) timed out: no complete reply within --timeout "
+                        f"{self.timeout:g} s ({failed + 1} attempt(s))"
+                    ) from None
                 except (self._api_error, BadReply, ValueError) as exc:
                     failure = Failure.of(exc)
                 else:
@@ -708,15 +714,22 @@ class ModelClient:
             failed += 1
             if failed > self.max_retries or not profile_for(ep.kind).should_retry(failure):
                 raise ModelError(_failed_after(failure, f"{server.safe_url} ({self.model})", failed))
-            await asyncio.sleep(self._delay(failed, failure.retry_after))
+            delay = self._delay(failed, failure.retry_after)
+            await self._backoff(delay, deadline[0] if deadline else None, failed, failure.short())
 
-    async def _send(self, server: Server, body: dict[str, Any]) -> tuple[int, int, int, list[Reply]]:
-        """One request: the body serialised once (orjson), the reply read from its bytes."""
+    async def _send(
+        self, server: Server, body: dict[str, Any], deadline: list[float]
+    ) -> tuple[int, int, int, list[Reply]]:
+        """One request: the body serialised once (orjson), the reply read from its bytes, cut off at the request's
+        deadline (set when its first attempt gets a slot: the wait for a slot is free)."""
         import orjson
 
         data = orjson.dumps(body)
         async with self._sem:
-            raw = await self._posts[server.url](data)
+            if not deadline:
+                deadline.append(asyncio.get_running_loop().time() + self.timeout)
+            async with asyncio.timeout_at(deadline[0]):  # a server dripping bytes resets only a read's timeout
+                raw = await self._posts[server.url](data)
         return read_completion(_loads(raw))
 
     def _record_sampling(self, call: ModelCall, ep: EndpointState, body: dict[str, Any]) -> None:
@@ -787,6 +800,15 @@ class ModelClient:
                     ep.notes.append(f"the server refused {name}; it is no longer sent ({f.short()})")
                     return True
         return False
+
+    async def _backoff(self, delay: float, deadline: float | None, attempt: int, why: str) -> None:
+        """Wait before the next attempt, or give up when that would pass the request's --timeout."""
+        if deadline is not None and asyncio.get_running_loop().time() + delay >= deadline:
+            raise ModelError(
+                f"{self.safe_url} ({self.model}) gave up after {attempt} attempt(s): the next would start past "
+                f"--timeout {self.timeout:g} s (last: {why})"
+            )
+        await asyncio.sleep(delay)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; a server's Retry-After wins when it is longer."""

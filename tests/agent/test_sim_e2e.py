@@ -125,7 +125,7 @@ def test_faults_do_not_stop_the_agent(data, tmp_path):
     with simulator(faults=plan) as url:
         from boe.sim.server import SimHandle  # noqa: F401  (the handle is closed by the context)
 
-        cfg = config(url, root, timeout=0.75, backoff=0.02, max_retries=4)
+        cfg = config(url, root, timeout=5.0, backoff=0.02, max_retries=4)  # a 1.5 s reply is slow, not lost
         db = f"sqlite:///{tmp_path / 'faults.db'}"
         results = answer(cfg, list(qs.values())[:10], db=db, run_name="faults")
     assert len(results) == 10 and all(r.answer is not None for r in results)
@@ -146,7 +146,7 @@ def test_faults_are_injected_and_counted(data):
     from boe.sim.server import serve_in_thread
 
     with serve_in_thread(faults=plan) as handle:
-        cfg = config(handle.base_url, root, timeout=0.75, backoff=0.02)
+        cfg = config(handle.base_url, root, timeout=5.0, backoff=0.02)
         answer(cfg, list(qs.values())[:6])
         stats = handle.stats()
     injected = stats.get("faults") or {}
