@@ -275,7 +275,8 @@ def prior_note(cal: Calibration, dataset: str) -> str:
     chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in PRIOR_CHANNELS.items() if ch != "structured")
     return (
         f"the calibration does not cover dataset {dataset!r}: its checks are weighted by the PRIOR calibration "
-        f"(channel kappa {chans}; of the order the paper reports, not fitted on your data). Fit one on a "
+        f"(channel kappa {chans}, and for bayes channels of that accuracy with the raw majority as its prior; "
+        f"of the order the paper reports, not fitted on your data). Fit one on a "
         f"labelled full-ledger run (boe batch DATA --ledger full --db runs.db --run NAME): boe calibrate --db "
         f"runs.db --run NAME --out {dataset}-calibration.json, then pass --calibration {dataset}-calibration.json"
     )
@@ -327,12 +328,6 @@ class Agent:
             self.calibration, uncovered = with_prior(self.calibration, config.dataset)
             if uncovered:
                 self.notes.append(prior_note(self.calibration, config.dataset))
-                if config.policy.startswith("bayes"):
-                    self.notes.append(
-                        f"the {config.policy} policy reads its own observation model (extra.bayes), which has no "
-                        f"channel of dataset {config.dataset!r}: its checks carry no weight until boe calibrate "
-                        "fits one (the prior above serves the boe policies)"
-                    )
 
     async def __aenter__(self) -> Agent:
         await self.open()

@@ -31,6 +31,7 @@ __all__ = [
     "CalibrationInfo",
     "GroupCalibration",
     "crossfit_folds",
+    "default_names",
     "describe_calibration",
     "fit_groups",
     "load_calibration",
@@ -83,6 +84,13 @@ class CalibrationInfo(BaseModel):
     command: str | None = None
 
 
+def default_names(key: str) -> list[str]:
+    """The dataset-free default names of a group key "dataset/channel/slot", most specific first."""
+    rest = key.partition("/")[2]  # the group without its dataset: "channel/slot" or "channel"
+    channel, _, slot = rest.partition("/")
+    return [n for n in (rest, f"{channel}/answer" if slot.startswith("answer:") else "", channel) if n]
+
+
 class Calibration(BaseModel):
     """kappa and p per calibration group, the cheap kappa, channel defaults, policy extras, and what it covers."""
 
@@ -102,13 +110,10 @@ class Calibration(BaseModel):
         found = self.groups.get(key)
         if found is not None:
             return found
-        if self.defaults:
-            rest = key.partition("/")[2]  # the group without its dataset: "channel/slot" or "channel"
-            channel, _, slot = rest.partition("/")
-            for name in (rest, f"{channel}/answer" if slot.startswith("answer:") else "", channel):
-                hit = self.defaults.get(name) if name else None
-                if hit is not None:
-                    return hit
+        for name in default_names(key) if self.defaults else ():
+            hit = self.defaults.get(name)
+            if hit is not None:
+                return hit
         return UNSEEN
 
     def datasets(self) -> set[str]:
@@ -167,6 +172,7 @@ PRIOR_CHANNELS: dict[str, tuple[float, tuple[float, float, float]]] = {
     "vlm": (0.53, (0.50, 0.40, 0.10)),
     "grounded": (0.53, (0.50, 0.40, 0.10)),
     "whole": (0.64, (0.50, 0.45, 0.05)),
+    "answer": (0.64, (0.50, 0.45, 0.05)),  # an answer-level check is one whole-response judge call
     "record/answer": (0.85, (0.50, 0.50, 0.00)),
     "record": (0.55, (0.50, 0.50, 0.00)),
     "structured": (0.50, (0.00, 0.00, 1.00)),
@@ -181,9 +187,13 @@ def _prior_groups() -> dict[str, GroupCalibration]:
 
 
 def prior_calibration() -> Calibration:
-    """The labelled prior: channel defaults only (`PRIOR_CHANNELS`), for datasets nothing was fitted on."""
+    """The labelled prior: channel defaults only (`PRIOR_CHANNELS`), for datasets nothing was fitted on, and
+    the `bayes` prior observation model built from them."""
+    from boe.core.bayes import BAYES_KEY, prior_model
+
     return Calibration(
         defaults=_prior_groups(),
+        extra={BAYES_KEY: prior_model().model_dump(mode="json")},
         info=CalibrationInfo(method="prior", command="boe calibrate --prior"),
         source="the prior calibration (channel kappa of the order the paper reports; not fitted on your data)",
     )
@@ -195,13 +205,16 @@ def with_prior(cal: Calibration, dataset: str) -> tuple[Calibration, bool]:
     A dataset the calibration does not cover gets every channel's prior; a covered one only the ``record``
     channel's (a record check reads the record, not the images, so its reliability carries across datasets).
     """
+    from boe.core.bayes import with_prior_model
+
     prior = _prior_groups()
     whole = not cal.covers(dataset)
     add = prior if whole else {k: v for k, v in prior.items() if k.partition("/")[0] == "record"}
     defaults = {**add, **cal.defaults}
-    if defaults == cal.defaults:
+    extra = with_prior_model(cal.extra, set(add))
+    if defaults == cal.defaults and extra == cal.extra:
         return cal, False
-    out = cal.model_copy(update={"defaults": defaults})
+    out = cal.model_copy(update={"defaults": defaults, "extra": extra})
     if whole:
         out.source = f"{cal.source or 'the calibration'} + the prior calibration for dataset {dataset!r}"
     return out, whole
