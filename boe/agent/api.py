@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from boe.agent.configuration import NEUTRAL, AgentConfig, make_config
 from boe.agent.costs import CostMeter, QuestionCosts, cost_kinds, load_costs_file, measured_costs, model_kinds
+from boe.core.bayes import BAYES_KEY, with_prior_model
 from boe.core.calibration import PRIOR_CHANNELS, Calibration, with_prior
+from boe.core.policies import FittablePolicy, make_policy
 from boe.errors import ConfigError, InputError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -325,9 +327,18 @@ class Agent:
                 )
             self._file_meter = file_meter
         if config.calibration != NEUTRAL:
+            had_model = BAYES_KEY in self.calibration.extra
             self.calibration, uncovered = with_prior(self.calibration, config.dataset)
             if uncovered:
                 self.notes.append(prior_note(self.calibration, config.dataset))
+            elif not had_model and isinstance(make_policy(config.policy), FittablePolicy):
+                extra = with_prior_model(self.calibration.extra, set(PRIOR_CHANNELS))
+                self.calibration = self.calibration.model_copy(update={"extra": extra})
+                self.notes.append(
+                    f"the calibration {self.calibration.source} has no {config.policy} observation model "
+                    "(extra.bayes): its checks are weighted by the PRIOR model (channels of the accuracy the paper "
+                    "reports, not fitted on your data); refit the file with boe calibrate"
+                )
 
     async def __aenter__(self) -> Agent:
         await self.open()

@@ -86,7 +86,7 @@ class AgentConfig(BaseModel):
     max_tokens: int = Field(default=512, ge=16)
     seed: int | None = 0
     budget: float = Field(default=16.0, ge=0.0)
-    policy: str = "boe"
+    policy: str = "bayes"  # the strongest deployable controller; "boe" is the paper's literal one
     eta: float = 0.0
     policy_seed: int = 0
     costs: Costs = Field(default_factory=Costs)
@@ -198,7 +198,7 @@ class AgentConfig(BaseModel):
     def load_calibration(self) -> Calibration:
         """The calibration this run scores with (the file given, or the shipped default)."""
         if self.calibration == NEUTRAL:
-            return Calibration(source="neutral (every group kappa 0.5: checks carry no weight)")
+            return Calibration(source="neutral (every group kappa 0.5: checks carry no weight)", extra={"bayes": {}})
         if self.calibration is not None:
             return load_calibration(self.calibration)
         return default_calibration()

@@ -81,13 +81,26 @@ AGENT_OPTIONS: tuple[AgentOption, ...] = (
         envvar=("BOE_BASE_URL", "OPENAI_BASE_URL"),
     ),
     AgentOption("model", "--model", "Required: the generator model name.", envvar=("BOE_MODEL",)),
-    AgentOption("judge_model", "--judge-model", "Judge model.", default_text="the generator"),
-    AgentOption("judge_base_url", "--judge-base-url", "Judge endpoint.", default_text="--base-url"),
+    AgentOption(
+        "judge_model", "--judge-model", "Judge model.", default_text="the generator", envvar=("BOE_JUDGE_MODEL",)
+    ),
+    AgentOption(
+        "judge_base_url",
+        "--judge-base-url",
+        "Judge endpoint.",
+        default_text="--base-url",
+        envvar=("BOE_JUDGE_BASE_URL",),
+    ),
     AgentOption("k", "--k", "Candidates sampled per question."),
     AgentOption("temperature", "--temperature", "Generator temperature."),
     AgentOption("judge_temperature", "--judge-temperature", "Judge temperature."),
     AgentOption("budget", "--budget", "Evidence budget in design-cost units."),
-    AgentOption("policy", "--policy", "Selection policy: raw, boe, boe-factor, random-factor, whole, bayes, plugins."),
+    AgentOption(
+        "policy",
+        "--policy",
+        "Selection policy: bayes (the strongest deployable), boe (the paper's literal controller), raw, boe-factor, "
+        "random-factor, whole, bayes-lookahead, plugins.",
+    ),
     AgentOption("eta", "--eta", "boe stops when the best value per cost is <= eta."),
     AgentOption("policy_seed", "--policy-seed", "Seed of random-factor's draws."),
     AgentOption(

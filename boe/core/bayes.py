@@ -132,6 +132,7 @@ __all__ = [
     "ChannelTable",
     "ClaimParams",
     "PriorParams",
+    "answer_claims",
     "fit_bayes_model",
     "model_of",
     "prior_model",
@@ -352,6 +353,21 @@ def stance_counts(stance: npt.NDArray[np.int8], answer_id: npt.NDArray[np.int32]
     return counts, aligned, cls
 
 
+def answer_claims(aligned: B_, cls: I64, present: B_) -> I64:
+    """For each claim (..., M), the answer whose candidates alone assert it, when the claim is a function of
+    the answer that singles one answer out ("the answer is v"); -1 for every other claim.
+
+    ``cls`` (..., M, D) is `stance_counts`' aligned class of the real answers, ``present`` (..., D) which
+    answers some candidate gives. A check of such a claim reads the judge's view of that answer, the same
+    latent an answer-level check of it reads, so the two are not counted as independent evidence.
+    """
+    asserts = (cls == 0) & present[..., None, :]
+    if asserts.shape[-1] == 0:
+        return np.full(aligned.shape, -1, dtype=np.int64)
+    out: I64 = np.where(aligned & (asserts.sum(axis=-1) == 1), asserts.argmax(axis=-1), -1)
+    return out
+
+
 def prior_log(counts: F64, n_cand: F64, params: F64) -> tuple[F64, B_]:
     """log P(H) from answer counts (Q, D) and candidate counts (Q,), params (Q, 4); shape (Q, D + 1).
 
@@ -466,7 +482,7 @@ class _LatentRows:
         local: Any,
         group: Any,
         out: I64,
-        whole: bool,
+        whole: Any,
         bins: I64,
         kinds: Any,
     ) -> None:
@@ -479,7 +495,7 @@ class _LatentRows:
         p["fr"].append(self.n + np.asarray(local, dtype=np.int64))
         p["fg"].append(np.asarray(group, dtype=np.int64))
         p["fo"].append(out)
-        p["fw"].append(np.full(out.size, whole))
+        p["fw"].append(np.broadcast_to(np.asarray(whole, dtype=bool), out.shape).copy())
         p["fb"].append(np.asarray(bins, dtype=np.int64))
         p["fk"].append(np.asarray(kinds, dtype=np.int64))
         self.n += size
@@ -501,34 +517,49 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         fac = np.nonzero(q.is_factor)[0]
         whole = np.nonzero(~q.is_factor)[0]
         n_valid = float(valid.sum())
+        # claim latents: factor actions on claims that do not single out one answer
+        plain = np.zeros(fac.size, dtype=bool)
+        owner = np.full(fac.size, -1, dtype=np.int64)
         if fac.size:
             claims, local = np.unique(q.action_claim[fac], return_inverse=True)
             counts, aligned, cls = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
+            owner = answer_claims(aligned[0], cls[0, :, :d], n_ans > 0)[local]
+            plain = owner < 0
+            used, used_local = np.unique(local[plain], return_inverse=True)
             inc = q.incidence[q.action_claim[fac]][:, valid]
             n_a, n_d = (inc == 1).sum(axis=1), (inc == -1).sum(axis=1)
             fbins = standing_bin(n_a, n_a > n_d, n_valid)
+        # verdict latents: the judge's view of each answer, read by response checks and by factor checks of
+        # the claims that single the answer out
+        v_act = np.concatenate([whole, fac[~plain]])
         if whole.size:
             judged = q.answer_id[q.action_candidate[whole]]  # -1: an invalid response, never right
-            answers, wlocal = np.unique(judged, return_inverse=True)
             held = np.where(judged >= 0, n_ans[np.maximum(judged, 0)] if d else 0.0, 0.0)
             wbins = standing_bin(held, (judged >= 0) & (held == (n_ans.max() if d else 0.0)), n_valid)
+        else:
+            judged, wbins = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if v_act.size:
+            v_answer = np.concatenate([judged, owner[~plain]])
+            v_bins = np.concatenate([wbins, fbins[~plain] if fac.size else np.zeros(0, np.int64)])
+            v_resp = np.concatenate([np.ones(whole.size, bool), np.zeros(int((~plain).sum()), bool)])
+            answers, vlocal = np.unique(v_answer, return_inverse=True)
         for h in hyps:
-            if fac.size:
+            if plain.any():
                 col = h if h >= 0 else d
                 rows.add(
                     qi,
                     weight,
-                    counts[0, :, col],
-                    aligned[0],
-                    cls[0, :, col],
-                    local,
-                    q.group[fac],
-                    out[fac],
+                    counts[0, used, col],
+                    aligned[0, used],
+                    cls[0, used, col],
+                    used_local,
+                    q.group[fac[plain]],
+                    out[fac[plain]],
                     False,
-                    fbins,
-                    q.kind[fac],
+                    fbins[plain],
+                    q.kind[fac[plain]],
                 )
-            if whole.size:
+            if v_act.size:
                 verdict_cls = np.where((answers == h) & (answers >= 0), 3, 4).astype(np.int64)
                 no_stance = np.zeros((answers.size, 2, 3))
                 rows.add(
@@ -537,12 +568,12 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
                     no_stance,
                     np.ones(answers.size, bool),
                     verdict_cls,
-                    wlocal,
-                    q.group[whole],
-                    out[whole],
-                    True,
-                    wbins,
-                    q.kind[whole],
+                    vlocal,
+                    q.group[v_act],
+                    out[v_act],
+                    v_resp,
+                    v_bins,
+                    q.kind[v_act],
                 )
     dmax = max((r[1].size for r in prior), default=0)
     p_counts = np.zeros((len(prior), max(dmax, 1)))
@@ -1246,7 +1277,11 @@ class Bayes:
         right[d] = False
         rho_v = np.where(right[None], v[:, 0, None, None], v[:, 1, None, None])  # (Q, d + 1, H)
         target = np.take_along_axis(state.answer_id, np.maximum(state.target, 0), axis=1)
-        latent = np.where(state.whole | state.answer, m + np.where(target >= 0, target, d), np.maximum(state.claim, 0))
+        # a factor check of a claim that singles out one answer reads that answer's verdict latent
+        owner = answer_claims(aligned, cls[:, :, :d], n_ans > 0)  # (Q, M)
+        own = np.take_along_axis(owner, np.maximum(state.claim, 0), axis=1)
+        claim_latent = np.where(state.factor & (own >= 0), m + own, np.maximum(state.claim, 0))
+        latent = np.where(state.whole | state.answer, m + np.where(target >= 0, target, d), claim_latent)
         ch = tabs["channel"]
         state.extra.update(
             bayes_lpost=lpost,
@@ -1255,7 +1290,7 @@ class Bayes:
             bayes_c1=ch[:, :, 0, :].copy(),
             bayes_c0=ch[:, :, 1, :].copy(),
             bayes_claim=latent.astype(np.intp),  # the latent each action reads
-            bayes_reads_answer=(state.whole | state.answer).copy(),
+            bayes_reads_answer=latent >= m,
             bayes_standing=tabs["standing"],
             bayes_check_weight=tabs["check_weight"],
             # per bought action: P(o | latent true), P(o | latent false), P(leading answer) before and after

@@ -92,6 +92,28 @@ def test_online_session_equals_the_replay_of_its_stored_record(recs, policy, bud
         assert again.transcript() == line and again.steps == s.steps
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledgers(max_size=3), st.sampled_from(ONLINE), st.sampled_from([1, 4, 8, 16]))
+def test_online_relevance_skips_replay_exactly(recs, policy, budget):
+    """Online, a proposal that no outcome of the affordable checks could turn into another answer is skipped
+    (spec section 10); the stored record replays to the online line, and bayes never proposes one."""
+    cal = _calibration(recs)
+    for rec in recs:
+        session = Session.from_record(parse_record(rec), cal, policy, budget)
+        outcome = {i: a["outcome"] for i, a in enumerate(_menu(rec))}
+        skipped = []
+        while True:
+            a, irrelevant = session.next_relevant()
+            skipped += irrelevant
+            if a < 0:
+                break
+            session.reveal(a, outcome[a])
+        assert session.skipped() == skipped
+        if policy.startswith("bayes"):
+            assert not skipped
+        assert _offline([_stored(rec, skipped)], policy, budget, cal) == [session.transcript()]
+
+
 def _menu(rec):
     return [a for a in rec["actions"] if not a.get("failed")]
 
