@@ -114,11 +114,11 @@ def ledger_command(
             if not (0 <= ans.acc <= 1 and 0 <= ans.unresolved <= 1 and ans.cost > 0):
                 raise ConfigError("answer channel: accuracy and unresolved rate in [0, 1], cost > 0")
             spec = replace(spec, answer=ans)
-        for name, value, field in (("--echo", echo, "echo"), ("--misread", misread, "misread")):
-            if value is not None:
-                if not 0 <= value <= 1:
-                    raise ConfigError(f"{name} must lie in [0, 1]")
-                spec = replace(spec, **{field: value})
+        for name, value in (("--echo", echo), ("--misread", misread)):
+            if value is not None and not 0 <= value <= 1:
+                raise ConfigError(f"{name} must lie in [0, 1]")
+        spec = replace(spec, echo=spec.echo if echo is None else echo)
+        spec = replace(spec, misread=spec.misread if misread is None else misread)
         recs = pool_ledger(n, seed=seed, spec=spec)
     else:
         raise ConfigError(f"--kind must be factor-code or pool, got {kind!r}")
