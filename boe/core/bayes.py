@@ -115,7 +115,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from boe.core.calibration import PRIOR_CHANNELS, Calibration, default_names
+from boe.core.calibration import PRIOR_CHANNELS, Calibration, crossfit_folds, default_names
 from boe.core.channels import monotone_tables
 from boe.core.graph import Question
 from boe.core.policies import IntArr, Policy, register_policy
@@ -132,7 +132,6 @@ __all__ = [
     "ChannelTable",
     "ClaimParams",
     "PriorParams",
-    "answer_claims",
     "fit_bayes_model",
     "model_of",
     "prior_model",
@@ -353,21 +352,6 @@ def stance_counts(stance: npt.NDArray[np.int8], answer_id: npt.NDArray[np.int32]
     return counts, aligned, cls
 
 
-def answer_claims(aligned: B_, cls: I64, present: B_) -> I64:
-    """For each claim (..., M), the answer whose candidates alone assert it, when the claim is a function of
-    the answer that singles one answer out ("the answer is v"); -1 for every other claim.
-
-    ``cls`` (..., M, D) is `stance_counts`' aligned class of the real answers, ``present`` (..., D) which
-    answers some candidate gives. A check of such a claim reads the judge's view of that answer, the same
-    latent an answer-level check of it reads, so the two are not counted as independent evidence.
-    """
-    asserts = (cls == 0) & present[..., None, :]
-    if asserts.shape[-1] == 0:
-        return np.full(aligned.shape, -1, dtype=np.int64)
-    out: I64 = np.where(aligned & (asserts.sum(axis=-1) == 1), asserts.argmax(axis=-1), -1)
-    return out
-
-
 def prior_log(counts: F64, n_cand: F64, params: F64) -> tuple[F64, B_]:
     """log P(H) from answer counts (Q, D) and candidate counts (Q,), params (Q, 4); shape (Q, D + 1).
 
@@ -482,7 +466,7 @@ class _LatentRows:
         local: Any,
         group: Any,
         out: I64,
-        whole: Any,
+        whole: bool,
         bins: I64,
         kinds: Any,
     ) -> None:
@@ -495,7 +479,7 @@ class _LatentRows:
         p["fr"].append(self.n + np.asarray(local, dtype=np.int64))
         p["fg"].append(np.asarray(group, dtype=np.int64))
         p["fo"].append(out)
-        p["fw"].append(np.broadcast_to(np.asarray(whole, dtype=bool), out.shape).copy())
+        p["fw"].append(np.full(out.size, whole))
         p["fb"].append(np.asarray(bins, dtype=np.int64))
         p["fk"].append(np.asarray(kinds, dtype=np.int64))
         self.n += size
@@ -517,49 +501,34 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         fac = np.nonzero(q.is_factor)[0]
         whole = np.nonzero(~q.is_factor)[0]
         n_valid = float(valid.sum())
-        # claim latents: factor actions on claims that do not single out one answer
-        plain = np.zeros(fac.size, dtype=bool)
-        owner = np.full(fac.size, -1, dtype=np.int64)
         if fac.size:
             claims, local = np.unique(q.action_claim[fac], return_inverse=True)
             counts, aligned, cls = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
-            owner = answer_claims(aligned[0], cls[0, :, :d], n_ans > 0)[local]
-            plain = owner < 0
-            used, used_local = np.unique(local[plain], return_inverse=True)
             inc = q.incidence[q.action_claim[fac]][:, valid]
             n_a, n_d = (inc == 1).sum(axis=1), (inc == -1).sum(axis=1)
             fbins = standing_bin(n_a, n_a > n_d, n_valid)
-        # verdict latents: the judge's view of each answer, read by response checks and by factor checks of
-        # the claims that single the answer out
-        v_act = np.concatenate([whole, fac[~plain]])
         if whole.size:
             judged = q.answer_id[q.action_candidate[whole]]  # -1: an invalid response, never right
+            answers, wlocal = np.unique(judged, return_inverse=True)
             held = np.where(judged >= 0, n_ans[np.maximum(judged, 0)] if d else 0.0, 0.0)
             wbins = standing_bin(held, (judged >= 0) & (held == (n_ans.max() if d else 0.0)), n_valid)
-        else:
-            judged, wbins = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        if v_act.size:
-            v_answer = np.concatenate([judged, owner[~plain]])
-            v_bins = np.concatenate([wbins, fbins[~plain] if fac.size else np.zeros(0, np.int64)])
-            v_resp = np.concatenate([np.ones(whole.size, bool), np.zeros(int((~plain).sum()), bool)])
-            answers, vlocal = np.unique(v_answer, return_inverse=True)
         for h in hyps:
-            if plain.any():
+            if fac.size:
                 col = h if h >= 0 else d
                 rows.add(
                     qi,
                     weight,
-                    counts[0, used, col],
-                    aligned[0, used],
-                    cls[0, used, col],
-                    used_local,
-                    q.group[fac[plain]],
-                    out[fac[plain]],
+                    counts[0, :, col],
+                    aligned[0],
+                    cls[0, :, col],
+                    local,
+                    q.group[fac],
+                    out[fac],
                     False,
-                    fbins[plain],
-                    q.kind[fac[plain]],
+                    fbins,
+                    q.kind[fac],
                 )
-            if v_act.size:
+            if whole.size:
                 verdict_cls = np.where((answers == h) & (answers >= 0), 3, 4).astype(np.int64)
                 no_stance = np.zeros((answers.size, 2, 3))
                 rows.add(
@@ -568,12 +537,12 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
                     no_stance,
                     np.ones(answers.size, bool),
                     verdict_cls,
-                    vlocal,
-                    q.group[v_act],
-                    out[v_act],
-                    v_resp,
-                    v_bins,
-                    q.kind[v_act],
+                    wlocal,
+                    q.group[whole],
+                    out[whole],
+                    True,
+                    wbins,
+                    q.kind[whole],
                 )
     dmax = max((r[1].size for r in prior), default=0)
     p_counts = np.zeros((len(prior), max(dmax, 1)))
@@ -913,16 +882,61 @@ def _fit_claims(
 STANCE_WEIGHTS = np.round(np.arange(-1.0, 1.501, 0.05), 2)
 
 
-def _fit_stance_weight(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> float:
-    """The weight lambda of the claims' stance evidence that best predicts the true answer.
+#: Inner folds of the stance weight's cross-fit (`_fit_stance_weight`).
+STANCE_FOLDS = 3
+
+
+def _fit_stance_weight(
+    questions: Sequence[Question], data: _FitData, rows: B_, n_groups: int, claims: ClaimParams
+) -> float:
+    """The weight lambda of the pool's structure (the claims' stance evidence) in the prior, cross-fitted.
 
     The stance model treats the claims of a question as independent given H, but
     the stances of one candidate on related claims (the values of one slot) are
-    not, so the summed evidence counts some of it more than once. The posterior
-    uses P(H) P(stances | H)^lambda, a calibrated composite likelihood: lambda
-    maximises sum_q log P(true H_q | all stances of q) on the training questions
-    (over `STANCE_WEIGHTS`); lambda = 1 when the claims are independent.
+    not, so the summed evidence counts some of it more than once; and where the
+    candidates' agreement does not predict the truth the model's differences are
+    noise. The prior is P(H) P(stances | H)^lambda, a calibrated composite
+    likelihood: lambda maximises sum_q log P(true H_q | all stances of q) over
+    `STANCE_WEIGHTS`, each question scored under a prior and stance model fitted
+    on the other `STANCE_FOLDS` - 1 folds of the training questions (held out:
+    lambda is 0, or negative, where the structure does not carry over), and
+    lambda stays 0 unless it beats 0 by a likelihood-ratio test at 5% (`LR_TEST`).
+    With too few questions to split, ``claims`` is scored in-sample.
     """
+    idx = np.nonzero(rows)[0]
+    labelled = [int(i) for i in idx if questions[int(i)].labelled]
+    if len(labelled) < 2 * STANCE_FOLDS:
+        prior = _fit_prior(data, rows[data.pq]) if rows[data.pq].any() else DEFAULT_PRIOR
+        return _significant(STANCE_WEIGHTS, _stance_loglik([questions[i] for i in labelled], prior, claims))
+    folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in labelled], STANCE_FOLDS)
+    total = np.zeros(STANCE_WEIGHTS.size)
+    for f in range(STANCE_FOLDS):
+        train = np.zeros(rows.size, dtype=bool)
+        train[[i for i, k in zip(labelled, folds, strict=True) if k != f]] = True
+        crow = train[data.cq]
+        frow = crow[data.f_row]
+        if not (crow.any() and frow.any() and train[data.pq].any()):
+            continue
+        fold_claims, _ = _fit_claims(data, crow, frow, n_groups)
+        held = [questions[i] for i, k in zip(labelled, folds, strict=True) if k == f]
+        total += _stance_loglik(held, _fit_prior(data, train[data.pq]), fold_claims)
+    return _significant(STANCE_WEIGHTS, total)
+
+
+#: Half the 95% point of chi-square with one degree of freedom: a weight is kept only if its held-out
+#: log likelihood beats weight 0 by more than a likelihood-ratio test at 5% would ask.
+LR_TEST = 1.92
+
+
+def _significant(grid: F64, score: F64) -> float:
+    """The best weight of ``grid`` by ``score`` (a log likelihood), or 0 when it does not beat 0 significantly."""
+    best = _nearest_zero_max(grid, score)
+    zero = int(np.argmin(np.abs(grid)))
+    return best if score.max() - score[zero] > LR_TEST else float(grid[zero])
+
+
+def _stance_loglik(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> F64:
+    """sum_q log P(true H_q | stances of q) for every weight of `STANCE_WEIGHTS`."""
     pri = np.array([[prior.count_coef, prior.log_count_coef, prior.none_intercept, prior.none_slope]])
     theta = _stance_matrix(np.log(np.clip(np.array(claims.stance), EPS, 1.0)))
     al = np.clip(np.array(claims.aligned_true), EPS, 1 - EPS)
@@ -951,7 +965,7 @@ def _fit_stance_weight(questions: Sequence[Question], prior: PriorParams, claims
         lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
         for t in right if right else [d]:
             total += weight * (z[:, t] - lse)
-    return _nearest_zero_max(STANCE_WEIGHTS, total)
+    return total
 
 
 def _nearest_zero_max(grid: F64, score: F64) -> float:
@@ -965,11 +979,13 @@ def fit_bayes_model(
     group_keys: Sequence[str],
     train: npt.NDArray[np.bool_] | None = None,
     *,
+    stance_weights: Mapping[str, float] | None = None,
     _data: _FitData | None = None,
 ) -> BayesModel:
     """Fit the prior, claim model and channels on the labelled questions selected by ``train``.
 
-    ``group_keys[g]`` names the group id g of the questions' actions ("dataset/group").
+    ``group_keys[g]`` names the group id g of the questions' actions ("dataset/group"); ``stance_weights``
+    (by dataset) are taken as given instead of cross-fitted.
     """
     data = _data if _data is not None else _fit_data(questions)
     n = len(questions)
@@ -986,9 +1002,10 @@ def fit_bayes_model(
         frow = crow[data.f_row]
         if crow.any() and frow.any():
             claims, ch = _fit_claims(data, crow, frow, n_groups)
-            claims.stance_weight = _fit_stance_weight(
-                [questions[int(i)] for i in np.nonzero(in_ds)[0]], model.priors.get(ds, DEFAULT_PRIOR), claims
-            )
+            if stance_weights is not None and ds in stance_weights:
+                claims.stance_weight = float(stance_weights[ds])
+            else:
+                claims.stance_weight = _fit_stance_weight(questions, data, in_ds, n_groups, claims)
             model.claims[ds] = claims
             for c, g in enumerate(ch.ids.tolist()):
                 table = ChannelTable(
@@ -1009,7 +1026,7 @@ def fit_bayes_model(
 
 
 #: Candidate check weights (`_fit_check_weight`), largest first (ties keep the larger weight).
-CHECK_WEIGHTS: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4)
+CHECK_WEIGHTS: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4, 0.3, 0.2)
 #: Budget at which the check weight is fitted (the policy is run on the training questions at it).
 CHECK_WEIGHT_BUDGET = 16.0
 #: At most this many training questions (evenly spaced) fit the check weight: one number needs few.
@@ -1017,18 +1034,23 @@ CHECK_WEIGHT_QUESTIONS = 1000
 
 
 def _fit_check_weight(
-    questions: Sequence[Question], train: B_, calibration: Calibration, group_keys: Sequence[str], model: BayesModel
+    questions: Sequence[Question],
+    train: B_,
+    calibration: Calibration,
+    group_keys: Sequence[str],
+    model: BayesModel,
+    data: _FitData | None = None,
 ) -> None:
-    """Set each dataset's ``check_weight`` in ``model``: the weight that best predicts the true answer.
+    """Set each dataset's ``check_weight`` in ``model``: the weight that best predicts the true answer, cross-fitted.
 
-    The policy is run at `CHECK_WEIGHT_BUDGET` on the training questions (at most
-    `CHECK_WEIGHT_QUESTIONS`, evenly spaced) once per weight of `CHECK_WEIGHTS`,
-    all in one vectorised state, and the weight maximising
-    sum_q log P(true H_q | the checks it bought) is kept (a calibrated composite
-    likelihood, like the stance weight).
+    The training questions (at most `CHECK_WEIGHT_QUESTIONS`, evenly spaced) are
+    split into `STANCE_FOLDS` folds; each fold is run at `CHECK_WEIGHT_BUDGET` under
+    a model fitted on the other training questions (its stance weights as
+    ``model``'s), once per weight of `CHECK_WEIGHTS`, all in one vectorised state,
+    and the weight maximising sum_q log P(true H_q | the checks it bought) is kept
+    (a calibrated composite likelihood, like the stance weight). Held out, because
+    channels fitted on a question are surer of its checks than of a new one's.
     """
-    from boe.core.replay import _skipped, run_policy  # replay imports the policy registry
-
     rows = np.array(
         [
             i
@@ -1041,6 +1063,38 @@ def _fit_check_weight(
         return
     if rows.size > CHECK_WEIGHT_QUESTIONS:
         rows = rows[np.linspace(0, rows.size - 1, CHECK_WEIGHT_QUESTIONS).round().astype(np.intp)]
+    datasets = sorted(model.claims)
+    score = np.zeros((len(datasets), len(CHECK_WEIGHTS)))
+    if rows.size < 2 * STANCE_FOLDS:
+        _check_weight_scores(questions, rows, calibration, group_keys, model, datasets, score)
+    else:
+        data = data if data is not None else _fit_data(questions)
+        lam = {ds: cp.stance_weight for ds, cp in model.claims.items()}
+        folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in rows], STANCE_FOLDS)
+        for f in range(STANCE_FOLDS):
+            fold_train = train.copy()
+            fold_train[rows[folds == f]] = False
+            fold_model = fit_bayes_model(questions, group_keys, fold_train, _data=data, stance_weights=lam)
+            held = np.array([i for i in rows[folds == f] if questions[i].dataset in fold_model.claims], dtype=np.intp)
+            if held.size:
+                _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score)
+    for k, ds in enumerate(datasets):
+        model.claims[ds].check_weight = float(CHECK_WEIGHTS[int(np.argmax(score[k]))])
+
+
+def _check_weight_scores(
+    questions: Sequence[Question],
+    rows: IntArr,
+    calibration: Calibration,
+    group_keys: Sequence[str],
+    model: BayesModel,
+    datasets: list[str],
+    score: F64,
+) -> None:
+    """Add to ``score`` (datasets x `CHECK_WEIGHTS`) sum_q log P(true H_q) after the policy's checks at
+    `CHECK_WEIGHT_BUDGET` on ``rows``, under ``model`` tempered by each weight."""
+    from boe.core.replay import _skipped, run_policy  # replay imports the policy registry
+
     n_w = len(CHECK_WEIGHTS)
     cals = []
     for w in CHECK_WEIGHTS:
@@ -1062,9 +1116,6 @@ def _fit_check_weight(
     outcomes = base.labels.outcome
     state = base.fresh(CHECK_WEIGHT_BUDGET)
     state.labels = None
-    datasets = sorted(model.claims)
-    score = np.zeros((len(datasets), n_w))
-
     pol = Bayes()
 
     def sink(st: EvidenceState, _: Policy) -> None:
@@ -1079,8 +1130,6 @@ def _fit_check_weight(
             score[datasets.index(q.dataset), int(st.calibration[i])] += weight * ll
 
     run_policy(state, cast(Policy, pol), outcomes, sink, _skipped(questions, all_rows, outcomes.shape))
-    for k, ds in enumerate(datasets):
-        model.claims[ds].check_weight = float(CHECK_WEIGHTS[int(np.argmax(score[k]))])
 
 
 def _keys_from_calibration(questions: Sequence[Question], train: B_, calibration: Calibration) -> list[str]:
@@ -1228,7 +1277,7 @@ class Bayes:
         if self._data is None or self._data[0] is not questions:
             self._data = (questions, _fit_data(questions))
         model = fit_bayes_model(questions, keys, train_mask, _data=self._data[1])
-        _fit_check_weight(questions, train_mask, calibration, keys, model)
+        _fit_check_weight(questions, train_mask, calibration, keys, model, self._data[1])
         return calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: model.model_dump(mode="json")}})
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
@@ -1277,11 +1326,7 @@ class Bayes:
         right[d] = False
         rho_v = np.where(right[None], v[:, 0, None, None], v[:, 1, None, None])  # (Q, d + 1, H)
         target = np.take_along_axis(state.answer_id, np.maximum(state.target, 0), axis=1)
-        # a factor check of a claim that singles out one answer reads that answer's verdict latent
-        owner = answer_claims(aligned, cls[:, :, :d], n_ans > 0)  # (Q, M)
-        own = np.take_along_axis(owner, np.maximum(state.claim, 0), axis=1)
-        claim_latent = np.where(state.factor & (own >= 0), m + own, np.maximum(state.claim, 0))
-        latent = np.where(state.whole | state.answer, m + np.where(target >= 0, target, d), claim_latent)
+        latent = np.where(state.whole | state.answer, m + np.where(target >= 0, target, d), np.maximum(state.claim, 0))
         ch = tabs["channel"]
         state.extra.update(
             bayes_lpost=lpost,
