@@ -188,6 +188,7 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
     from boe.kinds import KINDS
 
     narration = _narration(result)
+    by_kappa = _scores_by_kappa(result.policy)  # a posterior policy's weights are its channel tables, not kappa
     for n, e in enumerate(result.evidence):
         view = e.get("view") or {}
         spec = KINDS.get(e["kind"])
@@ -210,9 +211,10 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             where += f" on figure {view['figure']}"
         if view.get("tag"):
             where += f" ({view.get('source')} {view['tag']})"
+        kappa = f", κ {e['kappa']:.3f}" if by_kappa else ""
         console.print(
             f" {e['step']:>2}. [bold]{escape(e['id'])}[/] ({escape(kind)}{escape(where)}) "
-            f"cost {_num(e['cost'])}{_cost_note(e)}, κ {e['kappa']:.3f} → [{colours[e['outcome']]}]{e['outcome']}[/]",
+            f"cost {_num(e['cost'])}{_cost_note(e)}{kappa} → [{colours[e['outcome']]}]{e['outcome']}[/]",
             highlight=False,
         )
         if narration is not None and n < len(narration.steps):

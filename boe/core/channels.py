@@ -37,6 +37,8 @@ B_ = npt.NDArray[np.bool_]
 Z_ONE_SIDED = 1.6448536269514722
 #: A channel fitted on fewer checks than this rests mostly on its kind's table (or its prior).
 UNDER_SAMPLED = 30.0
+#: A verdict with at most this many observations in all (Jeffreys' 0.5 per cell included) is pooled.
+UNSEEN = 1.0
 #: The verdicts: confirm should favour a true latent (sign +1), reject a false one (sign -1).
 _VERDICTS = ((0, 1.0), (1, -1.0))
 
@@ -44,11 +46,13 @@ _VERDICTS = ((0, 1.0), (1, -1.0))
 def monotone_tables(n1: F64, n0: F64) -> tuple[F64, F64, B_]:
     """P(o | latent true) and P(o | false) from counts ``n1``, ``n0`` (..., 3: confirm, reject, unresolved).
 
-    A verdict whose likelihood ratio points the wrong way without one-sided 95% support is pooled across
-    the latent. Returns the two tables and which verdicts were pooled (..., 2: confirm, reject).
+    A verdict whose likelihood ratio points the wrong way without one-sided 95% support, or that was never
+    seen (`UNSEEN`), is pooled across the latent. Returns the two tables and which verdicts were pooled
+    (..., 2: confirm, reject).
     """
     tot1, tot0 = n1.sum(axis=-1), n0.sum(axis=-1)
-    pooled = np.zeros((*n1.shape[:-1], 2), dtype=bool)
+    # a verdict not seen once (pseudo-counts included) has no sample: it carries no information either way
+    pooled = np.stack([n1[..., o] + n0[..., o] <= UNSEEN for o, _ in _VERDICTS], axis=-1)
     t1, t0 = _pooled(n1, n0, pooled)
     for _ in range(2):  # pooling one verdict moves the other's ratio: look again once
         before = pooled.copy()

@@ -176,10 +176,18 @@ def _narrate_posterior(
             changed += 1
         lines.append(text)
     final = _answer(q, _select(q, np.asarray(post[-1], dtype=np.float64)))
+    votes = Counter(_answer(q, int(i)) for i in np.flatnonzero(q.valid))
+    raw = _answer(q, _select(q, q.counts.astype(np.float64)))
+    prior = (
+        f"Before any check the prior (the answer counts and how the candidates' claims agree) preferred "
+        f"{start} ({votes.get(start, 0)} of {q.k} candidates) to the raw majority {raw} ({votes.get(raw, 0)} of "
+        f"{q.k}). "
+        if start != raw
+        else ""
+    )
     if not steps:
         closing = _settled(q, final) if settled else f"No evidence was bought: the choice is {final}."
-        return Narration(lines, [], closing)
-    votes = Counter(_answer(q, int(i)) for i in np.flatnonzero(q.valid))
+        return Narration(lines, [], prior + closing)
     if final == start:
         flips = f", though it changed {changed} time(s) on the way" if changed else ""
         closing = f"The evidence kept {final} ({votes.get(final, 0)} of {q.k} candidates){flips}."
@@ -190,7 +198,7 @@ def _narrate_posterior(
         )
     if settled:
         closing += _after(settled)
-    return Narration(lines, [False] * len(lines), closing)
+    return Narration(lines, [False] * len(lines), prior + closing)
 
 
 def _prob(q: Question, scores: npt.NDArray[np.float64], answer: str) -> str:
