@@ -339,6 +339,14 @@ class Agent:
                     "(extra.bayes): its checks are weighted by the PRIOR model (channels of the accuracy the paper "
                     "reports, not fitted on your data); refit the file with boe calibrate"
                 )
+            if not uncovered:
+                from boe.core.channels import calibration_warnings
+
+                reader = "bayes" if isinstance(make_policy(config.policy), FittablePolicy) else "kappa"
+                self.notes += [
+                    f"calibration channels of {config.dataset!r}: {w}"
+                    for w in calibration_warnings(self.calibration, datasets=[config.dataset], reader=reader)
+                ]
 
     async def __aenter__(self) -> Agent:
         await self.open()

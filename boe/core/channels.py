@@ -139,30 +139,40 @@ def kappa_status(g: GroupCalibration) -> list[str]:
     return words
 
 
-def calibration_warnings(cal: Calibration, limit: int = 4) -> list[str]:
-    """What to distrust in a calibration: its reversed and under-sampled channels, in a few lines."""
+def calibration_warnings(
+    cal: Calibration, limit: int = 4, datasets: Iterable[str] | None = None, reader: str | None = None
+) -> list[str]:
+    """What to distrust in a calibration: its reversed and under-sampled channels, in a few lines (only the
+    groups of ``datasets`` when given; with ``reader`` "kappa" or "bayes", only the reversed channels that
+    reader weighs by)."""
     from boe.core.bayes import BAYES_KEY, BayesModel
 
+    keep = None if datasets is None else {f"{d}/" for d in datasets}
+
+    def mine(key: str) -> bool:
+        return keep is None or any(key.startswith(p) for p in keep)
+
     out: list[str] = []
-    rev = [k for k, g in cal.groups.items() if "reversed" in kappa_status(g)]
-    unsup = [k for k, g in cal.groups.items() if "reversal not supported" in kappa_status(g)]
-    few = [k for k, g in cal.groups.items() if "under-sampled" in kappa_status(g)]
-    if rev:
+    groups = {k: g for k, g in cal.groups.items() if mine(k)}
+    rev = [k for k, g in groups.items() if "reversed" in kappa_status(g)]
+    unsup = [k for k, g in groups.items() if "reversal not supported" in kappa_status(g)]
+    few = [k for k, g in groups.items() if "under-sampled" in kappa_status(g)]
+    if rev and reader != "bayes":
         out.append(f"kappa < 0.5 with confidence (boe reverses their verdicts): {_names(rev, limit)}")
-    if unsup:
+    if unsup and reader != "bayes":
         out.append(
             f"kappa < 0.5 without confidence (boe, the paper's controller, still reverses them; bayes does not): "
             f"{_names(unsup, limit)}"
         )
-    if few:
+    if few and reader is None:
         out.append(f"under-sampled (< {UNDER_SAMPLED:.0f} checks): {_names(few, limit)}")
     data = cal.extra.get(BAYES_KEY)
-    if data is not None:
+    if data is not None and reader != "kappa":
         try:
             model = data if isinstance(data, BayesModel) else BayesModel.model_validate(data)
         except ValueError:
             return out
-        tables = {**model.factor_channels, **model.whole_channels}
+        tables = {k: t for k, t in {**model.factor_channels, **model.whole_channels}.items() if mine(k)}
         status = {k: channel_status(t.given_true, t.given_false, t.counts)[0] for k, t in tables.items()}
         brev = [k for k, w in status.items() if "reversed" in w]
         if brev:
