@@ -1,6 +1,6 @@
 """The default controller (`bayes`) against raw, the paper's `boe` and the label-reading diagnostic, per regime.
 
-    python benchmarks/default_controller.py                       # six regimes, 3000 questions, seed 2027
+    python benchmarks/default_controller.py                       # eight regimes, 3000 questions, seed 2027
     python benchmarks/default_controller.py --n 1000 --profiles default,misread --curve-repeats 3
     python benchmarks/default_controller.py --no-curve            # the policy table only
 
@@ -44,7 +44,7 @@ from boe.core.ledger import parse_record_dict
 from boe.core.metrics import compare
 from boe.sim.ledgers import pool_ledger, pool_spec
 
-REGIMES = "default,weak-judge,echo-answers,hard,misread,misread-coherent"
+REGIMES = "default,weak-judge,echo-answers,hard,misread,misread-coherent,flat,flat-weak-judge"
 BUDGETS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0)
 POLICIES = ("raw", "boe", "bayes", "label-guided")
 

@@ -32,7 +32,7 @@ def ledger_command(
         "default",
         "--profile",
         help="pool: default | easy | hard | weak-judge | strong-structured | whole-strong | answers | echo | "
-        "echo-answers | misread | misread-coherent",
+        "echo-answers | misread | misread-coherent | flat | flat-weak-judge",
     ),
     k: Optional[int] = typer.Option(None, "--k", help="pool: candidates per question [16]."),
     structured_acc: Optional[float] = typer.Option(None, "--structured-acc"),

@@ -191,6 +191,15 @@ POOL_PROFILES: dict[str, dict[str, Any]] = {
     "misread": {"misread": 0.7},
     # ... and misreadings more coherent than the correct readings: the pool's agreement points the wrong way
     "misread-coherent": {"misread": 0.9, "slot_good": 0.6, "misread_slot": 0.95},
+    # ... and candidates whose other claims say nothing about whether their answer is right
+    "flat": {"slot_good": 0.5, "slot_bad": 0.5},
+    "flat-weak-judge": {
+        "slot_good": 0.5,
+        "slot_bad": 0.5,
+        "vlm": ChannelSpec(0.58, 0.2, 4),
+        "grounded": ChannelSpec(0.62, 0.2, 4),
+        "whole": ChannelSpec(0.6, 0.1, 8),
+    },
 }
 
 
