@@ -37,11 +37,13 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from boe.core.calibration import prior_calibration
 from boe.core.curve import learning_curve
 from boe.core.experiment import load_questions, run_experiment
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import parse_record_dict
 from boe.core.metrics import compare
+from boe.kinds import prior_channels
 from boe.sim.ledgers import pool_ledger, pool_spec
 
 REGIMES = "default,weak-judge,echo-answers,hard,misread,misread-coherent,flat,flat-weak-judge"
@@ -111,7 +113,9 @@ def curve(args: argparse.Namespace, con: Console, profile: str) -> dict[int, flo
     groups = GroupIndex()
     train = _questions(profile, args.curve_train, args.seed + 1, groups)
     test = _questions(profile, args.curve_test, args.seed + 2, groups)
-    lc = learning_curve(train, groups.keys, test=test, repeats=args.curve_repeats, seed=args.seed)
+    lc = learning_curve(
+        train, groups.keys, prior_calibration(prior_channels()), test=test, repeats=args.curve_repeats, seed=args.seed
+    )
     raw = lc.rows[0].raw
     tab = Table(title=f"{profile}: bayes on {len(test)} held-out questions by labelled questions (raw {raw:.3f})")
     for col in ("labels", "budget 0", "budget 16", "share of the full gain at 16"):

@@ -64,9 +64,9 @@ PathLike = str | Path
 
 def load_config(path: PathLike | None = None, /, **overrides: Any) -> AgentConfig:
     """An `AgentConfig` from a TOML or JSON file of its fields (optional), with ``overrides`` on top."""
-    from boe.agent.config_file import load_agent_config
+    from boe.agent.settings import load_config as load
 
-    return load_agent_config(path, **overrides)
+    return load(path, **overrides)
 
 
 def ask(image: Any, question: str, *, config: AgentConfig | None = None, **kwargs: Any) -> AskResult:
@@ -93,7 +93,7 @@ def run_batch(
     """Answer every question of a dataset with the agent and store the run (resumable; workers may share it).
 
     ``db`` is a store URL or a SQLite path; ``options`` are `boe.batch.BatchConfig` fields (``format``,
-    ``split``, ``namespace``, ``limit``, ``resume``, ``worker``, ...), or pass a whole `BatchConfig` as
+    ``split``, ``columns``, ``namespace``, ``limit``, ``resume``, ``worker``, ...), or pass a whole `BatchConfig` as
     ``dataset``. ``progress`` receives the batch's progress events (`boe.batch.RichProgress` draws a bar).
     """
     from boe.batch import BatchConfig

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from boe.agent.configuration import NEUTRAL, AgentConfig, make_config
 from boe.agent.costs import CostMeter, QuestionCosts, cost_kinds, load_costs_file, measured_costs, model_kinds
+from boe.agent.state import evidence_log
 from boe.core.bayes import BAYES_KEY, with_prior_model
-from boe.core.calibration import PRIOR_CHANNELS, Calibration, with_prior
+from boe.core.calibration import Calibration, with_prior
 from boe.core.policies import FittablePolicy, make_policy
 from boe.errors import ConfigError, InputError, MissingExtraError
 
@@ -272,9 +273,9 @@ def question_key(image_id: str, question: str, options: Mapping[str, str] | None
     return "q-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 
-def prior_note(cal: Calibration, dataset: str) -> str:
+def prior_note(channels: Mapping[str, tuple[float, Any]], dataset: str) -> str:
     """The one message that says an uncovered dataset is scored under the prior, and how to fit a real one."""
-    chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in PRIOR_CHANNELS.items() if ch != "structured")
+    chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in channels.items() if k != 0.5)  # kappa 0.5: never bought
     return (
         f"the calibration does not cover dataset {dataset!r}: its checks are weighted by the PRIOR calibration "
         f"(channel kappa {chans}, and for bayes channels of that accuracy with the raw majority as its prior; "
@@ -327,26 +328,46 @@ class Agent:
                 )
             self._file_meter = file_meter
         if config.calibration != NEUTRAL:
-            had_model = BAYES_KEY in self.calibration.extra
-            self.calibration, uncovered = with_prior(self.calibration, config.dataset)
-            if uncovered:
-                self.notes.append(prior_note(self.calibration, config.dataset))
-            elif not had_model and isinstance(make_policy(config.policy), FittablePolicy):
-                extra = with_prior_model(self.calibration.extra, set(PRIOR_CHANNELS))
-                self.calibration = self.calibration.model_copy(update={"extra": extra})
-                self.notes.append(
-                    f"the calibration {self.calibration.source} has no {config.policy} observation model "
-                    "(extra.bayes): its checks are weighted by the PRIOR model (channels of the accuracy the paper "
-                    "reports, not fitted on your data); refit the file with boe calibrate"
-                )
-            if not uncovered:
-                from boe.core.channels import calibration_warnings
+            self._add_priors(config)
 
-                reader = "bayes" if isinstance(make_policy(config.policy), FittablePolicy) else "kappa"
-                self.notes += [
-                    f"calibration channels of {config.dataset!r}: {w}"
-                    for w in calibration_warnings(self.calibration, datasets=[config.dataset], reader=reader)
-                ]
+    def _add_priors(self, config: AgentConfig) -> None:
+        """Each kind's declared prior where the calibration says nothing of its checks (and the prior `bayes`
+        model where it has none), a note saying so, and the channels the calibration says are weak or reversed."""
+        from boe.kinds import kind_priors, kind_spec, prior_channels
+
+        channels = prior_channels(config.kinds)
+        priors = kind_priors(config.kinds)
+        new = [ch for ch, (kind, _) in priors.items() if kind_spec(kind).ledger is None]  # kinds a fit may not know
+        before = self.calibration
+        had_model = BAYES_KEY in before.extra
+        self.calibration, uncovered = with_prior(before, config.dataset, channels, new)
+        if uncovered:
+            self.notes.append(prior_note(channels, config.dataset))
+            return
+        fittable = isinstance(make_policy(config.policy), FittablePolicy)
+        if not had_model and fittable:
+            extra = with_prior_model(self.calibration.extra, channels)
+            self.calibration = self.calibration.model_copy(update={"extra": extra})
+            self.notes.append(
+                f"the calibration {self.calibration.source} has no {config.policy} observation model "
+                "(extra.bayes): its checks are weighted by the PRIOR model (channels of the accuracy the paper "
+                "reports, not fitted on your data); refit the file with boe calibrate"
+            )
+        for ch in (ch for ch in new if ch in self.calibration.defaults and ch not in before.defaults):
+            kind, prior = priors[ch]
+            self.notes.append(
+                f"kind {kind!r} has no calibration group in {before.source or 'the calibration'}: its checks (channel "
+                f"{ch}) carry the kind's declared prior kappa {prior.kappa:.2f}, not fitted on your data, until boe "
+                "calibrate fits one on a full-ledger run that includes it"
+            )
+        from boe.core.channels import calibration_warnings
+
+        self.notes += [
+            f"calibration channels of {config.dataset!r}: {w}"
+            for w in calibration_warnings(
+                self.calibration, datasets=[config.dataset], reader="bayes" if fittable else "kappa"
+            )
+        ]
 
     async def __aenter__(self) -> Agent:
         await self.open()
@@ -375,12 +396,10 @@ class Agent:
             saver = await self._stack.enter_async_context(sqlite_saver(self.checkpoint))
         elif self.config.approve:
             from langgraph.checkpoint.memory import InMemorySaver
-            from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-            from boe.agent.graph import STATE_RECORDS
+            from boe.agent.graph import plain_serializer
 
-            # an interrupt needs a checkpointer to resume from; the state's typed records are allow-listed
-            saver = InMemorySaver(serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_RECORDS))
+            saver = InMemorySaver(serde=plain_serializer())  # an interrupt needs a checkpointer to resume from
         self.graph = build_graph(saver)
         self._saver = saver
 
@@ -585,7 +604,7 @@ class Agent:
             selected=out["selected"],
             raw_selected=out["raw_selected"],
             candidates=out["candidates"],
-            evidence=[e.model_dump() for e in out.get("bought") or []],
+            evidence=[e.model_dump() for e in evidence_log(out)],
             scores=out["scores"],
             cost=out["cost"],
             budget=self.config.budget,

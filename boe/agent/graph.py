@@ -41,8 +41,8 @@ from langgraph.graph import END, START, StateGraph
 from boe.agent import nodes
 from boe.agent.api import Agent, question_input
 from boe.agent.configuration import AgentConfig, make_config
-from boe.agent.state import AgentContext, AgentState, ClaimNode, EvidenceEntry, MenuAction, Observation, Purchase
-from boe.errors import ConfigError
+from boe.agent.settings import config_from_env
+from boe.agent.state import AgentContext, AgentState
 
 if TYPE_CHECKING:
     from boe.agent.api import ImageInput
@@ -57,13 +57,26 @@ __all__ = [
     "environment_context",
     "graph",
     "make_graph",
+    "plain_serializer",
     "question_input",
     "recursion_limit",
     "sqlite_saver",
 ]
 
-#: The pydantic records the graph state holds (what a checkpoint may deserialise).
-STATE_RECORDS = tuple((t.__module__, t.__name__) for t in (ClaimNode, EvidenceEntry, MenuAction, Observation, Purchase))
+#: The `AgentConfig` fields LangGraph Studio shows in the context form of the module graph.
+STUDIO_FIELDS = [
+    "base_url",
+    "model",
+    "judge_base_url",
+    "judge_model",
+    "k",
+    "budget",
+    "policy",
+    "approve",
+    "dataset",
+    "root",
+    "calibration",
+]
 #: Figures kept decoded in a shared context (older ones are read again from their path when needed).
 MAX_IMAGES = 32
 
@@ -74,21 +87,13 @@ def recursion_limit(n_actions: int, budget: float, min_cost: float) -> int:
     return 14 + 4 * (purchases + 1)
 
 
-class StudioContext(TypedDict, total=False):
-    """What LangGraph Studio / server may pass as the module graph's context: `AgentConfig` fields over those of
-    the environment (`config_from_env`); the clients are built once per distinct set."""
-
-    base_url: str
-    model: str
-    judge_base_url: str
-    judge_model: str
-    k: int
-    budget: float
-    policy: str
-    approve: bool
-    dataset: str
-    root: str
-    calibration: str
+#: What LangGraph Studio / server may pass as the module graph's context: `AgentConfig` fields over those of the
+#: environment (`config_from_env`); the clients are built once per distinct set.
+StudioContext = TypedDict(  # type: ignore[misc]  # (the functional form: its fields are AgentConfig's)
+    "StudioContext",
+    {f: AgentConfig.model_fields[f].annotation for f in STUDIO_FIELDS},
+    total=False,
+)
 
 
 def build_graph(checkpointer: Any = None, *, context_schema: Any = AgentContext) -> Any:
@@ -123,9 +128,6 @@ def build_graph(checkpointer: Any = None, *, context_schema: Any = AgentContext)
     g.add_edge("update", "plan")
     g.add_edge("select", "persist")
     g.add_edge("persist", END)
-    if checkpointer is not None and hasattr(checkpointer, "with_allowlist"):
-        # the typed records of the state, allow-listed for the checkpoint serialiser (strict msgpack refuses others)
-        checkpointer = checkpointer.with_allowlist(STATE_RECORDS)
     return g.compile(checkpointer=checkpointer)
 
 
@@ -192,19 +194,26 @@ def keep_images(ctx: AgentContext, imgs: Sequence[LoadedImage]) -> None:
         del ctx.images[next(iter(ctx.images))]
 
 
+def plain_serializer() -> Any:
+    """A checkpoint serialiser that rebuilds no class beyond LangGraph's safe list (strict msgpack, whatever the
+    environment says): the agent's state is plain data, so nothing in a checkpoint file can run code on load."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    return JsonPlusSerializer(allowed_msgpack_modules=None)
+
+
 @asynccontextmanager
 async def sqlite_saver(path: str | Path) -> AsyncIterator[Any]:
-    """LangGraph's `AsyncSqliteSaver` on a file, reading back exactly the state's typed records (no warnings)."""
+    """LangGraph's `AsyncSqliteSaver` on a file, with the strict serialiser (`plain_serializer`)."""
     try:
         import aiosqlite
-        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     except ImportError as exc:
         from boe.errors import MissingExtraError
 
         raise MissingExtraError("agent", "langgraph-checkpoint-sqlite", "checkpointing") from exc
     async with aiosqlite.connect(str(path)) as conn:
-        yield AsyncSqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_RECORDS))
+        yield AsyncSqliteSaver(conn, serde=plain_serializer())
 
 
 def make_graph(
@@ -253,59 +262,22 @@ def make_graph(
     return BoeGraph(graph=compiled, context=agent.context(), agent=agent)
 
 
-def config_from_env(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> AgentConfig:
-    """An `AgentConfig` from the environment: ``BOE_CONFIG`` (a JSON file of its fields), then ``BOE_<FIELD>``
-    variables (``BOE_BASE_URL`` or ``OPENAI_BASE_URL``, ``BOE_MODEL``, ``BOE_BUDGET``, ...; JSON for lists and
-    mappings), then ``overrides``."""
-    env = os.environ if env is None else env
-    values: dict[str, Any] = {}
-    path = env.get("BOE_CONFIG")
-    if path:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"BOE_CONFIG: cannot read {path!r}: {exc.strerror or exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"BOE_CONFIG: {path!r} is not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"BOE_CONFIG: {path!r} must hold a JSON object of configuration fields")
-        values.update(data)
-    if "OPENAI_BASE_URL" in env:
-        values.setdefault("base_url", env["OPENAI_BASE_URL"])
-    for name, info in AgentConfig.model_fields.items():
-        text = env.get(f"BOE_{name.upper()}")
-        if text is None:
-            continue
-        structured = info.annotation is not None and str(info.annotation).startswith(("tuple", "dict", "Costs"))
-        if structured or name in ("costs", "kinds", "extra_body", "judge_extra_body"):
-            try:
-                values[name] = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"BOE_{name.upper()}: expected JSON, got {text!r}") from exc
-        else:
-            values[name] = text
-    values.update(overrides or {})
-    missing = [f for f in ("base_url", "model") if not values.get(f)]
-    if missing:
-        raise ConfigError(
-            f"the agent needs {' and '.join(missing)}: set BOE_BASE_URL and BOE_MODEL (or BOE_CONFIG=file.json), "
-            "or pass a configuration to make_graph"
-        )
-    return make_config(**values)
-
-
 _ENV_CONTEXTS: dict[str, AgentContext] = {}
 _ENV_LOCK = threading.Lock()
 
 
 def environment_context(overrides: Mapping[str, Any] | None = None) -> AgentContext:
     """The run context built from the environment (once per process and set of overrides): what the module-level
-    `graph` runs with when LangGraph Studio or a LangGraph server gives it no `AgentContext`."""
+    `graph` runs with when LangGraph Studio or a LangGraph server gives it no `AgentContext`. With ``BOE_DB`` (a
+    store, as ``--db`` takes it) each answered question is stored there, in run ``BOE_RUN`` (default: a new
+    ``ask-...`` run)."""
     key = json.dumps(dict(overrides or {}), sort_keys=True, default=str)
     with _ENV_LOCK:
         ctx = _ENV_CONTEXTS.get(key)
         if ctx is None:
-            ctx = _ENV_CONTEXTS[key] = make_graph(config_from_env(overrides)).context
+            cfg = config_from_env(overrides)
+            store, run = os.environ.get("BOE_DB") or None, os.environ.get("BOE_RUN") or None
+            ctx = _ENV_CONTEXTS[key] = make_graph(cfg, store=store, run_name=run).context
     return ctx
 
 

@@ -28,7 +28,11 @@ from boe.agent.state import (
     Observation,
     Purchase,
     claim_nodes,
+    evidence_log,
+    menu_action,
     menu_actions,
+    observations,
+    pending_purchase,
 )
 from boe.core.calls import ModelCall
 from boe.core.ledger import LedgerRecord, record_data
@@ -245,7 +249,8 @@ async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         c["utility"] = grade(c["answer"], state.get("reference"), q)
     ids = figure_ids(state)
     claim_list, edges = build_graph(cands, figure=ids[0], multi=len(ids) > 1)
-    return {"candidates": cands, "claims": [ClaimNode.model_validate(c) for c in claim_list], "edges": edges}
+    claim_list = [ClaimNode.model_validate(c).as_dict() for c in claim_list]  # checked once here, stored plain
+    return {"candidates": cands, "claims": claim_list, "edges": edges}
 
 
 async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
@@ -255,7 +260,7 @@ async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     used = (state.get("costs") or {}).get("used") or design
     claim_list = [c.as_dict() for c in claim_nodes(state)]  # menu rules read mappings
     made = build_menu(claim_list, state["candidates"], used, cfg.kinds, state["analysis"], design)
-    actions = [MenuAction.model_validate(a) for a in made]  # the menu rules' dicts, checked once here
+    actions = [MenuAction.model_validate(a).as_dict() for a in made]  # the menu rules' dicts, checked once here
     return {"actions": actions, "bought": [], "skipped": [], "pending": None, "mode": cfg.ledger}
 
 
@@ -301,6 +306,7 @@ def _observation(res: ToolResult) -> Observation:
         calls=[c.call_id for c in res.calls],
         tokens=sum(c.prompt_tokens + c.completion_tokens for c in res.calls),
         seconds=round(float(res.seconds or 0.0), 4),
+        p_outcome=res.p_outcome,
     )
 
 
@@ -312,7 +318,7 @@ async def ledger(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     failed = [r for r in results if r.failed]
     if failed:  # an outage is no evidence: the question is not stored, and a re-run asks again (paid replies cached)
         raise ModelError(f"{len(failed)} of {len(results)} evidence check(s) could not be run: {failed[0].error}")
-    outcomes = {a.id: _observation(r) for a, r in zip(actions, results, strict=True)}
+    outcomes = {a.id: _observation(r).model_dump() for a, r in zip(actions, results, strict=True)}
     calls = [c.as_dict() for r in results for c in r.calls]
     return {"outcomes": outcomes, "calls": calls}
 
@@ -327,22 +333,21 @@ def session_for(state: AgentState, ctx: AgentContext) -> Session:
     Built once per question and kept while the state holds the same menu (compared by value, so a
     restored checkpoint reuses it too); `Session.advance` applies only the events it has not seen.
     """
-    actions = menu_actions(state)
-    parts = (state["candidates"], claim_nodes(state), state["edges"], actions)
+    parts = (state["candidates"], state["claims"], state["edges"], state["actions"])
     qid = state["question_id"]
     hit = ctx.planners.get(qid)
     if hit is not None and hit[0] == parts:
         session = cast(Session, hit[1])
     else:
         cfg = ctx.config
-        rec = _state_record(state, ctx, [a.as_dict() for a in actions])
+        rec = _state_record(state, ctx, [a.as_dict() for a in menu_actions(state)])
         options = {"eta": cfg.eta, "seed": cfg.policy_seed}
         session = Session.from_record(rec, ctx.calibration, cfg.policy, cfg.budget, options=options)
         ctx.planners.pop(qid, None)
         ctx.planners[qid] = (parts, session)
         while len(ctx.planners) > MAX_SESSIONS:
             del ctx.planners[next(iter(ctx.planners))]
-    bought = [{"action": b.action, "outcome": b.outcome} for b in state.get("bought") or []]
+    bought = [{"action": b.action, "outcome": b.outcome} for b in evidence_log(state)]
     session.advance(events_of(bought, state.get("skipped") or []))
     return session
 
@@ -413,8 +418,8 @@ async def approve(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     if state["next_action"] < 0 or not ctx.config.approve:  # -1 here: stopped with `update_state` (see select)
         return {}
     idx = state["next_action"]
-    action = menu_actions(state)[idx]
-    bought = state.get("bought") or []
+    action = menu_action(state, idx)
+    bought = evidence_log(state)
     answer = interrupt(
         {
             "question_id": state["question_id"],
@@ -473,24 +478,24 @@ async def act(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     ctx = context_of(runtime)
     _check_override(state)
     idx = state["next_action"]
-    action = menu_actions(state)[idx]
+    action = menu_action(state, idx)
     if ctx.config.ledger == "full":
-        return {"pending": Purchase(action=idx, **state["outcomes"][action.id].model_dump())}
+        return {"pending": Purchase(action=idx, **observations(state)[action.id].model_dump()).model_dump()}
     res = await _run_tool(state, ctx, action)
     if res.failed:  # no outcome to reveal: the question stops here and is not stored
         raise ModelError(f"evidence check {action.id!r} could not be run: {res.error}")
     purchase = Purchase(action=idx, **_observation(res).model_dump())
-    return {"pending": purchase, "calls": [c.as_dict() for c in res.calls]}
+    return {"pending": purchase.model_dump(), "calls": [c.as_dict() for c in res.calls]}
 
 
 async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Reveal the outcome to the policy's state; log who moved up and down."""
     ctx = context_of(runtime)
-    pending = state["pending"]
+    pending = pending_purchase(state)
     assert pending is not None
-    bought = list(state.get("bought") or [])
+    bought = [b.model_dump() for b in evidence_log(state)]
     step = session_for(state, ctx).reveal(pending.action, pending.outcome)
-    action = menu_actions(state)[pending.action]
+    action = menu_action(state, pending.action)
     entry = EvidenceEntry(
         step=len(bought) + 1,
         action=pending.action,
@@ -509,13 +514,14 @@ async def update(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         view=pending.view,
         raw_reply=pending.raw_reply,
         calls=pending.calls,
+        p_outcome=pending.p_outcome,
         kappa=step.kappa,
         moved_up=step.moved_up,
         moved_down=step.moved_down,
         scores=step.scores,
     )
-    bought.append(entry)
-    emit(ctx, state, "purchase", **entry.model_dump())
+    bought.append(entry.model_dump())
+    emit(ctx, state, "purchase", **bought[-1])
     return {"bought": bought, "pending": None}
 
 
@@ -537,9 +543,12 @@ async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     raw, _ = session.raw_majority()
     prior = session.initial_scores()
     emit(ctx, state, "selected", selected=res.selected, raw_selected=raw, cost=res.spent, scores=res.scores)
+    chosen = state["candidates"][res.selected] if res.selected >= 0 else {}
     return {
         **out,
         "selected": res.selected,
+        "answer": chosen.get("answer"),
+        "answer_text": chosen.get("answer_text"),
         "scores": res.scores,
         "cost": res.spent,
         "raw_selected": raw,
@@ -573,11 +582,11 @@ def final_record(state: AgentState, ctx: AgentContext) -> LedgerRecord:
     """The stored ledger record (validated once, here): the menu with the outcomes this run observed, plus the
     evidence log."""
     cfg = ctx.config
-    bought = state.get("bought") or []
+    bought = evidence_log(state)
     step_of = {b.id: b.step for b in bought}
     skipped = {s["id"]: s["reason"] for s in state.get("skipped") or []}
-    keys = ("outcome", "rationale", "view", "error", "raw_reply", "calls", "tokens", "seconds")
-    observed: dict[str, dict[str, Any]] = {k: v.model_dump() for k, v in (state.get("outcomes") or {}).items()}
+    keys = ("outcome", "rationale", "view", "error", "raw_reply", "calls", "tokens", "seconds", "p_outcome")
+    observed: dict[str, dict[str, Any]] = {k: v.model_dump() for k, v in observations(state).items()}
     for b in bought:
         observed[b.id] = b.model_dump(include=set(keys))
     actions = []
@@ -585,7 +594,9 @@ def final_record(state: AgentState, ctx: AgentContext) -> LedgerRecord:
         res = observed.get(a.id)
         extra: dict[str, Any] = {"observed": res is not None, "bought_step": step_of.get(a.id)}
         if res is not None:
-            extra.update({k: res.get(k) for k in keys[1:]})
+            extra.update({k: res.get(k) for k in keys[1:-1]})
+            if res.get("p_outcome") is not None:  # optional (spec section 11): absent when the server gave none
+                extra["p_outcome"] = res["p_outcome"]
         if a.id in skipped:  # refused when proposed (spec section 10): a replay refuses it too
             extra["skipped"] = skipped[a.id]
         actions.append({**a.as_dict(), **extra})

@@ -1,11 +1,14 @@
 """Graph state and run context of the agent.
 
-`AgentState` is what LangGraph checkpoints: JSON-ready values (ids, paths,
-strings, numbers, lists and dicts) and the small typed records below
-(`ClaimNode`, `MenuAction`, `Observation`, `Purchase`, `EvidenceEntry`: pydantic models, which
-the checkpointers serialise as the state schema allow-lists them). Images,
-arrays, clients and the policy live in `AgentContext`, handed to every node
-by the runtime and never serialised.
+`AgentState` is what LangGraph checkpoints, and it holds plain data only: ids, paths, strings, numbers, lists
+and dicts. Any checkpoint serialiser round-trips it, strict msgpack included (``LANGGRAPH_STRICT_MSGPACK=true``
+reads an unlisted class back as a dict). Allow-listing classes would not do: a LangGraph server attaches its own
+checkpointer with ``Pregel.copy``, which drops the allow-list the graph compiled with (langgraph 1.2.24), and
+langgraph-api 0.16.7 ignores ``allowed_msgpack_modules`` in ``langgraph.json``. The small records below
+(`ClaimNode`, `MenuAction`, `Observation`, `Purchase`, `EvidenceEntry`) are the typed views nodes read the state
+through (`claim_nodes`, `menu_actions`, `observations`, `pending_purchase`, `evidence_log`); the state stores
+each as its ``model_dump()``. Images, arrays, clients and the policy live in `AgentContext`, handed to every
+node by the runtime and never serialised.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,8 +36,19 @@ __all__ = [
     "Observation",
     "Purchase",
     "claim_nodes",
+    "evidence_log",
+    "menu_action",
     "menu_actions",
+    "observations",
+    "pending_purchase",
 ]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def typed(model: type[M], value: Any) -> M:
+    """A state entry as its record type (the state stores the dict; an older checkpoint may hold the record)."""
+    return value if isinstance(value, model) else model.model_validate(value)
 
 
 class ClaimNode(BaseModel):
@@ -56,8 +70,8 @@ class ClaimNode(BaseModel):
 
 
 def claim_nodes(state: Mapping[str, Any]) -> list[ClaimNode]:
-    """The state's claims as typed entries (`update_state`, or an older checkpoint, may have written dicts)."""
-    return [c if isinstance(c, ClaimNode) else ClaimNode.model_validate(c) for c in state.get("claims") or []]
+    """The state's claims as typed entries."""
+    return [typed(ClaimNode, c) for c in state.get("claims") or []]
 
 
 class MenuAction(BaseModel):
@@ -86,8 +100,13 @@ class MenuAction(BaseModel):
 
 
 def menu_actions(state: Mapping[str, Any]) -> list[MenuAction]:
-    """The state's menu as typed entries (a state written by `update_state`, or an older checkpoint, may hold dicts)."""
-    return [a if isinstance(a, MenuAction) else MenuAction.model_validate(a) for a in state.get("actions") or []]
+    """The state's menu as typed entries."""
+    return [typed(MenuAction, a) for a in state.get("actions") or []]
+
+
+def menu_action(state: Mapping[str, Any], index: int) -> MenuAction:
+    """One entry of the state's menu, typed (without reading the others)."""
+    return typed(MenuAction, state["actions"][index])
 
 
 class Observation(BaseModel):
@@ -103,12 +122,24 @@ class Observation(BaseModel):
     calls: list[str] = Field(default_factory=list)  # call ids of the model calls it made
     tokens: int | None = None
     seconds: float | None = None
+    p_outcome: float | None = None  # the judge's probability of the outcome (token logprobs), when the server gave it
+
+
+def observations(state: Mapping[str, Any]) -> dict[str, Observation]:
+    """Full-ledger mode: every action's result, by action id, as typed entries."""
+    return {k: typed(Observation, v) for k, v in (state.get("outcomes") or {}).items()}
 
 
 class Purchase(Observation):
     """The result of the action being bought (between ``act`` and ``update``), by its menu index."""
 
     action: int
+
+
+def pending_purchase(state: Mapping[str, Any]) -> Purchase | None:
+    """The result of the action being bought, typed (None outside ``act`` -> ``update``)."""
+    pending = state.get("pending")
+    return None if pending is None else typed(Purchase, pending)
 
 
 class EvidenceEntry(BaseModel):
@@ -137,14 +168,20 @@ class EvidenceEntry(BaseModel):
     moved_up: list[int]
     moved_down: list[int]
     scores: list[float]
+    p_outcome: float | None = None  # kept on the ledger's action (spec section 11), not in the evidence log
 
     def logged(self) -> dict[str, Any]:
         """The entry as the stored record's ``evidence_log`` holds it (no scores, no raw reply)."""
-        return self.model_dump(exclude={"scores", "raw_reply"})
+        return self.model_dump(exclude={"scores", "raw_reply", "p_outcome"})
+
+
+def evidence_log(state: Mapping[str, Any]) -> list[EvidenceEntry]:
+    """The evidence log (one entry per bought action, in order) as typed entries."""
+    return [typed(EvidenceEntry, b) for b in state.get("bought") or []]
 
 
 class AgentState(TypedDict, total=False):
-    """One question on its way through the graph (checkpointed between nodes)."""
+    """One question on its way through the graph (checkpointed between nodes; plain data only)."""
 
     question_id: str
     dataset: str  # the calibration namespace of this question (the run's dataset unless overridden)
@@ -157,17 +194,19 @@ class AgentState(TypedDict, total=False):
     analysis: dict[str, Any]  # question type, asked slot, stated context
     replies: list[str | None]  # the K generation replies, as received
     candidates: list[dict[str, Any]]
-    claims: list[ClaimNode]
+    claims: list[dict[str, Any]]  # ClaimNode dumps (read: claim_nodes)
     edges: list[dict[str, Any]]
-    actions: list[MenuAction]  # the menu, without outcomes
+    actions: list[dict[str, Any]]  # the menu, without outcomes: MenuAction dumps (read: menu_actions)
     mode: str  # "online" (run the bought actions) or "full" (run every action, then plan over them)
-    outcomes: dict[str, Observation]  # full-ledger mode: every action's result, by action id
-    bought: list[EvidenceEntry]  # the evidence log: one entry per bought action, in order
+    outcomes: dict[str, dict[str, Any]]  # full-ledger mode: every action's Observation dump, by action id
+    bought: list[dict[str, Any]]  # the evidence log: one EvidenceEntry dump per bought action, in order
     skipped: list[dict[str, Any]]  # purchases refused when proposed (planner.skip_entry): action, id, reason, after
-    pending: Purchase | None  # the result of the action being bought (between act and update)
+    pending: dict[str, Any] | None  # the Purchase dump of the action being bought (between act and update)
     next_action: int  # index into actions, -1: stop (set to -1 with `update_state` to stop the question there)
     planned: int  # the policy's proposal, as `plan` wrote it (only -1 may be set over it)
     selected: int
+    answer: str | None  # the selected candidate's canonical answer (None: no candidate selected)
+    answer_text: str | None  # ... and its answer as the model wrote it
     raw_selected: int
     scores: list[float]
     prior_scores: list[float]  # the cheap prior s(0)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,6 +154,7 @@ class Estimate:
     upper_calls: float  # a bound on the calls
     basis: str
     notes: list[str] = field(default_factory=list)
+    costs: dict[str, float] = field(default_factory=dict)  # the design cost of every kind on the menu
 
     @property
     def total_calls(self) -> float:
@@ -172,6 +173,7 @@ class Estimate:
             "completion_tokens": round(self.completion_tokens),
             "basis": self.basis,
             "notes": self.notes,
+            "costs": self.costs,
         }
 
 
@@ -254,7 +256,10 @@ def estimate(
         upper += todo * k
     if config.ledger == "online":
         notes.append(f"online: at most {max_judged} judge calls a question (budget {config.budget:g})")
-    return Estimate(len(items), stored, todo, calls, pt, ct, float(upper), basis, notes)
+    costs = {kd: config.costs.of(kd) for kd in kinds}
+    if config.cost_mode == "measured":
+        notes.append(f"costs are measured as the run goes ({config.cost_basis}); these are the design costs")
+    return Estimate(len(items), stored, todo, calls, pt, ct, float(upper), basis, notes, costs)
 
 
 def describe_dataset(ds: Dataset, path: str | Path) -> dict[str, Any]:
@@ -263,11 +268,14 @@ def describe_dataset(ds: Dataset, path: str | Path) -> dict[str, Any]:
     return {"name": ds.name, "format": ds.format, "path": str(path), "n_items": d["n_items"]}
 
 
-def load_batch_dataset(path: str, fmt: str | None, split: str | None) -> Dataset:
+def load_batch_dataset(
+    path: str, fmt: str | None, split: str | None, columns: Mapping[str, str] | None = None
+) -> Dataset:
     """The dataset a batch runs: one published split (``split``), or all of them only when asked (``all``).
 
     A folder that holds several splits and no ``split`` is refused with the splits and their sizes: a run
-    that silently mixes training questions into a test set reports numbers about neither.
+    that silently mixes training questions into a test set reports numbers about neither. ``columns`` maps
+    fields to columns for the formats that take a mapping (hf).
     """
     from boe.datasets import load_dataset
     from boe.datasets._registry import FORMATS, detect_format
@@ -275,11 +283,16 @@ def load_batch_dataset(path: str, fmt: str | None, split: str | None) -> Dataset
 
     name = fmt or detect_format(path)
     options = FORMATS[name].options if name in FORMATS else {}
+    extra: dict[str, Any] = {}
+    if columns:
+        if "columns" not in options:
+            raise ConfigError(f"--columns: the {name} format reads its own layout; a column mapping is for hf")
+        extra["columns"] = dict(columns)
     if split is not None and split != "all":
         if "split" not in options:
             raise ConfigError(f"--split: the {name} format has no published splits; leave --split out")
-        return load_dataset(path, name, split=split)
-    ds = load_dataset(path, name)
+        return load_dataset(path, name, split=split, **extra)
+    ds = load_dataset(path, name, **extra)
     if split == "all":
         return ds
     sizes = Counter(str(it.metadata.get("split")) for it in ds.items if it.metadata.get("split"))

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from boe.agent.configuration import AgentConfig
 from boe.batch.diversity import PoolDiversity
@@ -66,6 +66,7 @@ class BatchConfig(BaseModel):
     dataset: str = Field(min_length=1)  # a dataset folder or file
     format: str | None = None  # detected when None
     split: str | None = None  # one published split, or "all"; None refuses a folder with several splits
+    columns: dict[str, str] | None = None  # field -> column of an hf dataset ("question=q,image=img" also accepted)
     namespace: str | None = None  # calibration namespace and stored dataset name [the dataset's name]
     agent: AgentConfig  # endpoints, K, budget, policy, ledger, concurrency (root and dataset are set per batch)
     db: str = Field(min_length=1)
@@ -82,6 +83,16 @@ class BatchConfig(BaseModel):
     poll_seconds: float = Field(default=1.0, gt=0)
     flush_seconds: float = Field(default=0.05, gt=0)  # how often the writer looks for gathered cache writes
     collapse_share: float = Field(default=0.5, ge=0.0, le=1.0)  # warn above this share of collapsed pools
+
+    @field_validator("columns", mode="before")
+    @classmethod
+    def _columns(cls, value: Any) -> Any:
+        from boe.datasets._hf import parse_columns
+
+        try:
+            return None if value is None else parse_columns(value) or None
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
 
 @dataclass
@@ -311,7 +322,7 @@ class BatchRunner:
         from boe.batch.plan import load_batch_dataset
 
         cfg = self.config
-        ds = load_batch_dataset(cfg.dataset, cfg.format, cfg.split)
+        ds = load_batch_dataset(cfg.dataset, cfg.format, cfg.split, cfg.columns)
         namespace = cfg.namespace or ds.name
         items, skipped = select_items(ds, namespace, cfg.limit)
         if ds.issues:

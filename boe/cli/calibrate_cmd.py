@@ -35,17 +35,19 @@ def calibrate_command(
     """Fit kappa and p per group (and the bayes model) on labelled runs: the file `boe ask --calibration` takes."""
     from boe.core.calibration import describe_calibration, prior_calibration, save_calibration
     from boe.errors import ConfigError
+    from boe.kinds import prior_channels
 
     if out is None:
         raise ConfigError("--out FILE: where to write the calibration")
-    if not out.parent.is_dir():
-        raise ConfigError(f"--out: the folder {out.parent} does not exist")
+    from boe.cli.common import check_outputs
+
+    check_outputs(("--out", out))
     if cheap_kappa is not None and not 0 < cheap_kappa < 1:
         raise ConfigError(f"--cheap-kappa must lie in (0, 1), got {cheap_kappa}")
     if prior:
         if ledgers or db or run:
             raise ConfigError("--prior fits nothing: give no runs or ledgers with it")
-        cal = prior_calibration()
+        cal = prior_calibration(prior_channels())
         save_calibration(cal, out)
         _print(cal, out, [], as_json)
         return
@@ -71,7 +73,9 @@ def calibrate_command(
     if curve:
         from boe.core.curve import learning_curve
 
-        report = learning_curve(questions, loaded.groups.keys, repeats=curve_repeats)
+        report = learning_curve(
+            questions, loaded.groups.keys, prior_calibration(prior_channels()), repeats=curve_repeats
+        )
     _print(cal, out, warnings, as_json, report)
     err_console().print(f"wrote {describe_calibration(cal)}", highlight=False, soft_wrap=True)
 

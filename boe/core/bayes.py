@@ -115,7 +115,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from boe.core.calibration import PRIOR_CHANNELS, Calibration, crossfit_folds, default_names
+from boe.core.calibration import Calibration, Priors, crossfit_folds, default_names
 from boe.core.channels import monotone_tables
 from boe.core.graph import Question
 from boe.core.policies import IntArr, Policy, register_policy
@@ -280,19 +280,19 @@ def prior_table(kappa: float, masses: Triple) -> ChannelTable:
     return ChannelTable(given_true=(kappa * r, (1 - kappa) * r, u), given_false=((1 - kappa) * r, kappa * r, u))
 
 
-def prior_model() -> BayesModel:
-    """The hand-set prior observation model: a table per channel of `PRIOR_CHANNELS` (not fitted on data)."""
-    return BayesModel(defaults={ch: prior_table(k, p) for ch, (k, p) in PRIOR_CHANNELS.items()})
+def prior_model(channels: Priors) -> BayesModel:
+    """The hand-set prior observation model: a table per channel of the kinds' priors (not fitted on data)."""
+    return BayesModel(defaults={ch: prior_table(k, p) for ch, (k, p) in channels.items()})
 
 
-def with_prior_model(extra: Mapping[str, Any], channels: set[str]) -> dict[str, Any]:
+def with_prior_model(extra: Mapping[str, Any], channels: Priors) -> dict[str, Any]:
     """``extra`` whose `bayes` model has the prior tables of ``channels`` where it has no default of its own."""
     data = extra.get(BAYES_KEY)
     try:
         model = BayesModel() if data is None else BayesModel.model_validate(data)
     except ValidationError:
         return dict(extra)  # reported when the policy reads it
-    add = {k: v for k, v in prior_model().defaults.items() if k in channels and k not in model.defaults}
+    add = {k: v for k, v in prior_model(channels).defaults.items() if k not in model.defaults}
     if not add:
         return dict(extra)
     model = model.model_copy(update={"defaults": {**add, **model.defaults}})

@@ -74,12 +74,15 @@ class ModelCall:
     error: str | None = None
     tags: dict[str, Any] = field(default_factory=dict)
     sampling: dict[str, Any] = field(default_factory=dict)  # the sampling fields actually sent, and the server kind
+    # the seed sent with each attempt, first ask then re-asks (one-at-a-time choice i of an attempt got seed + i)
+    seeds: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """The call as a JSON-ready dict (``dataclasses.asdict`` without its deep copies: fields are scalars)."""
         out = {name: getattr(self, name) for name in _FIELDS}
         out["tags"] = dict(self.tags)
         out["sampling"] = dict(self.sampling)
+        out["seeds"] = list(self.seeds)
         return out
 
     @classmethod
@@ -94,6 +97,7 @@ class ModelCall:
         out = {name: getattr(self, name) for name in LEDGER_FIELDS}
         out["tags"] = dict(self.tags)
         out["sampling"] = dict(self.sampling)
+        out["seeds"] = list(self.seeds)
         return out
 
     @property
@@ -142,4 +146,5 @@ LEDGER_FIELDS = (
     "error",
     "tags",
     "sampling",
+    "seeds",
 )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from boe.core.calibration import Calibration, prior_calibration
+from boe.core.calibration import Calibration
 from boe.core.graph import Question
 
 __all__ = ["CurveRow", "LearningCurve", "learning_curve"]
@@ -70,6 +70,7 @@ def _score(questions: list[Question], keys: list[str], cal: Calibration | str, b
 def learning_curve(
     questions: Sequence[Question],
     group_keys: Sequence[str],
+    prior: Calibration,
     *,
     test: Sequence[Question] | None = None,
     sizes: Sequence[int] = SIZES,
@@ -77,7 +78,8 @@ def learning_curve(
     budget: float = 16.0,
     seed: int = 0,
 ) -> LearningCurve:
-    """Accuracy of `bayes` by the number of labelled questions of ``questions`` it was calibrated on (see above)."""
+    """Accuracy of `bayes` by the number of labelled questions of ``questions`` it was calibrated on (see above);
+    ``prior`` is the hand-set calibration of the first row (`boe.core.calibration.prior_calibration`)."""
     keys = list(group_keys)
     labelled = [q for q in questions if q.labelled]
     rng = np.random.default_rng(seed)
@@ -89,7 +91,7 @@ def learning_curve(
         return CurveRow(labels, len(results), float(r[:, 1].mean()), float(r[:, 2].mean()), float(r[:, 2].std()),
                         float(r[:, 0].mean()))  # fmt: skip
 
-    rows.append(row(0, [_score(held if held is not None else labelled, keys, prior_calibration(), budget)]))
+    rows.append(row(0, [_score(held if held is not None else labelled, keys, prior, budget)]))
     for size in sizes:
         if size >= len(labelled) or (held is None and len(labelled) - size < 5):
             continue

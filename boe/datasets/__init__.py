@@ -7,8 +7,10 @@
     >>> grade("yes", item).score                            # 1.0 or 0.0, with .method
 
 Formats (``format=``): ``vqa-rad``, ``vqa-med``, ``slake``, ``pathvqa``,
-``pmc-vqa`` (option-hidden by default), ``medxpertqa``, ``boe-sim``; more
-can be added with `register_format`. A malformed record is skipped and
+``pmc-vqa`` (option-hidden by default), ``medxpertqa``, ``boe-sim``, and
+``hf`` (Hugging Face parquet / arrow / ``save_to_disk`` / imagefolder
+layouts, its columns named with ``columns={"question": "query", ...}``);
+more can be added with `register_format`. A malformed record is skipped and
 reported in ``Dataset.issues`` (``strict=True`` raises
 `DatasetRecordError`); images must lie inside the dataset root.
 

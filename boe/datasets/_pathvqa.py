@@ -35,6 +35,7 @@ _SPLITS = {"train": "train", "val": "val", "valid": "val", "validation": "val", 
 _PICKLES = ("*_qa.pkl", "qas/*_qa.pkl", "qas/*/*_qa.pkl")
 _TEXT_FILES = ("*.json", "*.jsonl", "*.csv", "qas/*.json", "qas/*.jsonl", "qas/*.csv")
 _FIELDS = ("image", "question", "answer")
+_HF_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")  # a save_to_disk folder's (format hf)
 
 
 class _DataOnly(pickle.Unpickler):
@@ -45,12 +46,13 @@ class _DataOnly(pickle.Unpickler):
 
 
 def _is_pathvqa_text(p: Path) -> bool:
-    if p.suffix not in (".json", ".jsonl", ".csv"):
+    if p.suffix not in (".json", ".jsonl", ".csv") or p.name in _HF_FILES:
         return False
     text = head(p, 4096)
     if p.suffix == ".csv":
         cols = [c.strip().strip('"') for c in text.splitlines()[0].split(",")] if text else []
-        return set(_FIELDS) <= set(cols) and "Figure_path" not in cols
+        # exactly these columns (and a pandas index): a CSV format with more of its own is not PathVQA's
+        return {c for c in cols if c and not c.startswith("Unnamed:")} == set(_FIELDS)
     # other formats carry more fields; PathVQA's records have exactly these three
     others = ('"img_name"', '"image_name"', '"options"', '"label"', '"answer_type"', '"q_lang"')
     return all(f'"{f}"' in text for f in _FIELDS) and not any(o in text for o in others)

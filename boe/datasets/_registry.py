@@ -29,6 +29,7 @@ class DatasetFormat:
     root: Callable[[Path], Path] | None = None  # the dataset root for a given path (default: the dir itself)
     description: str = ""
     exclusive: bool = False  # a sniff match is certain (a marker file names the format): no other format is tried
+    dataset_name: Callable[[Path], str] | None = None  # the dataset's name for a given path (default: the format's)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -38,7 +39,7 @@ class DatasetFormat:
 
 
 # The built-in formats live in modules that register themselves on import (the first time one is looked up).
-_BUILTIN_MODULES = ("_vqarad", "_vqamed", "_slake", "_pathvqa", "_pmcvqa", "_medxpert", "_sim")
+_BUILTIN_MODULES = ("_vqarad", "_vqamed", "_slake", "_pathvqa", "_pmcvqa", "_medxpert", "_sim", "_hf")
 
 
 def _builtins() -> None:
@@ -57,13 +58,15 @@ def register_format(
     root: Callable[[Path], Path] | None = None,
     description: str = "",
     exclusive: bool = False,
+    dataset_name: Callable[[Path], str] | None = None,
     override: bool = False,
 ) -> Callable[[Loader], Loader]:
     """Decorator: make ``load(path, ctx, **options)`` available to `load_dataset` as ``format=name``.
 
     ``sniff(path)`` says whether a path looks like this format (for
     `detect_format`); an ``exclusive`` format's match ends detection before
-    any other sniffer opens a file.
+    any other sniffer opens a file; ``dataset_name(path)`` names a dataset
+    loaded without ``name=`` (default: the format's name).
     """
 
     def deco(fn: Loader) -> Loader:
@@ -72,7 +75,9 @@ def register_format(
             return fn  # the same loader registered again (a module imported twice)
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
         where = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', '?')}"
-        FORMATS.add(name, DatasetFormat(name, fn, sniff, root, doc, exclusive), override=override, where=where)
+        FORMATS.add(
+            name, DatasetFormat(name, fn, sniff, root, doc, exclusive, dataset_name), override=override, where=where
+        )
         return fn
 
     return deco
@@ -83,8 +88,8 @@ def available_formats() -> dict[str, str]:
     return {name: f.description for name, f in sorted(FORMATS.items())}
 
 
-def detect_format(path: str | Path) -> str:
-    """The one format whose layout ``path`` matches; `InputError` when none or several do."""
+def detect_format(path: str | Path, *, option: str = "format=") -> str:
+    """The one format whose layout ``path`` matches; `InputError` (naming ``option``) when none or several do."""
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"dataset path {str(p)!r} does not exist")
@@ -96,8 +101,8 @@ def detect_format(path: str | Path) -> str:
         return hits[0]
     known = ", ".join(sorted(FORMATS))
     if not hits:
-        raise InputError(f"cannot tell the dataset format of {str(p)!r}; pass format= one of: {known}")
-    raise InputError(f"{str(p)!r} matches several dataset formats ({', '.join(sorted(hits))}); pass format=")
+        raise InputError(f"cannot tell the dataset format of {str(p)!r}; pass {option} one of: {known}")
+    raise InputError(f"{str(p)!r} matches several dataset formats ({', '.join(sorted(hits))}); pass {option}")
 
 
 def load_dataset(
@@ -141,7 +146,8 @@ def load_dataset(
         root_dir = p if p.is_dir() else p.parent
     if not root_dir.is_dir():
         raise InputError(f"dataset root {str(root_dir)!r} is not a directory")
-    ctx = LoadContext(root_dir, name or fmt_name, strict=strict, require_images=require_images, on_issue=on_issue)
+    name = name or (fmt.dataset_name(p) if fmt.dataset_name is not None else fmt_name)
+    ctx = LoadContext(root_dir, name, strict=strict, require_images=require_images, on_issue=on_issue)
     items = tuple(fmt.load(p, ctx, **options))
     recorded = {
         "format": fmt_name,
@@ -151,4 +157,4 @@ def load_dataset(
         **fmt.options,
         **options,
     }
-    return Dataset(name or fmt_name, fmt_name, ctx.root, items, tuple(ctx.issues), dict(ctx.dropped), recorded)
+    return Dataset(name, fmt_name, ctx.root, items, tuple(ctx.issues), dict(ctx.dropped), recorded)

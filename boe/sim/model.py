@@ -12,21 +12,33 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from boe.sim.percept import NoiseConfig, Percept, image_bias, sample_percept
 from boe.sim.perception import Belief, perceive
-from boe.sim.protocol import Intent, Markers, json_object, parse_candidate, parse_intent, parse_markers, task_of
-from boe.sim.schema_fill import fill_schema
+from boe.sim.protocol import (
+    Intent,
+    Markers,
+    json_object,
+    judged,
+    parse_candidate,
+    parse_intent,
+    parse_markers,
+    task_of,
+)
+from boe.sim.schema_fill import bound_strings, fill_schema
 from boe.sim.vision import decode_image
 from boe.sim.vocab import SLOTS, canonical, find_values, surface
 
 __all__ = ["DEFAULT_REF", "ModelInput", "SimModel", "View"]
 
 MODEL_NAME = "boe-sim-vlm"
+#: Percepts drawn per judge reply to estimate the model's verdict distribution (logprobs).
+VERDICT_DRAWS = 32
+_VERDICT_TASKS = ("boe_factor_verdict", "boe_whole_verdict", "boe_answer_verdict")
 DEFAULT_REF = 384  # assumed pixel size of the whole figure when a crop arrives alone
 _PRESUPPOSE = ("side", "vertical", "size")
 
@@ -41,6 +53,7 @@ class ModelInput:
     temperature: float
     response_format: dict[str, Any] | None = None
     seed: int = 0
+    logprobs: bool = False  # also give each verdict reply the model's verdict distribution (`complete_scored`)
 
 
 @dataclass(frozen=True)
@@ -114,7 +127,12 @@ class SimModel:
         return seen
 
     def complete(self, inp: ModelInput, n: int) -> list[str]:
-        """n reply texts; choice k is drawn from a generator seeded by (seed, k).
+        """n reply texts; see `complete_scored`."""
+        return [text for text, _ in self.complete_scored(inp, n)]
+
+    def complete_scored(self, inp: ModelInput, n: int) -> list[tuple[str, dict[str, float] | None]]:
+        """n replies, each with the model's verdict distribution (``inp.logprobs`` and a judge task; else None);
+        choice k is drawn from a generator seeded by (seed, k).
 
         With several images named by a ``<figures>`` block, the model looks at
         one figure per reply: the one the ``<view>`` marker names (judges), the
@@ -139,25 +157,41 @@ class SimModel:
         fixed = self._fixed_figure(task, markers, figures) if figures else 0
         if shown is not None and 1 <= shown <= len(inp.images):
             fixed = shown - 1
-        out = []
+        out: list[tuple[str, dict[str, float] | None]] = []
         for k in range(n):
             rng = np.random.default_rng([inp.seed & (2**63 - 1), k])
             if not inp.images:
-                out.append(self._one(task, markers, inp, None, rng))
+                out.append((self._one(task, markers, inp, None, rng), None))
                 continue
             index = fixed if fixed is not None else int(rng.integers(len(figures)))
             reply = self._one(task, markers, inp, view_of(index), rng)
             if figures and task == "boe_generation":
                 reply = _with_figure(reply, figures[index])
-            out.append(reply)
+            dist = None
+            if inp.logprobs and task in _VERDICT_TASKS:
+                dist = self._verdicts(task, markers, inp, view_of(index), k)
+            out.append((bound_strings(reply, inp.response_format), dist))
         return out
+
+    def _verdicts(self, task: str, markers: Markers, inp: ModelInput, view: View, k: int) -> dict[str, float]:
+        """The model's own verdict distribution for a judge request: the share of `VERDICT_DRAWS` percepts drawn at
+        temperature 1 (its sampling distribution, as a server's raw logprobs are) that give each verdict, with half
+        a draw added to each (no verdict is impossible). Its own generator: the reply's draws are untouched."""
+        rng = np.random.default_rng([inp.seed & (2**63 - 1), k, 1])
+        at_one = replace(inp, temperature=1.0)
+        counts = {"confirm": 0.5, "reject": 0.5, "unresolved": 0.5}
+        for _ in range(VERDICT_DRAWS):
+            verdict = json.loads(self._one(task, markers, at_one, view, rng))["verdict"]
+            counts[verdict] += 1
+        total = sum(counts.values())
+        return {v: c / total for v, c in counts.items()}
 
     @staticmethod
     def _fixed_figure(task: str | None, markers: Markers, figures: tuple[str, ...]) -> int | None:
         """The index of the figure a request is about, or None: a generation that names none (drawn per reply)."""
         if markers.figure in figures and task != "boe_generation":
             return figures.index(markers.figure)
-        if task in ("boe_whole_verdict", "boe_answer_verdict"):
+        if judged(task, markers) == "response":
             named = parse_candidate(markers.candidate or "").get("figure")
             return figures.index(named) if named in figures else 0
         q = markers.question or ""
@@ -179,16 +213,16 @@ class SimModel:
         else:
             # a question that presupposes a finding ("which side is the lesion on?") is read as presupposing
             # it by the answer judges too, so a judge's verdict agrees with the answer it would give itself
-            presupposes = task in ("boe_generation", "boe_whole_verdict", "boe_answer_verdict")
+            presupposes = task == "boe_generation" or judged(task, markers) == "response"
             percept = sample_percept(
                 view.belief, view.bias, t, rng, self.noise, assume_lesion=presupposes and intent.asks in _PRESUPPOSE
             )
         if task == "boe_generation":
             spec = (inp.response_format or {}).get("json_schema") or {}
             return self._generation(intent, percept, t, rng, strict=bool(spec.get("strict")))
-        if task == "boe_factor_verdict":
+        if judged(task, markers) == "claim":
             return json.dumps(_factor_verdict(markers, intent, percept, view, self.noise))
-        if task in ("boe_whole_verdict", "boe_answer_verdict"):
+        if judged(task, markers) == "response":
             return json.dumps(_whole_verdict(markers, intent, percept))
         answer_text = _answer_text(intent, percept, rng, 0.0) if percept else "I cannot see an image."
         fmt = inp.response_format or {}

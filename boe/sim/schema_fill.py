@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +11,7 @@ import numpy as np
 from boe.sim.percept import Percept
 from boe.sim.vocab import canonical, surface
 
-__all__ = ["fill_schema"]
+__all__ = ["bound_strings", "fill_schema"]
 
 # property-name keywords -> slot
 _NAME_SLOTS = (
@@ -150,13 +151,13 @@ def fill_schema(schema: dict[str, Any], p: Percept, answer: str, temperature: fl
         handlers: dict[str, Callable[[], Any]] = {
             "object": lambda: {k: fill(v, k) for k, v in (node.get("properties") or {}).items()},
             "array": lambda: _array(node, name),
-            "string": lambda: _string(name, p, answer),
+            "string": lambda: _string(name, p, answer)[: node.get("maxLength")],
             "number": lambda: _number(name, p, temperature),
             "integer": lambda: int(round(_number(name, p, temperature))),
             "boolean": lambda: _boolean(name, p),
             "null": lambda: None,
         }
-        return handlers.get(kind, lambda: _string(name, p, answer))()
+        return handlers.get(kind, lambda: _string(name, p, answer)[: node.get("maxLength")])()
 
     def _array(node: dict[str, Any], name: str) -> list[Any]:
         items = node.get("items") or {"type": "string"}
@@ -167,3 +168,26 @@ def fill_schema(schema: dict[str, Any], p: Percept, answer: str, temperature: fl
         return [fill(items, name) for _ in range(count)]
 
     return fill(schema, "")
+
+
+def bound_strings(reply: str, response_format: dict[str, Any] | None) -> str:
+    """A JSON reply with every string cut to its property's ``maxLength`` in the request's JSON schema.
+
+    A structured-output backend (vLLM's xgrammar) cannot write past the bound:
+    the string closes there. A reply that is not a JSON object is left as it is.
+    """
+    spec = (response_format or {}).get("json_schema") if (response_format or {}).get("type") == "json_schema" else None
+    props = ((spec or {}).get("schema") or {}).get("properties") or {}
+    bounds = {
+        k: v["maxLength"] for k, v in props.items() if isinstance(v, dict) and isinstance(v.get("maxLength"), int)
+    }
+    if not bounds:
+        return reply
+    try:
+        obj = json.loads(reply)
+    except json.JSONDecodeError:
+        return reply
+    if not isinstance(obj, dict):
+        return reply
+    over = {k: v[: bounds[k]] for k, v in obj.items() if k in bounds and isinstance(v, str) and len(v) > bounds[k]}
+    return json.dumps({**obj, **over}) if over else reply

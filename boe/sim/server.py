@@ -13,7 +13,9 @@ out (vLLM's default ``--generation-config auto``; ``top_k: 1`` makes every sampl
 the greedy one), greedy ``n > 1`` refused, ``--max-model-len`` and
 ``--limit-mm-per-prompt`` enforced with vLLM's wording. It always accounts a prefix
 cache as vLLM's does (block hashes chained over the prompt, images by content or
-``uuid``) and reports hits in ``usage.prompt_tokens_details.cached_tokens``.
+``uuid``) and reports hits in ``usage.prompt_tokens_details.cached_tokens``. Asked for
+``logprobs``, a judge reply carries the model's own verdict distribution at its verdict token
+(`token_logprobs`).
 Images are sized from their headers and refused above a pixel limit before anything
 decodes them.
 """
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import secrets
 import threading
 import time
@@ -281,15 +285,16 @@ class _Handler(BaseHTTPRequestHandler):
         temperature, max_tokens = _effective(req, opts)
         prompt = sum(seg.tokens for seg in req.segments)
         _check_limits(req, opts, prompt, max_tokens)
+        asked = req.top_logprobs is not None
         try:
-            inp = ModelInput(req.system, req.user, req.images, temperature, req.response_format, seed)
-            texts = model.complete(inp, req.n)
+            inp = ModelInput(req.system, req.user, req.images, temperature, req.response_format, seed, asked)
+            scored = model.complete_scored(inp, req.n)
         except ValueError as exc:
             raise RequestError(str(exc), "messages") from exc
         cached, cached_images, images = self.server.prefix_cache.lookup(req.segments)
         self.server.stats.add_prefix(cached, cached_images, images)
         choices, completion = [], 0
-        for k, text in enumerate(texts):
+        for k, (text, dist) in enumerate(scored):
             finish = "stop"
             if fault == "malformed":
                 text = _malform(text)
@@ -302,7 +307,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     "index": k,
                     "message": {"role": "assistant", "content": text, "refusal": None},
-                    "logprobs": None,
+                    "logprobs": token_logprobs(text, dist, req.top_logprobs or 0) if asked else None,
                     "finish_reason": finish,
                 }
             )
@@ -323,6 +328,35 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": choices,
             "usage": usage,
         }, usage
+
+
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+_VERDICT_VALUE = re.compile(r'"verdict"\s*:\s*"')
+
+
+def token_logprobs(text: str, verdicts: dict[str, float] | None, top: int) -> dict[str, Any]:
+    """A choice's ``logprobs`` as vLLM gives them (``content``: token, logprob, bytes, ``top_logprobs``).
+
+    The simulator models one token's distribution: the verdict word of a judge
+    reply, whose alternatives are the three verdicts with the model's own verdict
+    probabilities (`SimModel.complete_scored`). Every other token is given as
+    certain (logprob 0, itself its only alternative). Tokens are words, runs of
+    white space and single other characters: they spell the text exactly.
+    """
+    found = list(_VERDICT_VALUE.finditer(text)) if verdicts else []
+    at = found[-1].end() if found else -1
+    content, pos = [], 0
+    for tok in _TOKEN.findall(text):
+        if pos == at and verdicts is not None and tok in verdicts:
+            ranked = sorted(verdicts.items(), key=lambda kv: -kv[1])[:top]
+            entry = {"token": tok, "logprob": math.log(verdicts[tok]), "bytes": list(tok.encode())}
+            entry["top_logprobs"] = [{"token": v, "logprob": math.log(p), "bytes": list(v.encode())} for v, p in ranked]
+        else:
+            entry = {"token": tok, "logprob": 0.0, "bytes": list(tok.encode())}
+            entry["top_logprobs"] = [dict(entry)][:top]
+        content.append(entry)
+        pos += len(tok)
+    return {"content": content}
 
 
 def _effective(req: ChatRequest, opts: SimOptions) -> tuple[float, int | None]:
@@ -350,6 +384,12 @@ def _check_limits(req: ChatRequest, opts: SimOptions, prompt: int, max_tokens: i
     limit = opts.max_model_len
     if limit is None:
         return
+    if max_tokens is not None and max_tokens > limit:  # vLLM 0.32 checks the reply limit first (its renderer)
+        field = "max_completion_tokens" if req.tokens_field == "max_completion_tokens" else "max_tokens"
+        raise RequestError(
+            f"{field}={max_tokens} cannot be greater than max_model_len={limit}. Please request fewer output tokens.",
+            field,
+        )
     if prompt >= limit:
         raise RequestError(
             f"This model's maximum context length is {limit} tokens. However, your request has {prompt} input "

@@ -65,6 +65,8 @@ class ChatRequest:
     segments: tuple[Segment, ...] = ()
     image_sizes: tuple[tuple[int, int], ...] = ()  # width, height of each image (from its header)
     model: str = ""
+    top_logprobs: int | None = None  # alternatives per token asked for (``logprobs: true``); None: no logprobs
+    tokens_field: str = "max_completion_tokens"  # the field the reply limit came in
 
 
 def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
@@ -228,6 +230,9 @@ def parse_chat_request(body: bytes, pixel_limit: int | None = PIXEL_LIMIT) -> Ch
     max_tokens = _integer(data, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _integer(data, "max_tokens", 1)
+    top_logprobs = _integer(data, "top_logprobs", 0, 20)
+    if top_logprobs is not None and not data.get("logprobs"):
+        raise RequestError("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs")
     return ChatRequest(
         "\n".join(system),
         "\n\n".join(user),
@@ -241,6 +246,8 @@ def parse_chat_request(body: bytes, pixel_limit: int | None = PIXEL_LIMIT) -> Ch
         tuple(segments),
         tuple(sizes),
         data["model"],
+        (top_logprobs or 0) if data.get("logprobs") else None,
+        "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens",
     )
 
 

@@ -131,6 +131,20 @@ def build_messages(prompt: Rendered, image_urls: Sequence[str]) -> list[dict[str
     return [{"role": "system", "content": prompt.system}, {"role": "user", "content": parts}]
 
 
+def attempt_seed(seed: int | None, attempt: int) -> int | None:
+    """The seed sent with attempt ``attempt`` (0: the first ask) of a call whose seed is ``seed``.
+
+    A server that honours per-request seeds (vLLM) answers the same request and
+    seed with the same text, so a re-ask with the first seed repeats the reply it
+    re-asks. Each re-ask gets a seed derived from the call's seed: fresh, and the
+    same on a rerun (the request cache keys the call by its first seed).
+    """
+    if seed is None or attempt == 0:
+        return seed
+    digest = hashlib.sha256(f"boe-reask/{seed}/{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
 def image_uuid(url: str) -> str:
     """A content hash of an image data URL (vLLM takes it as the image part's ``uuid``: its cache key)."""
     return "sha256-" + hashlib.sha256(url.encode("ascii", "replace")).hexdigest()[:32]
@@ -168,6 +182,9 @@ class Completion:
 
     texts: list[str | None]
     call: ModelCall
+    #: per choice, the server's token log-probabilities (``choices[i].logprobs.content``) when they were asked for
+    #: (``top_logprobs``) and given; None otherwise
+    logprobs: list[Any] | None = None
 
 
 class _Refused(Exception):
@@ -294,6 +311,7 @@ class ModelClient:
         seed: int | None = None,
         tags: dict[str, Any] | None = None,
         accept: Callable[[list[str | None]], str | None] | None = None,
+        top_logprobs: int | None = None,
     ) -> Completion:
         """``n`` replies to one prompt. Raises `ModelError` (with ``.call``) once retries are spent.
 
@@ -302,6 +320,12 @@ class ModelClient:
         to `MAX_REASKS` times and is never cached. The last reply is returned
         either way: the caller keeps unreadable candidates as invalid and turns an
         unreadable verdict into ``unresolved`` with the error.
+
+        ``top_logprobs`` asks for the token log-probabilities of the reply (the
+        most likely alternatives at each token), where the server gives them
+        (vLLM, the simulator, OpenAI's non-reasoning models); a server that
+        refuses them is not asked again. They do not change the reply, so they
+        are not part of the request's cache key.
         """
         if n < 1:
             raise ValueError("n must be >= 1")
@@ -339,12 +363,17 @@ class ModelClient:
                 call.prompt_tokens = int(usage.get("prompt_tokens", 0))
                 call.completion_tokens = int(usage.get("completion_tokens", 0))
                 call.cached_tokens = int(usage.get("cached_tokens", 0))
-                return Completion(list(hit["texts"]), call)
+                call.seeds = [int(x) for x in hit.get("seeds") or []]  # the seeds that produced the stored reply
+                return Completion(list(hit["texts"]), call, hit.get("logprobs"))
         t0 = time.perf_counter()
         problem: str | None = None
         for attempt in range(MAX_REASKS + 1):
+            sent = attempt_seed(seed, attempt)
+            if sent is not None:
+                call.seeds.append(sent)
             try:
-                texts = await self._sample(prompt, messages, n, temperature, seed, call)
+                replies = await self._sample(prompt, messages, n, temperature, sent, call, top_logprobs)
+                texts = [t for t, _ in replies]
             except ModelError as exc:
                 call.latency_ms = (time.perf_counter() - t0) * 1000.0
                 call.error = str(exc)
@@ -356,6 +385,7 @@ class ModelClient:
             if attempt < MAX_REASKS:
                 call.reasks += 1
         call.latency_ms = (time.perf_counter() - t0) * 1000.0
+        logprobs = [lp for _, lp in replies] if any(lp is not None for _, lp in replies) else None
         if problem is not None:
             call.error = f"unusable reply after {call.reasks} re-asks: {problem}"
         elif self.cache is not None and all(t is not None for t in texts):
@@ -371,9 +401,11 @@ class ModelClient:
                     "model": self.model,
                     "endpoint": self.safe_url,
                     "prompt_version": prompt.version,
+                    "seeds": list(call.seeds),
+                    **({"logprobs": logprobs} if logprobs is not None else {}),
                 },
             )
-        return Completion(texts, call)
+        return Completion(texts, call, logprobs)
 
     async def _sample(
         self,
@@ -383,18 +415,21 @@ class ModelClient:
         temperature: float,
         seed: int | None,
         call: ModelCall,
-    ) -> list[str | None]:
+        top_logprobs: int | None = None,
+    ) -> list[_Reply]:
         await self._detect()
-        texts: list[str | None] = []
+        texts: list[_Reply] = []  # (text, token logprobs) per choice
         ep = self.endpoint
         # vLLM refuses n > 1 with greedy sampling ("n must be 1 when using greedy sampling"): sample one at a time
         if n > 1 and self.use_n and ep.n is not False and temperature > 0:
             try:
-                texts.extend((await self._request(prompt, messages, n, temperature, seed, call))[:n])
+                texts.extend((await self._request(prompt, messages, n, temperature, seed, call, top_logprobs))[:n])
             except _Refused as r:
                 if r.param == "n?":  # a 4xx naming no parameter: one request with n = 1 tells whether n was it
                     try:
-                        texts.extend((await self._request(prompt, messages, 1, temperature, seed, call))[:1])
+                        texts.extend(
+                            (await self._request(prompt, messages, 1, temperature, seed, call, top_logprobs))[:1]
+                        )
                     except _Refused:
                         raise ModelError(f"{self.safe_url} refused the request: {_describe(r.exc)}") from r.exc
                     except ModelError:
@@ -414,10 +449,10 @@ class ModelClient:
                 call.tags.setdefault("n_fallback_reason", ep.n_reason)
             start = len(texts)
 
-            async def one(i: int) -> list[str | None]:
+            async def one(i: int) -> list[_Reply]:
                 s = None if seed is None else seed + i
                 try:
-                    return (await self._request(prompt, messages, 1, temperature, s, call))[:1]
+                    return (await self._request(prompt, messages, 1, temperature, s, call, top_logprobs))[:1]
                 except _Refused as r:
                     raise ModelError(f"{self.safe_url} refused the request: {_describe(r.exc)}") from r.exc
 
@@ -460,7 +495,9 @@ class ModelClient:
         ep = self.endpoint
         if self.image_uuids and ep.kind == "vllm" and "uuid" not in ep.dropped:
             messages = self._with_uuids(messages)
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if "temperature" not in ep.dropped:
+            body["temperature"] = temperature
         body[ep.tokens_field] = self.max_tokens
         for k, v in self.sampling_fields.items():
             if k in ep.dropped or (ep.kind == "openai" and k in _NOT_OPENAI):
@@ -468,12 +505,13 @@ class ModelClient:
             body[k] = 0 if (k == "top_k" and v == -1 and ep.kind == "vllm") else v  # vLLM's "no limit" is 0
         if n > 1:
             body["n"] = n
-        if seed is not None:
+        if seed is not None and "seed" not in ep.dropped:
             body["seed"] = seed
         if self.json_schema:
+            schema = _unbounded(prompt.schema) if "maxLength" in ep.dropped else prompt.schema
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": prompt.schema_name, "schema": prompt.schema, "strict": True},
+                "json_schema": {"name": prompt.schema_name, "schema": schema, "strict": True},
             }
         body.update(self.extra_body)  # the user's fields win
         return body
@@ -506,18 +544,23 @@ class ModelClient:
         temperature: float,
         seed: int | None,
         call: ModelCall,
-    ) -> list[str | None]:
-        """The reply texts of one request with retries; tokens and request counts are added to ``call``."""
+        top_logprobs: int | None = None,
+    ) -> list[_Reply]:
+        """The replies of one request with retries; tokens and request counts are added to ``call``."""
         openai = self._openai
         ep = self.endpoint
         attempt = 0
         while True:
             attempt += 1
             kwargs = self._body(prompt, messages, n, temperature, seed)
+            if top_logprobs is not None and "logprobs" not in ep.dropped:
+                kwargs.update(logprobs=True, top_logprobs=top_logprobs)
             call.sampling = {
                 "server": ep.kind,
                 **{k: kwargs[k] for k in ("temperature", "top_p", "top_k", "min_p") if k in kwargs},
             }
+            if ep.dropped:  # fields this endpoint refused: not sent (the endpoint's notes say why)
+                call.sampling["dropped"] = list(ep.dropped)
             self.last_sampling = call.sampling
             call.requests += 1
             call.attempts = attempt
@@ -569,23 +612,43 @@ class ModelClient:
                     raise ModelError(f"{self.safe_url} ({self.model}) {kind} after {attempt} attempt(s)") from exc
                 await asyncio.sleep(self._delay(attempt, None))
                 continue
-            pt, ct, cached, texts = reply
+            pt, ct, cached, replies = reply
             call.prompt_tokens += pt
             call.completion_tokens += ct
             call.cached_tokens += cached
-            return texts
+            return replies
 
     def _drop_refused(self, exc: Exception, body: dict[str, Any]) -> bool:
-        """Stop sending a field the server refuses as unknown (top_k, min_p, an image uuid, max_completion_tokens);
-        True when something changed (the request is sent again)."""
+        """Stop sending a field the server refuses (a sampling field, the seed, logprobs, an image uuid, schema
+        bounds, max_completion_tokens), remembered for the endpoint and model with a note; True when the request
+        is to be sent again without it (once per field)."""
         ep = self.endpoint
         text = _error_text(exc)
         if not re.search(
             r"unrecogni[sz]ed|unknown|not (permitted|allowed|supported)|extra (fields|inputs)|"
-            r"unexpected|invalid",
+            r"unexpected|invalid|unsupported|does not support",
             text,
         ):
             return False
+        name = _refused_field(exc, text)
+        if name in _DROPPABLE and name in body and name not in self.extra_body:
+            if name not in ep.dropped:  # (a request in flight with it when another learnt the refusal: just resend)
+                names = ("logprobs", "top_logprobs") if name in ("logprobs", "top_logprobs") else (name,)
+                ep.dropped.extend(n for n in names if n not in ep.dropped)
+                effect = {
+                    "temperature": "the server's default temperature applies",
+                    "seed": "replies are no longer reproducible by seed",
+                    "logprobs": "verdicts carry no probability",
+                    "top_logprobs": "verdicts carry no probability",
+                }.get(name, "the server's default applies")
+                ep.notes.append(f"the server refused {name}; it is no longer sent, {effect} ({_short(exc)})")
+            return True
+        if ("maxlength" in text or "maxitems" in text) and self.json_schema and "maxLength" not in ep.dropped:
+            ep.dropped.append("maxLength")  # the bounds stay in the prompt's contract; the schema goes without them
+            ep.notes.append(
+                f"the server refused maxLength/maxItems in the reply schema; they are left out ({_short(exc)})"
+            )
+            return True
         if "max_completion_tokens" in text and ep.tokens_field == "max_completion_tokens":
             ep.tokens_field = "max_tokens"
             ep.notes.append(f"the server refused max_completion_tokens; max_tokens is sent ({_short(exc)})")
@@ -608,6 +671,34 @@ class ModelClient:
         return delay
 
 
+def _unbounded(schema: Any) -> Any:
+    """A JSON schema without ``maxLength`` / ``maxItems`` (for a server whose schema subset refuses them)."""
+    if isinstance(schema, dict):
+        return {k: _unbounded(v) for k, v in schema.items() if k not in ("maxLength", "maxItems")}
+    if isinstance(schema, list):
+        return [_unbounded(v) for v in schema]
+    return schema
+
+
+#: Request fields sent again without, for good, when the server refuses them by name (OpenAI's reasoning models
+#: refuse top_p and a non-default temperature).
+_DROPPABLE = ("temperature", "top_p", "top_k", "min_p", "seed", "logprobs", "top_logprobs")
+_UNSUPPORTED = re.compile(r"unsupported (?:parameter|value): '(\w+)'")
+
+
+def _refused_field(exc: Exception, text: str) -> str | None:
+    """The request field a refusal names: its ``param``, else ``Unsupported parameter: 'x'`` in the message, else
+    the one droppable field the message names."""
+    param = _error_field(exc, "param")
+    if param:
+        return param
+    m = _UNSUPPORTED.search(text)
+    if m:
+        return m.group(1)
+    named = [name for name in _DROPPABLE if re.search(rf"\b{name}\b", text)]
+    return named[0] if len(named) == 1 else None
+
+
 class _BadBody(Exception):
     """A successful HTTP reply whose body is not a chat completion."""
 
@@ -621,8 +712,13 @@ def _count(usage: dict[str, Any], key: str, where: str = "usage") -> int:
     return int(v)
 
 
-def _read_completion(resp: Any) -> tuple[int, int, int, list[str | None]]:
-    """Token counts (prompt, completion, cached) and the choices' texts in index order, from the reply's JSON.
+#: One choice of a reply: its text and its token log-probabilities (``logprobs.content``, when given).
+_Reply = tuple[str | None, Any]
+
+
+def _read_completion(resp: Any) -> tuple[int, int, int, list[_Reply]]:
+    """Token counts (prompt, completion, cached) and the choices (text, token logprobs) in index order, from the
+    reply's JSON.
 
     Every part is checked: a body of the wrong shape raises `_BadBody` naming what is wrong."""
     if not isinstance(resp, dict):
@@ -648,7 +744,7 @@ def _read_completion(resp: Any) -> tuple[int, int, int, list[str | None]]:
         raise _BadBody("replied with a malformed chat completion (usage.prompt_tokens_details is not an object)")
     pt, ct = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
     cached = _count(details, "cached_tokens", "usage.prompt_tokens_details")
-    indexed: list[tuple[int, str | None]] = []
+    indexed: list[tuple[int, _Reply]] = []
     for i, c in enumerate(choices):
         if not isinstance(c, dict):
             raise _BadBody(f"replied with a malformed chat completion (choices[{i}] is not an object)")
@@ -665,7 +761,9 @@ def _read_completion(resp: Any) -> tuple[int, int, int, list[str | None]]:
             content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
         if content is not None and not isinstance(content, str):
             raise _BadBody(f"replied with a malformed chat completion (choices[{i}].message.content is not text)")
-        indexed.append((index, content))
+        lp = c.get("logprobs")
+        tokens = lp.get("content") if isinstance(lp, dict) and isinstance(lp.get("content"), list) else None
+        indexed.append((index, (content, tokens)))
     indexed.sort(key=lambda t: t[0])
     return pt, ct, cached, [t for _, t in indexed]
 
@@ -695,17 +793,32 @@ def _short(exc: Exception) -> str:
     return msg if len(msg) <= 160 else msg[:160] + "..."
 
 
-_CONTEXT = re.compile(r"maximum (?:context length|model length) (?:is|of) (\d+)")
-_INPUT = re.compile(
-    r"(?:has|contains(?: at least)?|resulted in|prompt \(length) (\d+)(?: input)? tokens?|"
-    r"prompt \(length (\d+)\)"
+# vLLM's wordings over its releases (serving, renderer and engine input checks) and other servers'
+_CONTEXT = re.compile(
+    r"maximum (?:context length|model length)(?: is| of)? \(?(\d+)|context length is only (\d+)|"
+    r"max_model_len=(?:max_total_tokens=)?(\d+)"
 )
+_INPUT = re.compile(
+    r"(?:has|contains(?: at least)?|resulted in|passed|prompt \(length) (\d+)(?: input)? tokens?|"
+    r"prompt \(length (\d+)\)|input length \((\d+)\)"
+)
+# vLLM 0.32 (renderer): "max_completion_tokens=5000 cannot be greater than max_model_len=4096. Please request ..."
+_OUTPUT = re.compile(r"(max_completion_tokens|max_tokens)=(\d+) ?cannot be greater than")
 _IMAGES = re.compile(r"at most (\d+) image")
+# vLLM: "The decoder prompt contains a(n) image item with N embedding tokens, which exceeds the pre-allocated
+# encoder cache size C."
+_ENCODER = re.compile(
+    r"image item with (\d+) embedding tokens, which exceeds the pre-allocated encoder cache size (\d+)"
+)
+
+
+def _first_group(m: re.Match[str] | None) -> str:
+    return next((g for g in m.groups() if g), "?") if m else "?"
 
 
 def _limit_error(exc: Exception, body: dict[str, Any], client: ModelClient) -> str | None:
-    """A message naming the limit, the request's size and the options that fix it, for a context-length or
-    image-count refusal; None for any other error."""
+    """A message naming the limit, the request's size and the options that fix it, for a context-length,
+    reply-length, image-count or image-size refusal; None for any other error."""
     text = _error_text(exc)
     messages = body.get("messages") or []
     images = sum(
@@ -713,6 +826,7 @@ def _limit_error(exc: Exception, body: dict[str, Any], client: ModelClient) -> s
     )
     said = _short(exc)
     where = f"{client.safe_url} ({client.model})"
+    reply = body.get("max_completion_tokens", body.get("max_tokens", "?"))
     m = _IMAGES.search(text)
     if m:
         limit = int(m.group(1))
@@ -721,17 +835,29 @@ def _limit_error(exc: Exception, body: dict[str, Any], client: ModelClient) -> s
             f"with more images per prompt (vLLM: --limit-mm-per-prompt '{{\"image\": {max(images, 6)}}}') or use a "
             f"model that takes several images. Not retried. The server said: {said}"
         )
+    m = _ENCODER.search(text)
+    if m:
+        return (
+            f"{where} refused an image of {m.group(1)} tokens: its encoder cache holds {m.group(2)}. Fix: lower "
+            "--max-pixels (smaller images), or start the server with a larger encoder budget "
+            f"(vLLM: --limit-mm-per-prompt, --max-num-batched-tokens). Not retried. The server said: {said}"
+        )
+    m = _OUTPUT.search(text)
+    if m:
+        return (
+            f"{where} refused a reply limit over its context: this request asks for up to {m.group(2)} reply "
+            f"tokens ({m.group(1)}) and the limit is {_first_group(_CONTEXT.search(text))} tokens for prompt and "
+            "reply together. Fix: lower --max-tokens (well below the limit: the prompt and its images count too), "
+            f"or start the server with a larger --max-model-len. Not retried. The server said: {said}"
+        )
     m = _CONTEXT.search(text)
     if m or "context length" in text or "context_length_exceeded" in text or "maximum model length" in text:
-        limit_s = m.group(1) if m else "?"
-        found = _INPUT.search(text)
-        used = next((g for g in found.groups() if g), "?") if found else "?"
-        reply = body.get("max_completion_tokens", body.get("max_tokens", "?"))
+        used = _first_group(_INPUT.search(text))
         return (
-            f"{where} refused a request longer than its context: the limit is {limit_s} tokens, this request has "
-            f"{used} input tokens ({images} image(s)) and asks for up to {reply} reply tokens. Fix: lower "
-            "--max-pixels (smaller images), lower --max-tokens, or start the server with a larger --max-model-len. "
-            f"Not retried. The server said: {said}"
+            f"{where} refused a request longer than its context: the limit is {_first_group(m)} tokens, this "
+            f"request has {used} input tokens ({images} image(s)) and asks for up to {reply} reply tokens. Fix: "
+            "lower --max-pixels (smaller images), lower --max-tokens, or start the server with a larger "
+            f"--max-model-len. Not retried. The server said: {said}"
         )
     return None
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from boe.tools.images import _cv2, encode_png, fit_pixels
+from boe.tools.images import _cv2, encode_image, fit_pixels
 
 __all__ = ["LOCATION_WORDS", "Box", "content_box", "crop", "location_box"]
 
@@ -106,11 +106,11 @@ def _at_least(lo: float, hi: float, size: float, limit: int) -> tuple[float, flo
     return max(lo, 0.0), min(hi, float(limit))
 
 
-def crop(pixels: np.ndarray, box: Box, max_pixels: int | None = None) -> bytes:
-    """PNG bytes of the boxed part of an image (downscaled to at most ``max_pixels``)."""
+def crop(pixels: np.ndarray, box: Box, max_pixels: int | None = None, mime: str = "image/png") -> bytes:
+    """The boxed part of an image (downscaled to at most ``max_pixels``), encoded as ``mime`` (PNG or JPEG)."""
     h, w = pixels.shape[:2]
     x0, y0 = max(0, box.x0), max(0, box.y0)
     x1, y1 = min(w, box.x1), min(h, box.y1)
     if x1 <= x0 or y1 <= y0:
         raise ValueError(f"empty crop box {box}")
-    return encode_png(fit_pixels(np.ascontiguousarray(pixels[y0:y1, x0:x1]), max_pixels))
+    return encode_image(fit_pixels(np.ascontiguousarray(pixels[y0:y1, x0:x1]), max_pixels), mime)

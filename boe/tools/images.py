@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import math
 import struct
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,7 @@ __all__ = [
     "LoadedImage",
     "check_path",
     "check_pixels",
+    "encode_image",
     "encode_png",
     "fit_pixels",
     "header_size",
@@ -47,21 +47,6 @@ MAX_IMAGE_BYTES = 64 * 1024 * 1024
 PIXEL_LIMIT = 100_000_000
 #: Pixels of a figure as sent to a model (about 1,340 Qwen2.5-VL tokens); larger figures are downscaled.
 MAX_PIXELS = 1024 * 1024
-
-_DICOM_MODALITY = {
-    "CT": "ct",
-    "MR": "mr",
-    "US": "us",
-    "CR": "xr",
-    "DX": "xr",
-    "RG": "xr",
-    "DR": "xr",
-    "MG": "mammography",
-    "NM": "nuclear",
-    "PT": "nuclear",
-    "XA": "angiography",
-    "RF": "fluoroscopy",
-}
 
 
 def _cv2() -> Any:
@@ -135,10 +120,9 @@ def open_image(
     before decoding; the image sent is downscaled to at most ``max_pixels``
     (None: no limit) and is always 8-bit.
 
-    A DICOM file's pixels go through its modality LUT (rescale slope and
-    intercept) and its window (WindowCenter / WindowWidth, else the value
-    range) to 8 bits; of a multi-frame file, ``frame`` (default: the middle
-    one) is read. Its Modality, BodyPartExamined and ViewPosition /
+    A DICOM file's pixels go through pydicom's modality LUT and VOI LUT or
+    window (else the value range) to 8 bits (`boe.tools.dicom`); of a
+    multi-frame file, ``frame`` (default: the middle one) is read. Its Modality, BodyPartExamined and ViewPosition /
     ImageOrientationPatient tags become slot values in ``ref.metadata``.
     """
     resolved = check_path(path, root)
@@ -159,7 +143,9 @@ def open_image(
     metadata: dict[str, str] = {}
     header: dict[str, Any] | None = None
     if len(data) > 132 and data[128:132] == b"DICM":
-        pixels, metadata, header = _read_dicom(data, str(path), frame, pixel_limit)
+        from boe.tools.dicom import read_dicom
+
+        pixels, metadata, header = read_dicom(data, str(path), frame, pixel_limit)
         passthrough = None
     else:
         if check_pixels(data, str(path), pixel_limit) is None and pixel_limit is not None:
@@ -315,6 +301,21 @@ def _tiff_size(data: bytes) -> tuple[int, int] | None:
     return best
 
 
+#: JPEG quality of a view cut from a JPEG figure (the figure itself went as its own file or at 92).
+VIEW_JPEG_QUALITY = 90
+
+
+def encode_image(pixels: np.ndarray, mime: str) -> bytes:
+    """The bytes of an 8-bit image in the format of its source: JPEG for ``image/jpeg`` (a view cut from a photo
+    or a scan shared as JPEG: a PNG of it is several times larger), PNG (lossless) for anything else."""
+    if mime != "image/jpeg":
+        return encode_png(pixels)
+    ok, buf = _cv2().imencode(".jpg", pixels, [_cv2().IMWRITE_JPEG_QUALITY, VIEW_JPEG_QUALITY])
+    if not ok:
+        raise InputError("could not encode the image as JPEG")
+    return bytes(buf.tobytes())
+
+
 def encode_png(pixels: np.ndarray) -> bytes:
     """PNG bytes of an 8-bit image."""
     cv2 = _cv2()
@@ -359,146 +360,3 @@ def _window_8bit(arr: np.ndarray) -> np.ndarray:
     out = np.clip((a - lo) * (255.0 / (hi - lo)), 0, 255)
     eight: np.ndarray = np.nan_to_num(out, nan=0.0).round().astype(np.uint8)
     return eight
-
-
-def _read_dicom(
-    data: bytes, name: str, frame: int | None = None, pixel_limit: int | None = PIXEL_LIMIT
-) -> tuple[np.ndarray, dict[str, str], dict[str, Any]]:
-    try:
-        import pydicom
-        from pydicom.pixels.processing import apply_modality_lut
-    except ImportError as exc:
-        raise MissingExtraError("agent", "pydicom", "reading DICOM images") from exc
-    try:
-        ds = pydicom.dcmread(io.BytesIO(data))
-        rows, cols = int(ds.get("Rows", 0) or 0), int(ds.get("Columns", 0) or 0)
-    except Exception as exc:  # pydicom raises many types for broken files
-        raise InputError(f"{name!r} is a DICOM file without a readable header: {exc}") from exc
-    if pixel_limit is not None and rows * cols > pixel_limit:
-        raise InputError(_too_many(name, cols, rows, pixel_limit, len(data)))
-    try:
-        frames = max(1, int(ds.get("NumberOfFrames", 1) or 1))
-    except (TypeError, ValueError):
-        frames = 1
-    header: dict[str, Any] = {"frames": frames}
-    index: int | None = None
-    if frames > 1:
-        index = frames // 2 if frame is None else frame
-        if not 0 <= index < frames:
-            raise InputError(f"{name!r} has {frames} frames (0..{frames - 1}); frame {index} does not exist")
-        header["frame"] = index
-    elif frame not in (None, 0):
-        raise InputError(f"{name!r} has a single frame; frame {frame} does not exist")
-    try:
-        # only the chosen frame is decoded: the pixel limit holds per frame, and a compressed file of many
-        # frames would otherwise decode all of them (frames x rows x columns)
-        arr = np.asarray(ds.pixel_array if index is None else _dicom_frame(ds, index))
-    except Exception as exc:  # pydicom raises many types for broken files
-        raise InputError(f"{name!r} is a DICOM file without readable pixel data: {exc}") from exc
-    colour = str(ds.get("PhotometricInterpretation", "") or "").upper() not in ("", "MONOCHROME1", "MONOCHROME2")
-    if colour:
-        pixels = _to_uint8(arr[:, :, ::-1] if arr.ndim == 3 and arr.shape[2] == 3 else arr)  # RGB -> BGR
-    else:
-        try:
-            values = np.asarray(apply_modality_lut(arr, ds), dtype=np.float64)
-        except Exception:  # a broken LUT: the stored values
-            values = arr.astype(np.float64)
-        pixels, window = _window(values, ds)
-        header["window"] = window
-        if str(ds.get("PhotometricInterpretation", "")).upper() == "MONOCHROME1":
-            pixels = 255 - pixels
-    meta: dict[str, str] = {}
-    tags: dict[str, Any] = {}
-    modality = str(ds.get("Modality", "") or "").strip().upper()
-    if modality:
-        tags["Modality"] = modality
-    if modality in _DICOM_MODALITY:
-        meta["modality"] = _DICOM_MODALITY[modality]
-    body = str(ds.get("BodyPartExamined", "") or "").strip()
-    if body:
-        tags["BodyPartExamined"] = body
-        from boe.vocab import vocabulary
-
-        canon = vocabulary().canonical("region", body)
-        if canon is not None and canon.known:
-            meta["region"] = canon.value
-    view = str(ds.get("ViewPosition", "") or "").strip()
-    if view:
-        tags["ViewPosition"] = view
-    iop = ds.get("ImageOrientationPatient")
-    if iop is not None:
-        tags["ImageOrientationPatient"] = [_first([x]) for x in iop]
-    plane = _dicom_plane(ds)
-    if plane:
-        meta["plane"] = plane
-    header["tags"] = tags
-    header["sources"] = {
-        slot: tag
-        for slot, tag in (
-            ("modality", "Modality"),
-            ("region", "BodyPartExamined"),
-            ("plane", "ViewPosition" if view.upper() in _VIEW_PLANES else "ImageOrientationPatient"),
-        )
-        if slot in meta
-    }
-    return pixels, meta, header
-
-
-def _dicom_frame(ds: Any, index: int) -> np.ndarray:
-    """One frame of a multi-frame DICOM dataset, decoded alone."""
-    from pydicom.pixels import pixel_array  # type: ignore[attr-defined]
-
-    return np.asarray(pixel_array(ds, index=index))
-
-
-_VIEW_PLANES = {"PA": "pa", "AP": "ap", "LL": "lateral", "RL": "lateral", "LAT": "lateral", "LATERAL": "lateral"}
-
-
-def _first(value: Any) -> float | None:
-    """The first number of a (possibly multi-valued) DICOM element."""
-    if value is None:
-        return None
-    try:
-        seq = list(value) if not isinstance(value, (str, bytes)) and hasattr(value, "__iter__") else [value]
-        return float(seq[0]) if seq else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _window(values: np.ndarray, ds: Any) -> tuple[np.ndarray, dict[str, Any]]:
-    """8-bit pixels through the file's window (WindowCenter / WindowWidth), else its value range."""
-    centre, width = _first(ds.get("WindowCenter")), _first(ds.get("WindowWidth"))
-    if centre is not None and width is not None and width > 1:
-        lo, hi = centre - width / 2.0, centre + width / 2.0
-        source = "header"
-    elif int(ds.get("BitsStored", 16) or 16) <= 8 and values.min() >= 0 and values.max() <= 255:
-        return np.ascontiguousarray(values.round().astype(np.uint8)), {
-            "center": 127.5,
-            "width": 256.0,
-            "source": "8-bit",
-        }
-    else:
-        lo, hi = float(np.min(values)), float(np.max(values))
-        source = "range"
-    if hi <= lo:
-        return np.zeros(values.shape, np.uint8), {"center": lo, "width": 0.0, "source": source}
-    scaled = np.clip((values - lo) * (255.0 / (hi - lo)), 0, 255).round().astype(np.uint8)
-    return np.ascontiguousarray(scaled), {"center": (lo + hi) / 2.0, "width": hi - lo, "source": source}
-
-
-def _dicom_plane(ds: Any) -> str | None:
-    view = str(ds.get("ViewPosition", "") or "").strip().upper()
-    if view in _VIEW_PLANES:
-        return _VIEW_PLANES[view]
-    iop = ds.get("ImageOrientationPatient")
-    if iop is None or len(iop) != 6:
-        return None
-    try:
-        row = np.array([float(x) for x in iop[:3]])
-        col = np.array([float(x) for x in iop[3:]])
-    except (TypeError, ValueError):
-        return None
-    normal = np.abs(np.cross(row, col))
-    if not np.isfinite(normal).all() or normal.max() < 0.5:
-        return None
-    return ("sagittal", "coronal", "axial")[int(np.argmax(normal))]

@@ -23,9 +23,10 @@ from boe.prompts import Rendered, figures_block, load_prompt, options_block
 from boe.tools.client import ModelCall, ModelClient
 from boe.tools.crop import Box, content_box, location_box
 from boe.tools.images import LoadedImage
+from boe.tools.logprobs import TOP_LOGPROBS, verdict_probability
 from boe.tools.parse import ReplyError, read_verdict
 from boe.tools.protocol import ToolRequest, ToolResult
-from boe.tools.segment import VIEW_KINDS, OpenCVSegmenter, Segmentation, Segmenter, View, make_view
+from boe.tools.segment import VIEW_KINDS, WHOLE_SHARE, OpenCVSegmenter, Segmentation, Segmenter, View, make_view
 
 __all__ = ["AnswerResponseJudge", "GroundedFactorJudge", "VlmFactorJudge", "WholeResponseJudge"]
 
@@ -36,10 +37,10 @@ class _Judge:
     kind = ""
     prompt_name = ""
 
-    def __init__(self, client: ModelClient, temperature: float = 0.0) -> None:
+    def __init__(self, client: ModelClient, temperature: float = 0.0, prompt: str | None = None) -> None:
         self.client = client
         self.temperature = float(temperature)
-        self.prompt = load_prompt(self.prompt_name)
+        self.prompt = load_prompt(prompt or self.prompt_name)  # the kind's `KindSpec.prompt` when built for a run
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -53,7 +54,14 @@ class _Judge:
         tags = {"action": request.action.get("id")}
         try:
             comp = await self.client.complete(
-                rendered, urls, n=1, temperature=self.temperature, seed=request.seed, tags=tags, accept=_verdict_problem
+                rendered,
+                urls,
+                n=1,
+                temperature=self.temperature,
+                seed=request.seed,
+                tags=tags,
+                accept=_verdict_problem,
+                top_logprobs=TOP_LOGPROBS,  # the verdict's probability, where the server gives logprobs
             )
         except ModelError as exc:  # the call produced no reply at all: the check failed, it has no outcome
             call: ModelCall | None = getattr(exc, "call", None)
@@ -65,7 +73,8 @@ class _Judge:
             return ToolResult(
                 "unresolved", view=view, error=comp.call.error, calls=[comp.call], raw_reply=comp.texts[0]
             )
-        return ToolResult(verdict, rationale, view, None, [comp.call], comp.texts[0])  # type: ignore[arg-type]
+        p = verdict_probability(comp.texts[0], comp.logprobs[0] if comp.logprobs else None, verdict)
+        return ToolResult(verdict, rationale, view, None, [comp.call], comp.texts[0], p_outcome=p)  # type: ignore[arg-type]
 
 
 def _verdict_problem(texts: list[str | None]) -> str | None:
@@ -133,8 +142,9 @@ class GroundedFactorJudge(_Judge):
         min_frac: float = 0.3,
         segmenter: Segmenter | None = None,
         view: str = "crop",
+        prompt: str | None = None,
     ) -> None:
-        super().__init__(client, temperature)
+        super().__init__(client, temperature, prompt)
         if not (0 <= pad < 0.5 and 0 < min_frac <= 1):
             raise ValueError("crop padding must lie in [0, 0.5) and the minimum size in (0, 1]")
         if view not in VIEW_KINDS:
@@ -173,7 +183,14 @@ class GroundedFactorJudge(_Judge):
         else:
             part["segmentation"] = seg.describe()
         view = make_view(
-            self.view_kind, image.pixels, seg, pad=self.pad, min_frac=self.min_frac, max_pixels=image.max_pixels
+            self.view_kind,
+            image.pixels,
+            seg,
+            pad=self.pad,
+            min_frac=self.min_frac,
+            max_pixels=image.max_pixels,
+            mime=image.ref.mime,  # the figure's own format: a JPEG figure's crop is a JPEG
+            whole_share=WHOLE_SHARE,  # a crop of nearly the whole figure: the figure itself (already sent)
         )
         part["box"] = view.box.as_list()
         if view.fallback:
@@ -230,17 +247,37 @@ class GroundedFactorJudge(_Judge):
             record["segmentation"].update(seconds=0.0, embedded=False, reused=True)
         where = " ".join(words) + " part of the imaged body" if words else "the imaged body"
         shown = request.all_figures  # the figures first (the question's shared prefix), then the view
+        urls = [f.data_url for f in shown]
+        if view.kind == "whole":  # each image once per request: the figure is the view
+            record["kind"] = "whole"
+            record["requested"] = self.view_kind
+            index = next((i for i, f in enumerate(shown) if f.ref.image_id == img.ref.image_id), 0) + 1
+        else:
+            urls.append(view.data_url)
+            index = len(urls)
         rendered = self.prompt.render(
             view_kind=view.kind,
             figure=figure,
-            view_image=str(len(shown) + 1),
-            location=where,
+            view_image=str(index),
+            view_text=_view_text(view.kind, figure, where),
             question=request.question,
             slot=slot,
             value=value,
             figures_block=figures_block([f.ref.figure for f in shown]),
         )
-        return await self._ask(rendered, [*(f.data_url for f in shown), view.data_url], request, record)
+        return await self._ask(rendered, urls, request, record)
+
+
+def _view_text(kind: str, figure: str, where: str) -> str:
+    """What the grounded judge's view image is, in the words of its prompt."""
+    region = f"the region the claim concerns ({where})"
+    if kind == "whole":
+        return f"figure {figure} itself: {region} covers nearly all of it"
+    if kind == "overlay":
+        return f"figure {figure} with the segmented structure in {region} tinted green and outlined"
+    if kind == "mask":
+        return f"a crop of figure {figure} around {region}, with everything outside the segmented structure black"
+    return f"a crop of figure {figure} around {region}"
 
 
 class WholeResponseJudge(_Judge):

@@ -65,7 +65,12 @@ class ReplyError(ModelError, ValueError):
 def extract_json(text: str | None, *, last: bool = False) -> dict[str, Any]:
     """A JSON object in ``text``: the whole text, else the first (``last``: the last) ``{...}`` that decodes.
 
-    Linear in the length of the text; a text over `MAX_REPLY_CHARS` is refused.
+    Strings may hold raw control characters (``strict=False``: a structured-output
+    backend emits them). An object is never taken from inside another that cannot
+    be read: a truncated or broken reply object is a `ReplyError`, not the first
+    nested object that happens to decode (``last``: the judge's final object is
+    read back from the end, see `read_verdict`). Linear in the length of the text;
+    a text over `MAX_REPLY_CHARS` is refused.
     """
     if text is None:
         raise ReplyError("empty reply")
@@ -78,6 +83,8 @@ def extract_json(text: str | None, *, last: bool = False) -> dict[str, Any]:
     obj = _loads(stripped)  # a schema-constrained reply is the object itself
     if isinstance(obj, dict):
         return obj
+    if not last:
+        return _first_object(stripped)
     tries = 0
     best: tuple[int, dict[str, Any]] | None = None  # (end, object) of the latest object found (``last``)
     for strings in (True, False):  # a stray quote in prose can hide objects from the string-aware scan
@@ -113,6 +120,26 @@ def extract_json(text: str | None, *, last: bool = False) -> dict[str, Any]:
     raise ReplyError(f"no JSON object in reply: {_clip(stripped)!r}")
 
 
+def _first_object(text: str) -> dict[str, Any]:
+    """The first ``{...}`` of a reply that decodes as a whole; never one nested in an object that does not
+    decode or never closes (a truncated reply's inner object is no reply)."""
+    tries = 0
+    for strings in (True, False):  # a stray quote in prose can hide objects from the string-aware scan
+        unclosed: list[int] = []
+        for start, end, _inner in object_spans(text, strings=strings, unclosed=unclosed):
+            if unclosed and unclosed[0] < start:
+                break  # inside an object that never closes: everything from here on is part of it
+            tries += 1
+            if tries > MAX_TRIES:
+                raise ReplyError(f"no JSON object among the first {MAX_TRIES} candidates in reply: {_clip(text)!r}")
+            obj = _loads(text[start:end])
+            if isinstance(obj, dict):
+                return obj
+    if _OPEN.match(text):
+        raise ReplyError(f"the reply's JSON object cannot be read (truncated or malformed): {_clip(text)!r}")
+    raise ReplyError(f"no JSON object in reply: {_clip(text)!r}")
+
+
 #: Openers tried from the end of a reply, and braces looked at, by `_tail_object`.
 _TAIL_TRIES = 32
 _TAIL_BRACES = 4096
@@ -120,7 +147,7 @@ _TAIL_BRACES = 4096
 
 def _tail_object(text: str) -> tuple[int, dict[str, Any]] | None:
     """(end, object) of the decodable object that ends last, tried from the last openers backwards (bounded)."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(strict=False)
     best: tuple[int, dict[str, Any]] | None = None
     hi, tries = len(text), 0
     for _ in range(_TAIL_BRACES):
@@ -145,7 +172,9 @@ _TOKENS = re.compile(r'\{(?=\s*["}])|\}|"(?:[^"\\]|\\.)*+"|"', re.DOTALL)  # ope
 _BRACE_TOKENS = re.compile(r'\{(?=\s*["}])|\}')
 
 
-def object_spans(text: str, *, strings: bool = True) -> list[tuple[int, int, list[tuple[int, int]]]]:
+def object_spans(
+    text: str, *, strings: bool = True, unclosed: list[int] | None = None
+) -> list[tuple[int, int, list[tuple[int, int]]]]:
     """The maximal balanced ``{...}`` spans that may be JSON objects, in order: (start, end, spans inside it).
 
     Only a ``{`` followed by a quote or ``}`` opens; between objects the regex
@@ -154,6 +183,7 @@ def object_spans(text: str, *, strings: bool = True) -> list[tuple[int, int, lis
     is kept unless a later one encloses it, so spans inside a brace that never
     closes count too. A quote that never closes makes every later quote a
     literal. Each character is looked at a bounded number of times: linear.
+    ``unclosed`` (when given) receives the positions of the openers that never close.
     """
     spans: list[tuple[int, int, list[tuple[int, int]]]] = []
     tokens = _TOKENS if strings else _BRACE_TOKENS
@@ -188,18 +218,21 @@ def object_spans(text: str, *, strings: bool = True) -> list[tuple[int, int, lis
             if resume is None:
                 break
             at = resume
+        if unclosed is not None and stack:
+            unclosed.extend(stack)
     return spans
 
 
 def _loads(text: str) -> Any:
+    """The JSON value of ``text`` (raw control characters in strings allowed; a trailing comma forgiven), else None."""
     try:
-        return json.loads(text)
+        return json.loads(text, strict=False)
     except (json.JSONDecodeError, RecursionError):
         pass
     if _TRAILING_COMMA.search(text) is None:
         return None
     try:
-        return json.loads(_TRAILING_COMMA.sub(r"\1", text))
+        return json.loads(_TRAILING_COMMA.sub(r"\1", text), strict=False)
     except (json.JSONDecodeError, RecursionError):
         return None
 

@@ -28,11 +28,12 @@ import numpy as np
 from boe.core.registry import Registry
 from boe.errors import ConfigError
 from boe.tools.crop import Box, crop, location_box
-from boe.tools.images import LoadedImage, _cv2, encode_png, fit_pixels
+from boe.tools.images import LoadedImage, _cv2, encode_image, fit_pixels
 
 __all__ = [
     "SEGMENTERS",
     "VIEW_KINDS",
+    "WHOLE_SHARE",
     "OpenCVSegmenter",
     "Segmentation",
     "Segmenter",
@@ -267,17 +268,23 @@ class OpenCVSegmenter:
 
 @dataclass(frozen=True)
 class View:
-    """What a grounded judge is shown: PNG bytes and where they came from."""
+    """What a grounded judge is shown: the encoded image and where it came from (``whole``: no image of its own,
+    the figure itself, already attached, is the view)."""
 
     kind: str
-    png: bytes
+    data: bytes
     box: Box  # the part of the figure the view shows
     fallback: str | None = None  # why the region box was used instead of the mask's
+    mime: str = "image/png"
 
     @functools.cached_property
     def data_url(self) -> str:
-        """The PNG as a base64 data URL, encoded once however many judges are shown the view."""
-        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+        """The image as a base64 data URL, encoded once however many judges are shown the view."""
+        return f"data:{self.mime};base64," + base64.b64encode(self.data).decode("ascii")
+
+
+#: A crop covering this share of the figure or more is no view of its own: the judge is shown the figure itself.
+WHOLE_SHARE = 0.9
 
 
 def make_view(
@@ -288,9 +295,13 @@ def make_view(
     pad: float = 0.08,
     min_frac: float = 0.3,
     max_pixels: int | None = None,
+    mime: str = "image/png",
+    whole_share: float | None = None,
 ) -> View:
     """The ``crop``, ``mask`` or ``overlay`` view of a segmentation (the region box when the mask is empty),
-    cut from the full-resolution pixels and downscaled to at most ``max_pixels`` for the model."""
+    cut from the full-resolution pixels, downscaled to at most ``max_pixels`` and encoded as ``mime`` (the
+    figure's own format: JPEG stays JPEG). A crop covering ``whole_share`` of the figure or more is the
+    ``whole`` view: nothing is encoded (the figure, already in the request, is shown instead)."""
     if kind not in VIEW_KINDS:
         raise ConfigError(f"grounded view must be one of {', '.join(VIEW_KINDS)}, got {kind!r}")
     h, w = pixels.shape[:2]
@@ -305,11 +316,13 @@ def make_view(
         mask = seg.mask
     box = location_box([], w, h, within=mbox, pad=pad, min_frac=min_frac)
     if kind == "crop":
-        return View(kind, crop(pixels, box, max_pixels), box, fallback)
+        if whole_share is not None and box.width * box.height >= whole_share * w * h:
+            return View("whole", b"", Box(0, 0, w, h), fallback, mime)
+        return View(kind, crop(pixels, box, max_pixels, mime), box, fallback, mime)
     if kind == "mask":
         masked = pixels.copy()
         masked[~mask] = 0
-        return View(kind, crop(masked, box, max_pixels), box, fallback)
+        return View(kind, crop(masked, box, max_pixels, mime), box, fallback, mime)
     cv2 = _cv2()
     bgr = cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR) if pixels.ndim == 2 else pixels.copy()
     tint = bgr.copy()
@@ -317,4 +330,4 @@ def make_view(
     out = cv2.addWeighted(bgr, 0.65, tint, 0.35, 0)
     contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     cv2.drawContours(out, contours, -1, (0, 255, 255), max(1, round(min(h, w) / 200)))
-    return View(kind, encode_png(fit_pixels(out, max_pixels)), Box(0, 0, w, h), fallback)
+    return View(kind, encode_image(fit_pixels(out, max_pixels), mime), Box(0, 0, w, h), fallback, mime)

@@ -192,7 +192,7 @@ def test_a_vetoed_purchase_is_logged_and_the_stored_ledger_replays_to_the_online
         record, transcript = values["record"], values["transcript"]
         custom = [e for leg in legs for e in leg[2]]
         purchases = [e["id"] for e in custom if e["event"] == "purchase"]
-        assert purchases == [e.id for e in values["bought"]] == transcript["actions"]
+        assert purchases == [e["id"] for e in values["bought"]] == transcript["actions"]
         assert {"generated", "selected"} <= {e["event"] for e in custom}
         # the online choice is what the replay engine makes of the stored ledger
         assert replayed[qid]["actions"] == transcript["actions"]
@@ -221,6 +221,59 @@ def test_a_vetoed_purchase_is_logged_and_the_stored_ledger_replays_to_the_online
     assert vetoed_any, "no question paused before a purchase: the test would not test a veto"
 
 
+def plain(value) -> bool:
+    """Whether a value is JSON-shaped data (what any checkpoint serialiser round-trips, strict msgpack included)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(plain(v) for v in value)
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+@pytest.mark.parametrize("ledger", ["online", "full"])
+def test_the_state_is_plain_data_so_a_strict_checkpoint_rebuilds_it_unchanged(sim, questions, tmp_path, ledger):
+    """Every value the graph checkpoints is plain data: a checkpoint read back in strict mode (only LangGraph's safe
+    types rebuilt) meets no class to block or warn about, and a vetoed question resumes from it to its answer."""
+    from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+
+    root, qs = questions
+    q = qs[0]
+    serde_events: list[dict] = []
+    unregister = register_serde_event_listener(serde_events.append)
+
+    async def go():
+        async with (
+            sqlite_saver(tmp_path / "ckpt.sqlite") as saver,
+            make_graph(config(sim, root, approve=True, ledger=ledger), checkpointer=saver) as g,
+        ):
+            state = g.input(q["images"][0], q["question"], options=q.get("options"), question_id=q["id"])
+            rc = g.run_config(state)
+            outputs = [await g.graph.ainvoke(state, rc, context=g.context)]
+            answer = {"approve": False, "reason": "no"}
+            while "__interrupt__" in outputs[-1]:  # veto the first purchase, approve the rest
+                outputs.append(await g.graph.ainvoke(Command(resume=answer), rc, context=g.context))
+                answer = True
+            history = [snap.values async for snap in g.graph.aget_state_history(rc)]
+            return outputs, history
+
+    try:
+        outputs, history = asyncio.run(go())
+    finally:
+        unregister()
+    assert len(outputs) > 2, "the question did not pause twice: no veto and resume to test"
+    assert serde_events == []  # nothing blocked, nothing unregistered
+    final = outputs[-1]  # the graph's own values (not read back from the checkpoint)
+    assert plain({k: v for k, v in final.items() if k != "__interrupt__"})
+    assert final["bought"] and final["skipped"][0]["reason"] == "veto: no"
+    assert final["answer"] == final["candidates"][final["selected"]]["answer"] is not None
+    assert final["answer_text"] == final["candidates"][final["selected"]]["answer_text"]
+    assert history[0] == final  # read back strictly, the state is what the graph wrote
+    assert all(plain(values) for values in history)
+    if ledger == "full":
+        assert any(values.get("outcomes") for values in history)
+    assert any(values.get("pending") for values in history)
+
+
 def test_stopping_with_update_state_before_act_stores_a_ledger_that_replays(sim, questions, tmp_path):
     """`interrupt_before=["act"]` then `update_state({"next_action": -1})` (issue 16: this crashed `persist`):
     the question stops there, the purchases the policy still proposes are stored as skipped, and the replay
@@ -238,7 +291,7 @@ def test_stopping_with_update_state_before_act_stores_a_ledger_that_replays(sim,
             await g.graph.ainvoke(state, rc, context=g.context, interrupt_before=["act"])
             snap = await g.graph.aget_state(rc)
             assert snap.next == ("act",)
-            proposed = snap.values["actions"][snap.values["next_action"]].id
+            proposed = snap.values["actions"][snap.values["next_action"]]["id"]
             await g.graph.aupdate_state(rc, {"next_action": -1})
             await g.graph.ainvoke(None, rc, context=g.context)
             values = (await g.graph.aget_state(rc)).values
@@ -311,7 +364,7 @@ def test_a_killed_run_resumes_from_the_sqlite_checkpoint_to_the_same_stored_ledg
             # killed inside the second purchase's update: the first is checkpointed, the second's act too
             assert snap.next == ("update",), (snap.next, sorted(snap.values), rc, snap.metadata)
             assert snap.values["pending"] is not None
-            assert [b.id for b in snap.values["bought"]] == [first] != [second]
+            assert [b["id"] for b in snap.values["bought"]] == [first] != [second]
             custom = [c async for c in g.graph.astream(None, rc, context=g.context, stream_mode="custom")]
             return custom, (await g.graph.aget_state(rc)).values
 

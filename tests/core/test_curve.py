@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import math
 
+from boe.core.calibration import prior_calibration
 from boe.core.curve import learning_curve
 from boe.core.experiment import load_questions
 from boe.core.graph import GroupIndex
 from boe.core.ledger import parse_record_dict
+from boe.kinds import prior_channels
 from boe.sim.ledgers import pool_ledger, pool_spec
+
+PRIOR = prior_calibration(prior_channels())
 
 
 def _questions(n, seed, groups):
@@ -19,7 +23,7 @@ def _questions(n, seed, groups):
 def test_the_curve_has_the_prior_every_size_and_all_and_gains_over_raw():
     groups = GroupIndex()
     train, test = _questions(120, 1, groups), _questions(200, 2, groups)
-    lc = learning_curve(train, groups.keys, test=test, sizes=(25, 50, 100), repeats=2, seed=3)
+    lc = learning_curve(train, groups.keys, PRIOR, test=test, sizes=(25, 50, 100), repeats=2, seed=3)
     assert [r.labels for r in lc.rows] == [0, 25, 50, 100, -1]
     assert [r.draws for r in lc.rows] == [1, 2, 2, 2, 1]
     assert len({r.raw for r in lc.rows}) == 1  # one test set: raw is the same everywhere
@@ -31,5 +35,5 @@ def test_the_curve_has_the_prior_every_size_and_all_and_gains_over_raw():
 def test_without_a_test_set_each_draw_is_scored_on_the_questions_it_left_out():
     groups = GroupIndex()
     qs = _questions(60, 4, groups)
-    lc = learning_curve(qs, groups.keys, sizes=(25, 50, 100), repeats=1)
+    lc = learning_curve(qs, groups.keys, PRIOR, sizes=(25, 50, 100), repeats=1)
     assert [r.labels for r in lc.rows] == [0, 25, 50, -1]  # 100 >= 60 questions: no such row

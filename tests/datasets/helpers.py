@@ -61,3 +61,45 @@ def record_at(path: Path, line: int) -> Any:
     offset = sum(len(ln) for ln in text.splitlines(keepends=True)[: line - 1])
     start = len(text) - len(text[offset:].lstrip())
     return json.JSONDecoder().raw_decode(text, start)[0]
+
+
+#: The VQA-RAD dataset card's features on the Hub (flaviagiammarino/vqa-rad): an Image and two strings.
+HUB_FEATURES = {"image": {"_type": "Image"}, "question": {"dtype": "string", "_type": "Value"}}
+HUB_FEATURES["answer"] = {"dtype": "string", "_type": "Value"}
+
+
+def hub_table(records: list[dict[str, Any]], images: Path, rename: dict[str, str] | None = None) -> Any:
+    """VQA-RAD records as the Hub's parquet holds them: ``image`` {bytes, path}, ``question``, ``answer``.
+
+    Only records whose image file exists (the Hub embeds every image); ``rename`` renames columns.
+    """
+    import pyarrow as pa
+
+    rows = [r for r in records if (images / r["image_name"]).is_file()]
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    names = {c: (rename or {}).get(c, c) for c in ("image", "question", "answer")}
+    features = {names[k]: v for k, v in HUB_FEATURES.items()}
+    schema = pa.schema(
+        [(names["image"], image_type), (names["question"], pa.string()), (names["answer"], pa.string())],
+        metadata={"huggingface": json.dumps({"info": {"features": features}})},
+    )
+    return pa.table(
+        {
+            names["image"]: [{"bytes": (images / r["image_name"]).read_bytes(), "path": r["image_name"]} for r in rows],
+            names["question"]: [r["question"] for r in rows],
+            names["answer"]: [r["answer"] for r in rows],
+        },
+        schema=schema,
+    )
+
+
+def vqa_rad_hub_layout(dest: Path, source: Path, rename: dict[str, str] | None = None) -> Path:
+    """``dest/data/{train,test}-00000-of-00001-<hash>.parquet`` built from a VQA-RAD folder (JSON + images)."""
+    import pyarrow.parquet as pq
+
+    for split, name in (("train", "trainset*.json"), ("test", "testset*.json")):
+        records = [r for f in sorted(source.glob(name)) for r in json.loads(f.read_text(encoding="utf-8"))]
+        out = dest / "data" / f"{split}-00000-of-00001-{zlib.crc32(split.encode()):08x}.parquet"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(hub_table(records, source / "images", rename), out)
+    return dest

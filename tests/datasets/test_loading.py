@@ -43,7 +43,16 @@ def _rad(qid, image, **extra):
 
 
 def test_every_builtin_format_is_registered():
-    assert set(available_formats()) == {"vqa-rad", "vqa-med", "slake", "pathvqa", "pmc-vqa", "medxpertqa", "boe-sim"}
+    assert set(available_formats()) == {
+        "vqa-rad",
+        "vqa-med",
+        "slake",
+        "pathvqa",
+        "pmc-vqa",
+        "medxpertqa",
+        "boe-sim",
+        "hf",
+    }
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ import httpx2
 
 from boe.agent.persist import StoreCache
 from boe.db import Store
-from boe.prompts import load_prompt, options_block
+from boe.prompts import options_block
+from boe.prompts._loader import parse_template
 from boe.tools.client import ModelClient
 
 BASE_URL = "http://vlm.test/v1"
@@ -30,8 +31,10 @@ SEED = 3
 
 
 def prompt() -> Any:
-    """The generation prompt for `QUESTION`."""
-    return load_prompt("generation").render(question=QUESTION, options_block=options_block(None))
+    """The generation prompt for `QUESTION`, from the template as it was when the store was written
+    (`data/generation-old-cache.tmpl`: a changed template is a different request, which no old entry answers)."""
+    text = (Path(__file__).parent / "data" / "generation-old-cache.tmpl").read_text(encoding="utf-8")
+    return parse_template("generation", text).render(question=QUESTION, options_block=options_block(None))
 
 
 def client(store: Store, handler: Any) -> ModelClient:

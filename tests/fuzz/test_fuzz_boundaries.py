@@ -48,7 +48,15 @@ message = st.one_of(
 )
 choice = st.one_of(
     json_values,
-    st.fixed_dictionaries({}, optional={"index": json_values, "message": message, "finish_reason": json_values}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "index": json_values,
+            "message": message,
+            "finish_reason": json_values,
+            "logprobs": st.one_of(json_values, st.fixed_dictionaries({"content": json_values})),
+        },
+    ),
 )
 usage = st.one_of(
     json_values,
@@ -80,11 +88,12 @@ replies = st.one_of(
 @given(replies)
 def test_any_reply_body_is_read_or_is_one_bad_body_error(reply):
     try:
-        pt, ct, cached, texts = _read_completion(reply)
+        pt, ct, cached, choices = _read_completion(reply)
     except _BadBody as exc:
         assert str(exc)
         return
-    assert min(pt, ct, cached) >= 0 and texts and all(t is None or isinstance(t, str) for t in texts)
+    assert min(pt, ct, cached) >= 0 and choices and all(t is None or isinstance(t, str) for t, _ in choices)
+    assert all(lp is None or isinstance(lp, list) for _, lp in choices)  # a choice's logprobs.content, as given
 
 
 @settings(FUZZ, max_examples=80)

@@ -82,7 +82,9 @@ def test_every_reader_returns_or_names_the_problem(text: str | None) -> None:
     obj = _ok_or_reply_error(extract_json, text)
     assert obj is None or isinstance(obj, dict)
     last = _ok_or_reply_error(lambda t: extract_json(t, last=True), text)
-    assert (obj is None) == (last is None)
+    # the first-object reader never takes an object nested in one that cannot be read; the verdict reader reads the
+    # judge's final object back from the end (prose may desynchronise a forward scan): it finds whatever the first does
+    assert obj is None or last is not None
     verdict = _ok_or_reply_error(read_verdict, text)
     assert verdict is None or (verdict[0] in VERDICTS and isinstance(verdict[1], str))
     gen = _ok_or_reply_error(read_generation, text)

@@ -97,7 +97,7 @@ def test_every_request_of_a_question_opens_with_the_same_prefix():
             view_kind="crop",
             figure="0",
             view_image="3",
-            location="left",
+            view_text="a crop of figure 0 around the region the claim concerns (the left part of the imaged body)",
             question=q,
             slot="attribute",
             value="left",
@@ -117,3 +117,41 @@ def test_every_request_of_a_question_opens_with_the_same_prefix():
     for name in PROMPT_NAMES:
         task = load_prompt(name).system.template
         assert not re.search(r"<(question|claim|candidate_response|options|view|figures)\b", task), name
+
+
+def _unbounded_parts(node, where="schema"):
+    """Where a schema lets a model write without end: strings without maxLength (or enum), arrays without maxItems."""
+    out = []
+    if isinstance(node, dict):
+        kinds = node.get("type")
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        if "string" in kinds and "maxLength" not in node and "enum" not in node:
+            out.append(where)
+        if "array" in kinds and "maxItems" not in node:
+            out.append(where)
+        for key, value in node.items():
+            out += _unbounded_parts(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _unbounded_parts(value, f"{where}[{i}]")
+    return out
+
+
+def test_every_reply_schema_bounds_its_strings_and_arrays():
+    """A model (a random one above all) can run every candidate to the token cap inside one unbounded string."""
+    from boe.prompts import with_figure_key
+
+    for name in PROMPT_NAMES:
+        rendered = load_prompt(name).render(**{k: "x" for k in load_prompt(name).placeholders})
+        for schema in (rendered.schema, with_figure_key(rendered, ["A", "B"]).schema):
+            assert _unbounded_parts(schema) == [], name
+
+
+def test_every_template_states_the_bounds_of_its_schema():
+    """The bounds are part of the prompt's contract, not only of the grammar (a server may ignore the schema)."""
+    for name in PROMPT_NAMES:
+        t = load_prompt(name)
+        text = " ".join(t.system.template.split())
+        for key, prop in t.schema["properties"].items():
+            if "maxLength" in prop:
+                assert f"at most {prop['maxLength']} characters" in text, (name, key)

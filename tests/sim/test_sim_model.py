@@ -199,3 +199,21 @@ def test_demo_images_decode(tmp_path: Path) -> None:
 
     row = load_sim_dataset(demo_dir())[0]
     assert perceive(cv2.imread(row["images"][0], cv2.IMREAD_GRAYSCALE)).width > 0
+
+
+def test_the_simulator_never_writes_past_a_strings_max_length() -> None:
+    """As a structured-output backend does: the string closes at its bound (and the reply stays valid)."""
+    f, img = _scans(1, seed=5)[0]
+    schema = json.loads(json.dumps(GENERATION_SCHEMA))
+    for prop in schema["properties"].values():
+        prop["maxLength"] = 2
+    fmt = {"type": "json_schema", "json_schema": {"name": "boe_generation", "schema": schema, "strict": True}}
+    user = "TASK: boe_generation\n<question>What imaging modality is this?</question>"
+    replies = SimModel().complete(ModelInput("s", user, (_png(img),), 1.0, fmt, seed=3), 8)
+    for reply in replies:
+        obj = json.loads(reply)
+        assert obj["answer"] and all(v is None or len(v) <= 2 for v in obj.values()), obj
+    third_party = {"type": "object", "properties": {"summary": {"type": "string", "maxLength": 7}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "other", "schema": third_party}}
+    reply = SimModel().complete(ModelInput("s", "describe the image", (_png(img),), 0.0, fmt, seed=1), 1)[0]
+    assert 0 < len(json.loads(reply)["summary"]) <= 7

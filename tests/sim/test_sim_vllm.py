@@ -87,11 +87,23 @@ def test_a_context_length_refusal_names_the_limit_the_size_and_the_fix(sim_quest
     q = sim_questions[0]
     with serve_in_thread(options=SimOptions(max_model_len=300)) as sim:
         with pytest.raises(ModelError) as err:
-            _ask(sim.base_url, _generation(q), [_url(q)])
+            _ask(sim.base_url, _generation(q), [_url(q)], max_tokens=100)
         stats = sim.stats()
     msg = str(err.value)
     assert "the limit is 300 tokens" in msg and "input tokens (1 image(s))" in msg
     assert "--max-pixels" in msg and "--max-model-len" in msg and "maximum context length" in msg
+    assert stats["requests"] == 1  # not retried
+
+
+def test_a_reply_limit_over_the_model_length_gets_vllm_032s_refusal_and_guidance(sim_questions):
+    q = sim_questions[0]
+    with serve_in_thread(options=SimOptions(max_model_len=300)) as sim:
+        with pytest.raises(ModelError) as err:
+            _ask(sim.base_url, _generation(q), [_url(q)], max_tokens=512)
+        stats = sim.stats()
+    msg = str(err.value)
+    assert "max_completion_tokens=512 cannot be greater than max_model_len=300" in msg
+    assert "up to 512 reply tokens" in msg and "the limit is 300 tokens" in msg and "--max-tokens" in msg
     assert stats["requests"] == 1  # not retried
 
 

@@ -226,3 +226,61 @@ def test_a_reply_that_stays_unusable_is_returned_with_the_error_and_not_cached()
     assert comp.texts == ["nope"] and comp.call.reasks == 2 and "not JSON" in comp.call.error
     assert comp.call.requests == 3
     assert cache.data == {}
+
+
+def _seeded_server(bad_seeds):
+    """A server that honours seeds as vLLM does: the same request and seed give the same reply (cut short for
+    ``bad_seeds``)."""
+
+    def reply(request):
+        body = json.loads(request.content)
+        seed = body.get("seed")
+        text = '{"verdict": "confirm", "rationale": "cut' if seed in bad_seeds else '{"verdict": "reject"}'
+        return chat_reply(body, [text] * body.get("n", 1))
+
+    return Server(script={i: reply for i in range(1, 50)})
+
+
+def _judge_prompt():
+    return load_prompt("factor_judge").render(view_kind="whole", figure="0", question="q", slot="modality", value="ct")
+
+
+def _verdict_ok(texts):
+    return None if texts[0].endswith("}") else "truncated"
+
+
+def test_each_reask_sends_a_fresh_seed_derived_from_the_calls_seed_and_records_it():
+    from boe.tools.client import attempt_seed
+
+    srv = _seeded_server({7, attempt_seed(7, 1)})
+    comp = run(srv.client().complete(_judge_prompt(), [IMG], seed=7, accept=_verdict_ok))
+    sent = [b["seed"] for b in srv.bodies]
+    assert sent == [7, attempt_seed(7, 1), attempt_seed(7, 2)] and len(set(sent)) == 3
+    assert comp.call.seeds == sent and comp.call.reasks == 2 and comp.call.error is None
+    assert comp.texts == ['{"verdict": "reject"}']
+    assert comp.call.ledger_entry()["seeds"] == sent
+    # a rerun sends the same seeds (reproducible), and the cache answers it with the seeds that made the reply
+    again = _seeded_server({7, attempt_seed(7, 1)})
+    cache = MemoryCache()
+    first = run(again.client(cache=cache).complete(_judge_prompt(), [IMG], seed=7, accept=_verdict_ok))
+    assert [b["seed"] for b in again.bodies] == sent and first.call.seeds == sent
+    hit = run(again.client(cache=cache).complete(_judge_prompt(), [IMG], seed=7, accept=_verdict_ok))
+    assert hit.call.cache_hit and hit.call.seeds == sent and len(again.bodies) == 3
+
+
+def test_reasks_of_single_samples_shift_every_choices_seed():
+    from boe.tools.client import attempt_seed
+
+    srv = _seeded_server({5, 6})
+    comp = run(
+        srv.client(use_n=False).complete(_judge_prompt(), [IMG], n=2, temperature=1.0, seed=5, accept=_verdict_ok)
+    )
+    sent = sorted(b["seed"] for b in srv.bodies)
+    assert sent == sorted([5, 6, attempt_seed(5, 1), attempt_seed(5, 1) + 1])
+    assert comp.call.seeds == [5, attempt_seed(5, 1)] and comp.call.reasks == 1
+
+
+def test_without_a_seed_no_seed_is_sent_or_recorded():
+    srv = Server()
+    comp = run(srv.client().complete(_prompt(), [IMG]))
+    assert "seed" not in srv.bodies[0] and comp.call.seeds == []

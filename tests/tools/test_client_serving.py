@@ -150,6 +150,70 @@ def test_a_generic_server_that_refuses_top_k_has_it_dropped_and_recorded():
             ["the limit is 4096 tokens", "3900 input tokens", "up to 512 reply tokens"],
         ),
         ("At most 1 image(s) may be provided in one prompt.", ["at most 1 image(s)", "this request has 2"]),
+        # the wordings below are vLLM's own (serving, renderer and engine input checks of recent releases)
+        pytest.param(
+            "max_completion_tokens=5000 cannot be greater than max_model_len=4096. Please request fewer output tokens.",
+            ["up to 5000 reply tokens (max_completion_tokens)", "the limit is 4096 tokens", "--max-tokens"],
+            id="vllm-0.32-renderer-max-tokens",
+        ),
+        pytest.param(
+            "max_tokens=5000cannot be greater than max_model_len=max_total_tokens=4096. Please request fewer output "
+            "tokens.",
+            ["up to 5000 reply tokens (max_tokens)", "the limit is 4096 tokens", "--max-model-len"],
+            id="vllm-renderer-max-tokens-older",
+        ),
+        pytest.param(
+            "This model's maximum context length is 4096 tokens. However, you requested 512 output tokens and your "
+            "prompt contains at least 3585 input tokens, for a total of at least 4097 tokens. Please reduce the length "
+            "of the input prompt or the number of requested output tokens.",
+            ["the limit is 4096 tokens", "3585 input tokens"],
+            id="vllm-prompt-at-least",
+        ),
+        pytest.param(
+            "You passed 4000 input tokens and requested 512 output tokens. However, the model's context length is "
+            "only 4096 tokens, resulting in a maximum input length of 3584 tokens. Please reduce the length of the "
+            "input prompt.",
+            ["the limit is 4096 tokens", "4000 input tokens"],
+            id="vllm-renderer-input-tokens",
+        ),
+        pytest.param(
+            "You passed 20000 input characters and requested 512 output tokens. However, the model's context length "
+            "is only 4096 tokens, resulting in a maximum input length of 3584 tokens (at most 14336 characters). "
+            "Please reduce the length of the input prompt.",
+            ["the limit is 4096 tokens", "--max-model-len"],
+            id="vllm-renderer-input-characters",
+        ),
+        pytest.param(
+            "The decoder prompt (length 4100) is longer than the maximum model length of 4096. Make sure that "
+            "`max_model_len` is no smaller than the number of text tokens plus multimodal tokens. For image inputs, "
+            "the number of image tokens depends on the number of images, and possibly their aspect ratios as well.",
+            ["the limit is 4096 tokens", "4100 input tokens"],
+            id="vllm-engine-decoder-prompt",
+        ),
+        pytest.param(
+            "The decoder prompt (length 4096) plus the number of requested output tokens (at least 1) is longer than "
+            "the maximum model length of 4096. Make sure that `max_model_len` is no smaller than the number of text "
+            "tokens (prompt + requested output tokens).",
+            ["the limit is 4096 tokens", "4096 input tokens"],
+            id="vllm-engine-decoder-prompt-plus-one",
+        ),
+        pytest.param(
+            "Input length (5000) exceeds model's maximum context length (4096).",
+            ["the limit is 4096 tokens", "5000 input tokens"],
+            id="vllm-get-max-tokens",
+        ),
+        pytest.param(
+            "At most 6 image(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to increase this limit.",
+            ["at most 6 image(s)", "this request has 2"],
+            id="vllm-mm-limit-with-hint",
+        ),
+        pytest.param(
+            "The decoder prompt contains a(n) image item with 20000 embedding tokens, which exceeds the pre-allocated "
+            "encoder cache size 16384. Please reduce the input size or increase the encoder cache size by setting "
+            "--limit-mm-per-prompt at startup.",
+            ["an image of 20000 tokens", "encoder cache holds 16384"],
+            id="vllm-encoder-cache",
+        ),
     ],
 )
 def test_limit_refusals_say_what_to_change_and_are_not_retried(message, expect):
@@ -159,7 +223,7 @@ def test_limit_refusals_say_what_to_change_and_are_not_retried(message, expect):
         run(cl.complete(_prompt(), [IMG, IMG], n=4, temperature=1.0))
     text = str(err.value)
     assert all(e in text for e in expect), text
-    assert "Not retried" in text and ("--max-pixels" in text or "--limit-mm-per-prompt" in text)
+    assert "Not retried" in text and any(o in text for o in ("--max-pixels", "--limit-mm-per-prompt", "--max-tokens"))
     assert len(srv.bodies) == 1 and err.value.call.requests == 1
 
 
@@ -253,3 +317,21 @@ def test_openai_base_url_is_the_default_endpoint(monkeypatch):
     assert base_url_from_env() is None
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     assert base_url_from_env() == "http://127.0.0.1:9/v1"
+
+
+def test_a_server_refusing_schema_bounds_gets_the_schema_without_them_and_keeps_the_schema():
+    message = (
+        "Invalid schema for response_format 'boe_generation': In context=('properties', 'answer'), "
+        "'maxLength' is not permitted."
+    )
+
+    def refuse(body):
+        return _error(400, message) if "maxLength" in json.dumps(body.get("response_format")) else None
+
+    srv = Server("openai", refuse)
+    cl = srv.client()
+    run(cl.complete(_prompt(), [IMG], n=2, temperature=1.0))
+    run(cl.complete(_prompt(), [IMG], n=2, temperature=1.0))
+    sent = [b["response_format"]["json_schema"]["schema"]["properties"]["answer"] for b in srv.bodies]
+    assert "maxLength" in sent[0] and "maxLength" not in sent[1] and "maxLength" not in sent[2]
+    assert cl.json_schema and cl.endpoint.dropped == ["maxLength"] and "maxLength" in cl.endpoint.notes[0]

@@ -92,13 +92,39 @@ def test_the_verdict_is_the_judges_own_final_object():
     [
         ('a { b "unterminated {"answer": "x"} tail', {"answer": "x"}),
         ('{ prose {"answer": "x"} more }', {"answer": "x"}),
-        ('{"a": garbage {"answer": "x"} }', {"answer": "x"}),
         ('{"a": "q\\"}{", "b": 1}', {"a": 'q"}{', "b": 1}),
         ("{ " * 5000 + '{"answer": "deep"}', {"answer": "deep"}),
     ],
 )
 def test_objects_inside_broken_text_are_found(text, want):
     assert extract_json(text) == want
+
+
+def test_raw_control_characters_in_strings_are_read():
+    """A structured-output backend (vLLM's xgrammar) can emit raw control characters inside strings."""
+    text = '{"answer":"cread map\x1c_60","claims":{"modality":"CT"}}'
+    assert extract_json(text) == {"answer": "cread map\x1c_60", "claims": {"modality": "CT"}}
+    assert read_generation('{"answer": "a\x00b", "modality": "ct\n"}')[0] == "a\x00b"
+    assert read_verdict('{"verdict": "reject", "rationale": "tab\there"}') == ("reject", "tab\there")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param('{"answer":"cread map\x1c_60","claims":{"modality":"CT"},"rat', id="truncated-after-inner"),
+        pytest.param('{"answer":"cread map\x1c_60","claims":{"modality":"CT"}', id="truncated-at-end"),
+        pytest.param('{"a": garbage {"answer": "x"} }', id="broken-outer"),
+        pytest.param('```json\n{"answer": "x", "claims": {"modality": "CT"}, "ra', id="fenced-truncated"),
+        pytest.param('Here it is: {"answer": "x", "claims": {"modality": "CT"}, "ra', id="prose-truncated"),
+    ],
+)
+def test_an_object_inside_one_that_cannot_be_read_is_never_the_reply(text):
+    with pytest.raises(ReplyError):
+        extract_json(text)
+
+
+def test_a_broken_object_does_not_hide_a_later_whole_one():
+    assert extract_json('{"a": garbage} then {"answer": "x"}') == {"answer": "x"}
 
 
 def test_replies_over_the_cap_are_refused_and_errors_are_boe_errors():

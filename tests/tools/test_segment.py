@@ -67,13 +67,13 @@ def test_views_of_a_segmentation(disc):
     seg = Segmentation(truth, Box(30, 40, 95, 105), "test")
     crop = make_view("crop", img.pixels, seg, pad=0.0, min_frac=0.0)
     assert crop.box == mask_box(truth) == Box(40, 50, 81, 91)
-    out = cv2.imdecode(np.frombuffer(crop.png, np.uint8), cv2.IMREAD_UNCHANGED)
+    out = cv2.imdecode(np.frombuffer(crop.data, np.uint8), cv2.IMREAD_UNCHANGED)
     assert (out == img.pixels[50:91, 40:81]).all()
-    masked = cv2.imdecode(np.frombuffer(make_view("mask", img.pixels, seg, pad=0.0, min_frac=0.0).png, np.uint8), -1)
+    masked = cv2.imdecode(np.frombuffer(make_view("mask", img.pixels, seg, pad=0.0, min_frac=0.0).data, np.uint8), -1)
     inside = truth[50:91, 40:81]
     assert (masked[~inside] == 0).all() and (masked[inside] == img.pixels[50:91, 40:81][inside]).all()
     overlay = make_view("overlay", img.pixels, seg)
-    ov = cv2.imdecode(np.frombuffer(overlay.png, np.uint8), cv2.IMREAD_COLOR)
+    ov = cv2.imdecode(np.frombuffer(overlay.data, np.uint8), cv2.IMREAD_COLOR)
     assert ov.shape == (160, 200, 3) and overlay.box == Box(0, 0, 200, 160)
     assert ov[70, 60, 1] > ov[70, 60, 0] and ov[10, 10, 1] == ov[10, 10, 0]  # tinted green only on the mask
     with pytest.raises(ConfigError, match="grounded view"):
