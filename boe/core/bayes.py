@@ -678,10 +678,10 @@ def _triple(x: F64) -> Triple:
     return (float(x[0]), float(x[1]), float(x[2]))
 
 
-def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, steps: int = 60) -> F64:
+def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, steps: int = 42) -> F64:
     """Per class k, argmax_t sum_r w_r log(t L1_r + (1 - t) L0_r) + s log t + s log(1 - t) (s = SMOOTHING).
 
-    The objective is concave in t, so its derivative is bisected on (0, 1).
+    The objective is concave in t, so its derivative is bisected on (0, 1), to 2^-42 (far below any tolerance).
     """
     a = np.exp(loglik - loglik.max(axis=1, keepdims=True))  # (R, 2)
     lo, hi = np.zeros(n_cls), np.ones(n_cls)
@@ -789,6 +789,25 @@ class _Channels:
     counts_false: F64
 
 
+@dataclass(frozen=True)
+class _Counts:
+    """A sparse (rows, cols) count matrix, one unit entry per (row, col) pair (repeats add up)."""
+
+    row: I64
+    col: I64
+    n_rows: int
+    n_cols: int
+
+    def dot(self, y: F64) -> F64:
+        """``X @ y`` for y of shape (n_cols, 2)."""
+        cols = [np.bincount(self.row, weights=y[self.col, j], minlength=self.n_rows) for j in range(y.shape[1])]
+        return np.stack(cols, axis=1).astype(np.float64, copy=False)
+
+    def rdot(self, t: F64) -> F64:
+        """``t @ X`` for t of shape (n_rows,)."""
+        return np.bincount(self.col, weights=t[self.row], minlength=self.n_cols).astype(np.float64, copy=False)
+
+
 def _fit_claims(
     data: _FitData, claim_rows: B_, act_rows: B_, n_groups: int, iters: int = 500, tol: float = 1e-9
 ) -> tuple[ClaimParams, _Channels]:
@@ -811,14 +830,18 @@ def _fit_claims(
     tally = np.zeros((n_chan, N_KINDS))
     np.add.at(tally, (chan_of_cell[cidx], np.clip(data.f_kind[act_rows], 0, N_KINDS - 1)), 1.0)
     par_of_chan = tally.argmax(axis=1)
-    # outcome counts of each latent by (cell, outcome): the sufficient statistic of the channels
-    x = np.zeros((idx.size, nc * 3))
-    np.add.at(x, (arow, cidx * 3 + data.f_out[act_rows]), 1.0)
+    # outcome counts of each latent by (cell, outcome), the sufficient statistic of the channels: a sparse
+    # latent x (cell, outcome) matrix, one entry per action, for the free and the aligned latents
     w = data.c_w[idx]
     aligned = data.c_aligned[idx]
     fr, al = np.nonzero(~aligned)[0], np.nonzero(aligned)[0]
-    counts_f, x_f, w_f = data.c_counts[idx][fr].reshape(-1, 6), x[fr], w[fr]
-    cls_a, x_a, w_a = data.c_cls[idx][al], x[al], w[al]
+    pos = np.empty(idx.size, dtype=np.int64)
+    pos[fr], pos[al] = np.arange(fr.size), np.arange(al.size)
+    col, on_al = cidx * 3 + data.f_out[act_rows], aligned[arow]
+    x_f = _Counts(pos[arow[~on_al]], col[~on_al], fr.size, nc * 3)
+    x_a = _Counts(pos[arow[on_al]], col[on_al], al.size, nc * 3)
+    counts_f, w_f = data.c_counts[idx][fr].reshape(-1, 6), w[fr]
+    cls_a, w_a = data.c_cls[idx][al], w[al]
     # start: assertions by correct candidates and confirmations go with truth
     c1 = np.tile([0.6, 0.2, 0.2], (nc, 1))
     c0 = np.tile([0.2, 0.6, 0.2], (nc, 1))
@@ -837,15 +860,15 @@ def _fit_claims(
         prev = -math.inf
         for _ in range(iters):
             logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3 nc, 2)
-            a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f @ logc
-            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a @ logc
+            a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f.dot(logc)
+            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a.dot(logc)
             ll = float(w_f @ np.logaddexp(a_f[:, 0], a_f[:, 1]) + w_a @ np.logaddexp(a_a[:, 0], a_a[:, 1]))
             g_f = _sigmoid(a_f[:, 0] - a_f[:, 1])
             g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
             # M-step: every table in closed form from expected counts
             t_f, t_a = w_f * g_f, w_a * g_a
-            m1 = t_f @ x_f + t_a @ x_a
-            m0 = (w_f - t_f) @ x_f + (w_a - t_a) @ x_a
+            m1 = x_f.rdot(t_f) + x_a.rdot(t_a)
+            m0 = x_f.rdot(w_f - t_f) + x_a.rdot(w_a - t_a)
             c1, c0, g1, g0 = _tables(
                 m1.reshape(nc, 3), m0.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s
             )
@@ -854,7 +877,7 @@ def _fit_claims(
             # aligned truth rates: the exact maximiser of the observed likelihood given the new
             # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
             logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
-            al_true = _mixture_weights(x_a @ logc, cls_a, w_a, 5)
+            al_true = _mixture_weights(x_a.dot(logc), cls_a, w_a, 5)
             if ll - prev <= tol * max(1.0, abs(ll)):
                 break
             prev = ll
