@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 from boe.agent.configuration import NEUTRAL, AgentConfig, make_config
 from boe.agent.costs import CostMeter, QuestionCosts, cost_kinds, load_costs_file, measured_costs, model_kinds
 from boe.agent.state import evidence_log
+from boe.core.bayes import BAYES_KEY, with_prior_model
 from boe.core.calibration import Calibration, with_prior
+from boe.core.policies import FittablePolicy, make_policy
 from boe.errors import ConfigError, InputError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -276,7 +278,8 @@ def prior_note(channels: Mapping[str, tuple[float, Any]], dataset: str) -> str:
     chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in channels.items() if k != 0.5)  # kappa 0.5: never bought
     return (
         f"the calibration does not cover dataset {dataset!r}: its checks are weighted by the PRIOR calibration "
-        f"(channel kappa {chans}; of the order the paper reports, not fitted on your data). Fit one on a "
+        f"(channel kappa {chans}, and for bayes channels of that accuracy with the raw majority as its prior; "
+        f"of the order the paper reports, not fitted on your data). Fit one on a "
         f"labelled full-ledger run (boe batch DATA --ledger full --db runs.db --run NAME): boe calibrate --db "
         f"runs.db --run NAME --out {dataset}-calibration.json, then pass --calibration {dataset}-calibration.json"
     )
@@ -328,23 +331,28 @@ class Agent:
             self._add_priors(config)
 
     def _add_priors(self, config: AgentConfig) -> None:
-        """Each kind's declared prior where the calibration says nothing of its checks, and a note saying so."""
+        """Each kind's declared prior where the calibration says nothing of its checks (and the prior `bayes`
+        model where it has none), a note saying so, and the channels the calibration says are weak or reversed."""
         from boe.kinds import kind_priors, kind_spec, prior_channels
 
         channels = prior_channels(config.kinds)
         priors = kind_priors(config.kinds)
         new = [ch for ch, (kind, _) in priors.items() if kind_spec(kind).ledger is None]  # kinds a fit may not know
         before = self.calibration
+        had_model = BAYES_KEY in before.extra
         self.calibration, uncovered = with_prior(before, config.dataset, channels, new)
         if uncovered:
             self.notes.append(prior_note(channels, config.dataset))
-            if config.policy.startswith("bayes"):
-                self.notes.append(
-                    f"the {config.policy} policy reads its own observation model (extra.bayes), which has no "
-                    f"channel of dataset {config.dataset!r}: its checks carry no weight until boe calibrate "
-                    "fits one (the prior above serves the boe policies)"
-                )
             return
+        fittable = isinstance(make_policy(config.policy), FittablePolicy)
+        if not had_model and fittable:
+            extra = with_prior_model(self.calibration.extra, channels)
+            self.calibration = self.calibration.model_copy(update={"extra": extra})
+            self.notes.append(
+                f"the calibration {self.calibration.source} has no {config.policy} observation model "
+                "(extra.bayes): its checks are weighted by the PRIOR model (channels of the accuracy the paper "
+                "reports, not fitted on your data); refit the file with boe calibrate"
+            )
         for ch in (ch for ch in new if ch in self.calibration.defaults and ch not in before.defaults):
             kind, prior = priors[ch]
             self.notes.append(
@@ -352,6 +360,14 @@ class Agent:
                 f"{ch}) carry the kind's declared prior kappa {prior.kappa:.2f}, not fitted on your data, until boe "
                 "calibrate fits one on a full-ledger run that includes it"
             )
+        from boe.core.channels import calibration_warnings
+
+        self.notes += [
+            f"calibration channels of {config.dataset!r}: {w}"
+            for w in calibration_warnings(
+                self.calibration, datasets=[config.dataset], reader="bayes" if fittable else "kappa"
+            )
+        ]
 
     async def __aenter__(self) -> Agent:
         await self.open()

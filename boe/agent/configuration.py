@@ -162,7 +162,12 @@ class AgentConfig(BaseModel):
         0, -(2**63), 2**63 - 1, text="a 64-bit integer (as vLLM takes it)"
     )
     budget: Annotated[float, "Evidence budget in design-cost units."] = _bounded(16.0, 0, 1_000_000)
-    policy: Annotated[str, "Selection policy: {policies}, or a plugin's.", AfterValidator(_policy)] = "boe"
+    policy: Annotated[
+        str,
+        "Selection policy: {policies}, or a plugin's (bayes: the strongest deployable; boe: the paper's literal "
+        "controller).",
+        AfterValidator(_policy),
+    ] = "bayes"
     eta: Annotated[float, "boe stops when the best value per cost is <= eta."] = Field(0.0, allow_inf_nan=False)
     policy_seed: Annotated[int, "Seed of random-factor's draws."] = _bounded(0, 0, 2**63 - 1, text="0 to 2^63-1")
     costs: Annotated[Costs, "Costs by kind ({kinds}): kind=cost pairs (the kinds not named keep theirs); the paper's "
@@ -268,7 +273,7 @@ class AgentConfig(BaseModel):
     def load_calibration(self) -> Calibration:
         """The calibration this run scores with (the file given, or the shipped default)."""
         if self.calibration == NEUTRAL:
-            return Calibration(source="neutral (every group kappa 0.5: checks carry no weight)")
+            return Calibration(source="neutral (every group kappa 0.5: checks carry no weight)", extra={"bayes": {}})
         return default_calibration() if self.calibration is None else load_calibration(self.calibration)
 
     def public(self) -> dict[str, Any]:

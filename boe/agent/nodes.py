@@ -36,6 +36,7 @@ from boe.agent.state import (
 )
 from boe.core.calls import ModelCall
 from boe.core.ledger import LedgerRecord, record_data
+from boe.core.relevance import IRRELEVANT
 from boe.core.session import Session
 from boe.errors import ModelError
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
@@ -369,9 +370,23 @@ def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, 
 
 
 async def plan(state: AgentState, runtime: Ctx) -> dict[str, Any]:
-    """Ask the policy for the next action (value per cost for `boe`), -1 to stop."""
-    choice = session_for(state, context_of(runtime)).next_action()
-    return {"next_action": choice, "planned": choice}
+    """Ask the policy for the next action (value per cost for `boe`), -1 to stop.
+
+    Online, a proposal that no outcome of the affordable checks could turn into another answer is skipped
+    (spec section 10, so the stored record replays exactly); a full ledger keeps every check on the menu.
+    """
+    ctx = context_of(runtime)
+    session = session_for(state, ctx)
+    if ctx.config.ledger == "full":
+        choice = session.next_action()
+        return {"next_action": choice, "planned": choice}
+    choice, irrelevant = session.next_relevant()
+    out: dict[str, Any] = {"next_action": choice, "planned": choice}
+    if irrelevant:
+        actions, after = menu_actions(state), len(state.get("bought") or [])
+        entries = [skip_entry(actions[a], a, IRRELEVANT, after) for a in irrelevant]
+        out["skipped"] = [*(state.get("skipped") or []), *entries]
+    return out
 
 
 def route_after_plan(state: AgentState) -> str:
@@ -525,7 +540,8 @@ async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         entries = [skip_entry(actions[a], a, "stopped", after) for a in session.stop("stopped")]
         out["skipped"] = [*(state.get("skipped") or []), *entries]
     res = session.finish()
-    raw, prior = session.raw_majority()
+    raw, _ = session.raw_majority()
+    prior = session.initial_scores()
     emit(ctx, state, "selected", selected=res.selected, raw_selected=raw, cost=res.spent, scores=res.scores)
     chosen = state["candidates"][res.selected] if res.selected >= 0 else {}
     return {

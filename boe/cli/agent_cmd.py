@@ -68,8 +68,37 @@ def _narration(result: AskResult) -> Any:
             return None
         o = {"confirm": 1, "reject": -1}.get(str(e.get("outcome")), 0)
         steps.append((q.action_ids.index(e["id"]), o, float(e.get("kappa") or 0.5)))
-    cheap = (result.record.get("agent") or {}).get("cheap_kappa")
-    return narrate(q, steps, float(cheap) if cheap else 0.55)
+    agent = result.record.get("agent") or {}
+    cheap = agent.get("cheap_kappa")
+    posteriors = None
+    if not _scores_by_kappa(result.policy) and agent.get("prior_scores"):
+        posteriors = [agent["prior_scores"], *(e.get("scores") or [] for e in result.evidence)]
+    return narrate(q, steps, float(cheap) if cheap else 0.55, posteriors=posteriors, settled=_settled(result))
+
+
+def _scores_by_kappa(policy: str) -> bool:
+    """Whether a policy scores by the spec's kappa-weighted logits (the paper's policies) or by its own."""
+    from boe.core.policies import POLICIES, ScorePolicy
+
+    if policy not in POLICIES:  # an uninstalled plugin's policy: narrate by kappa, as the log records it
+        return True
+    factory = POLICIES.get_obj(policy)
+    return isinstance(factory, type) and issubclass(factory, ScorePolicy)
+
+
+def _settled(result: AskResult) -> int:
+    """Proposals skipped because no outcome could change the answer, or -1 when the checks left within the
+    budget could not change it (a policy that never proposes such a check), else 0."""
+    from boe.core.relevance import IRRELEVANT
+
+    actions = result.record.get("actions") or []
+    skipped = sum(1 for a in actions if a.get("skipped") == IRRELEVANT)
+    if skipped or _scores_by_kappa(result.policy) or result.record.get("ledger") == "full":
+        return skipped
+    bought = {e.get("id") for e in result.evidence}
+    left = result.budget - result.cost
+    open_ = [a for a in actions if a.get("id") not in bought and not a.get("skipped") and a.get("cost", 0) <= left]
+    return -1 if open_ else 0
 
 
 def _with_words(result: AskResult) -> dict[str, Any]:
@@ -159,6 +188,7 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
     from boe.kinds import KINDS
 
     narration = _narration(result)
+    by_kappa = _scores_by_kappa(result.policy)  # a posterior policy's weights are its channel tables, not kappa
     for n, e in enumerate(result.evidence):
         view = e.get("view") or {}
         spec = KINDS.get(e["kind"])
@@ -181,9 +211,10 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             where += f" on figure {view['figure']}"
         if view.get("tag"):
             where += f" ({view.get('source')} {view['tag']})"
+        kappa = f", κ {e['kappa']:.3f}" if by_kappa else ""
         console.print(
             f" {e['step']:>2}. [bold]{escape(e['id'])}[/] ({escape(kind)}{escape(where)}) "
-            f"cost {_num(e['cost'])}{_cost_note(e)}, κ {e['kappa']:.3f} → [{colours[e['outcome']]}]{e['outcome']}[/]",
+            f"cost {_num(e['cost'])}{_cost_note(e)}{kappa} → [{colours[e['outcome']]}]{e['outcome']}[/]",
             highlight=False,
         )
         if narration is not None and n < len(narration.steps):
@@ -196,7 +227,10 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             console.print(f"     [red]error:[/] {escape(_short(e['error'], 160))}", highlight=False)
         elif e.get("rationale"):
             console.print(f"     [dim]{escape(_short(e['rationale'], 160))}[/]", highlight=False)
-    skipped = list((result.transcript or {}).get("skipped") or [])
+    from boe.core.relevance import IRRELEVANT
+
+    irrelevant = {a.get("id") for a in result.record.get("actions") or [] if a.get("skipped") == IRRELEVANT}
+    skipped = [a for a in (result.transcript or {}).get("skipped") or [] if a not in irrelevant]
     if skipped:
         shown = ", ".join(skipped[:6]) + (f" and {len(skipped) - 6} more" if len(skipped) > 6 else "")
         console.print(f"  [yellow]vetoed (not bought):[/] {escape(shown)}", highlight=False)

@@ -32,7 +32,7 @@ def ledger_command(
         "default",
         "--profile",
         help="pool: default | easy | hard | weak-judge | strong-structured | whole-strong | answers | echo | "
-        "echo-answers",
+        "echo-answers | misread | misread-coherent | flat | flat-weak-judge",
     ),
     k: Optional[int] = typer.Option(None, "--k", help="pool: candidates per question [16]."),
     structured_acc: Optional[float] = typer.Option(None, "--structured-acc"),
@@ -48,6 +48,12 @@ def ledger_command(
     answer_cost: Optional[float] = typer.Option(None, "--answer-cost", help="pool: cost of an answer-level check [8]."),
     echo: Optional[float] = typer.Option(
         None, "--echo", help="pool: P(a model channel reports what most candidates say instead of looking) [0]."
+    ),
+    misread: Optional[float] = typer.Option(
+        None,
+        "--misread",
+        help="pool: P(a wrong candidate repeats the question's one coherent misreading: the same wrong answer and "
+        "wrong slot values) [0].",
     ),
     unresolved: Optional[float] = typer.Option(None, "--unresolved", help="pool: unresolved rate of every channel."),
     costs: Optional[str] = typer.Option(None, "--costs", help="pool: structured,vlm,grounded,whole costs [1,4,4,8]."),
@@ -108,10 +114,11 @@ def ledger_command(
             if not (0 <= ans.acc <= 1 and 0 <= ans.unresolved <= 1 and ans.cost > 0):
                 raise ConfigError("answer channel: accuracy and unresolved rate in [0, 1], cost > 0")
             spec = replace(spec, answer=ans)
-        if echo is not None:
-            if not 0 <= echo <= 1:
-                raise ConfigError("--echo must lie in [0, 1]")
-            spec = replace(spec, echo=echo)
+        for name, value in (("--echo", echo), ("--misread", misread)):
+            if value is not None and not 0 <= value <= 1:
+                raise ConfigError(f"{name} must lie in [0, 1]")
+        spec = replace(spec, echo=spec.echo if echo is None else echo)
+        spec = replace(spec, misread=spec.misread if misread is None else misread)
         recs = pool_ledger(n, seed=seed, spec=spec)
     else:
         raise ConfigError(f"--kind must be factor-code or pool, got {kind!r}")

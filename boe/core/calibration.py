@@ -30,7 +30,9 @@ __all__ = [
     "Calibration",
     "CalibrationInfo",
     "GroupCalibration",
+    "Priors",
     "crossfit_folds",
+    "default_names",
     "describe_calibration",
     "fit_groups",
     "load_calibration",
@@ -83,6 +85,13 @@ class CalibrationInfo(BaseModel):
     command: str | None = None
 
 
+def default_names(key: str) -> list[str]:
+    """The dataset-free default names of a group key "dataset/channel/slot", most specific first."""
+    rest = key.partition("/")[2]  # the group without its dataset: "channel/slot" or "channel"
+    channel, _, slot = rest.partition("/")
+    return [n for n in (rest, f"{channel}/answer" if slot.startswith("answer:") else "", channel) if n]
+
+
 class Calibration(BaseModel):
     """kappa and p per calibration group, the cheap kappa, channel defaults, policy extras, and what it covers."""
 
@@ -102,13 +111,10 @@ class Calibration(BaseModel):
         found = self.groups.get(key)
         if found is not None:
             return found
-        if self.defaults:
-            rest = key.partition("/")[2]  # the group without its dataset: "channel/slot" or "channel"
-            channel, _, slot = rest.partition("/")
-            for name in (rest, f"{channel}/answer" if slot.startswith("answer:") else "", channel):
-                hit = self.defaults.get(name) if name else None
-                if hit is not None:
-                    return hit
+        for name in default_names(key) if self.defaults else ():
+            hit = self.defaults.get(name)
+            if hit is not None:
+                return hit
         return UNSEEN
 
     def datasets(self) -> set[str]:
@@ -168,9 +174,13 @@ def _prior_groups(channels: Priors) -> dict[str, GroupCalibration]:
 
 
 def prior_calibration(channels: Priors) -> Calibration:
-    """The labelled prior: channel defaults only, for datasets nothing was fitted on."""
+    """The labelled prior: channel defaults only, for datasets nothing was fitted on, and the `bayes` prior
+    observation model built from them."""
+    from boe.core.bayes import BAYES_KEY, prior_model
+
     return Calibration(
         defaults=_prior_groups(channels),
+        extra={BAYES_KEY: prior_model(channels).model_dump(mode="json")},
         info=CalibrationInfo(method="prior", command="boe calibrate --prior"),
         source="the prior calibration (channel kappa of the order the paper reports; not fitted on your data)",
     )
@@ -183,6 +193,8 @@ def with_prior(cal: Calibration, dataset: str, channels: Priors, new: Collection
     record check reads the record, not the images, so its reliability carries across datasets) and those of the
     ``new`` channels (of kinds a calibration need not know) it has no group of.
     """
+    from boe.core.bayes import with_prior_model
+
     prior = _prior_groups(channels)
     whole = not cal.covers(dataset)
     fitted = {k.split("/")[1] for k in cal.groups if "/" in k} | {k.partition("/")[0] for k in cal.defaults}
@@ -192,9 +204,10 @@ def with_prior(cal: Calibration, dataset: str, channels: Priors, new: Collection
         if whole or k.partition("/")[0] == "record" or (k in new and k.partition("/")[0] not in fitted)
     }
     defaults = {**add, **cal.defaults}
-    if defaults == cal.defaults:
+    extra = with_prior_model(cal.extra, {k: channels[k] for k in add})
+    if defaults == cal.defaults and extra == cal.extra:
         return cal, False
-    out = cal.model_copy(update={"defaults": defaults})
+    out = cal.model_copy(update={"defaults": defaults, "extra": extra})
     if whole:
         out.source = f"{cal.source or 'the calibration'} + the prior calibration for dataset {dataset!r}"
     return out, whole

@@ -14,6 +14,7 @@ import numpy as np
 
 from boe import __version__
 from boe.core.calibration import Calibration
+from boe.core.channels import calibration_warnings
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import LedgerRecord, RecordDict
 from boe.core.metrics import Comparison, MetricRow, compare, summarize
@@ -51,11 +52,15 @@ class Experiment:
 
     def warnings(self) -> list[str]:
         """Reasons to distrust some figures (printed by the CLI, kept in the JSON)."""
-        return [
+        out = [
             f"{policy} at budget {budget:g} bought, on {n} question(s), checks the stored online run never ran; "
             "their outcomes are placeholders (replay a --ledger full run to compare policies)"
             for (policy, budget), n in self.unobserved.items()
         ]
+        if self.plan.mode != "file":  # a file's channels are named when it is chosen (boe.calibrations)
+            folds = "" if len(self.plan.calibrations) == 1 else " (in the first fold's fit)"
+            out += [f"calibration channels{folds}: {w}" for w in calibration_warnings(self.plan.calibrations[0])]
+        return out
 
     def run(self, policy: str, budget: float) -> ReplayRun:
         for r in self.runs:

@@ -28,7 +28,8 @@ import numpy.typing as npt
 from boe.core.calibration import Calibration
 from boe.core.graph import OUTCOME_CODES, GroupIndex, Question
 from boe.core.ledger import LedgerRecord
-from boe.core.policies import Policy, make_policy
+from boe.core.policies import Policy, ScorePolicy, make_policy
+from boe.core.relevance import IRRELEVANT
 from boe.core.state import EvidenceState, bind_questions
 from boe.errors import BoeError
 
@@ -257,6 +258,19 @@ class Session:
         """The action the policy proposes to buy next (index into the menu), or -1 to stop."""
         return int(self._run.propose()[0])
 
+    def next_relevant(self, reason: str = IRRELEVANT) -> tuple[int, list[int]]:
+        """The next proposal that could change the selected answer, after skipping (as `Skip` events, spec
+        section 10) every proposal that cannot under any outcome of the affordable checks; -1 to stop.
+
+        A policy without a ``relevant`` method (a plugin) is not filtered; `bayes` never proposes such a check.
+        """
+        relevant = getattr(self.policy, "relevant", None)
+        skipped: list[int] = []
+        while (a := self.next_action()) >= 0 and relevant is not None and not bool(relevant(self.state)[0, a]):
+            self.skip(a, reason)
+            skipped.append(a)
+        return a, skipped
+
     def _proposed(self, action: int, what: str) -> IntArr:
         proposed = self.next_action()
         if proposed != action:
@@ -273,9 +287,11 @@ class Session:
             raise SessionError(f"unknown outcome {outcome!r}; expected one of {sorted(OUTCOME_CODES)}")
         rows = self._proposed(action, "bought")
         state, k = self._run.state, self.question.k
-        before = state.logit[0, :k].copy()
+        # who moved: the spec's logits for its policies, the policy's own scores (a posterior) otherwise
+        own = not isinstance(self.policy, ScorePolicy)
+        before = (self._run.final_scores() if own else state.logit)[0, :k].copy()
         self._run.reveal(rows, np.array([action], dtype=np.intp), np.array([OUTCOME_CODES[outcome]], dtype=np.int8))
-        move = state.logit[0, :k] - before
+        move = (self._run.final_scores() if own else state.logit)[0, :k] - before
         step = Step(
             action=action,
             outcome=outcome,
@@ -319,6 +335,13 @@ class Session:
             actions=[e.action for e in self._events if isinstance(e, Reveal)],
             skipped=self.skipped(),
         )
+
+    def initial_scores(self) -> list[float]:
+        """The policy's scores before any evidence (the cheap prior's for the spec's policies)."""
+        state = self._run.state.fresh(self.budget)
+        policy = make_policy(self.policy_name, **self.options)
+        policy.start(state)
+        return [float(x) for x in policy.final_scores(state)[0, : self.question.k]]
 
     def raw_majority(self) -> tuple[int, list[float]]:
         """The zero-evidence selection (the raw majority answer) and the cheap-prior scores."""

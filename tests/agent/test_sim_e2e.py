@@ -72,7 +72,7 @@ def test_a_wrong_majority_is_rescued_by_evidence_and_replays_exactly(sim, data, 
     root, qs = data
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     chosen = [*list(qs.values())[:5], qs[RESCUE_ID]]
-    results = answer(config(sim, root), chosen, db=db, run_name="live")
+    results = answer(config(sim, root, policy="boe"), chosen, db=db, run_name="live")  # the paper's controller
     r = results[-1]
     assert r.question_id == RESCUE_ID
     assert not r.raw_correct and r.correct, (r.raw_answer, r.answer, r.reference)
@@ -282,7 +282,7 @@ def test_boe_ask_from_the_command_line(sim, data, tmp_path):
     assert text.returncode == 0 and "evidence log" in text.stdout and "raw majority" in text.stdout
 
 
-@pytest.mark.parametrize("policy", ["boe-factor", "random-factor", "whole", "bayes"])
+@pytest.mark.parametrize("policy", ["boe", "boe-factor", "random-factor", "whole", "bayes"])
 def test_every_deployable_policy_runs_online_and_its_stored_ledger_replays_to_the_same_line(sim, data, policy):
     """The session continues purchase by purchase; the offline replay of each stored record (same policy,
     budget and calibration) writes exactly the transcript the online run stored, for every policy."""
