@@ -27,10 +27,15 @@ DEFAULT_CALIBRATION = "sim-calibration.json"
 NEUTRAL = "neutral"
 
 
+#: The key of `Costs` that prices one sample (an adaptive pool draws and pays for samples, spec section 12).
+SAMPLE = "sample"
+
+
 class Costs(RootModel[dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]]]):
     """Design cost of each action kind: a mapping kind -> cost, every registered kind's default filled in
     (the paper's 1 / 4 / 4 / 8; an answer-level check costs what a whole-response check does: one judge call
-    on one response). Kinds a plugin registers keep their default unless given."""
+    on one response). Kinds a plugin registers keep their default unless given. ``sample`` prices one sample
+    of an adaptive pool (default `boe.core.pool.DEFAULT_SAMPLE_COST`; kept only when given)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -44,16 +49,23 @@ class Costs(RootModel[dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False
         from boe.kinds import builtin_kinds, kind_names, kind_spec
 
         names = kind_names()
-        bad = [k for k in v if k not in names]
+        bad = [k for k in v if k not in names and k != SAMPLE]
         if bad:
-            raise ValueError(f"unknown action kinds {bad}; known: {', '.join(names)}")
+            raise ValueError(f"unknown action kinds {bad}; known: {', '.join(names)} (and {SAMPLE})")
         shown = [k for k in names if k in builtin_kinds() or k in v]
-        return {k: float(v[k]) if k in v else kind_spec(k).cost for k in shown}
+        out = {k: float(v[k]) if k in v else kind_spec(k).cost for k in shown}
+        if SAMPLE in v:
+            out[SAMPLE] = float(v[SAMPLE])
+        return out
 
     def of(self, kind: str) -> float:
-        """The cost of ``kind`` (a registered kind not given keeps its spec's default)."""
+        """The cost of ``kind`` (a registered kind not given keeps its spec's default) or of one ``sample``."""
         if kind in self.root:
             return self.root[kind]
+        if kind == SAMPLE:
+            from boe.core.pool import DEFAULT_SAMPLE_COST
+
+            return DEFAULT_SAMPLE_COST
         from boe.kinds import kind_spec
 
         return kind_spec(kind).cost
@@ -129,6 +141,11 @@ class AgentConfig(BaseModel):
     pixel_limit: int = Field(default=100_000_000, ge=4096)
     # pause before each purchase for a person or a program to approve or veto it (a LangGraph interrupt)
     approve: bool = False
+    # the candidate pool: fixed (k samples up front) or adaptive (start with pool_start, draw pool_round at a
+    # time up to k while a sample is worth more than a check; samples paid from the budget, spec section 12)
+    pool: Literal["fixed", "adaptive"] = "fixed"
+    pool_start: int = Field(default=4, ge=1, le=256)
+    pool_round: int = Field(default=2, ge=1, le=256)
 
     @field_validator("top_p", mode="before")
     @classmethod

@@ -21,6 +21,13 @@ its design cost. With the paper's 1/4/4/8 and a whole-response judgement
 that reads all K candidates' worth of text, say, the whole response may
 come out at 6 and a grounded check at 5.
 
+**Samples** (an adaptive pool, spec section 12). One sample is measured
+by the completion tokens (and seconds) of the generation calls divided by
+the samples they returned: its prompt is shared by the samples of a call
+and served from the prefix cache in later rounds. Its measured cost is what
+a judge call of that many tokens costs at the measured kinds' rate,
+``c_sample = m_sample * sum_K d_k / sum_K m_k``.
+
 Where measurements come from: ``measured`` uses this run's earlier
 questions (the first question is planned at design costs, each later one
 at the costs measured so far); a FILE fixes them for a whole run (``boe
@@ -38,6 +45,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from boe.errors import ConfigError
+
+#: The measurement row of one sample (`boe.agent.configuration.SAMPLE`).
+SAMPLE = "sample"
 
 __all__ = [
     "COST_FORMAT",
@@ -93,6 +103,20 @@ class CostMeter:
         s.tokens += float(tokens)
         s.seconds += float(seconds)
 
+    def add_samples(self, calls: Iterable[Mapping[str, Any]]) -> int:
+        """Add the samples of every generation call (completion tokens and seconds shared by its samples)."""
+        n = 0
+        for c in calls:
+            k = c.get("n") or 0
+            if c.get("purpose") != "generation" or not k or c.get("completion_tokens") is None:
+                continue
+            s = self.sums.setdefault(SAMPLE, _Sum())
+            s.actions += int(k)
+            s.tokens += float(c["completion_tokens"])
+            s.seconds += float(c.get("latency_ms") or 0.0) / 1000.0
+            n += int(k)
+        return n
+
     def add_actions(self, actions: Iterable[Mapping[str, Any]]) -> int:
         """Add every action that records a measurement (``tokens`` / ``seconds``); returns how many."""
         n = 0
@@ -119,7 +143,7 @@ class CostMeter:
     def from_table(cls, kinds: Mapping[str, Mapping[str, Any]]) -> CostMeter:
         """A meter holding the means of a measurement table."""
         meter = cls()
-        known = cost_kinds()
+        known = (*cost_kinds(), SAMPLE)
         for kind, row in kinds.items():
             if kind not in known:
                 raise ConfigError(f"cost file: unknown action kind {kind!r}; known: {', '.join(known)}")
@@ -150,6 +174,8 @@ def measured_costs(design: Mapping[str, float], meter: CostMeter, basis: Basis =
         return out
     for k in measured:
         out[k] = round(base + scale * meter.sums[k].mean(basis), 4)
+    if SAMPLE in meter.sums and meter.sums[SAMPLE].actions:  # a sample at the measured judges' rate
+        out[SAMPLE] = round(meter.sums[SAMPLE].mean(basis) * sum(float(design[k]) for k in measured) / total, 4)
     return out
 
 
@@ -202,6 +228,7 @@ def measure_run(store: Any, run: str) -> CostMeter:
     for line in store.iter_ledger_lines(run):
         rec = json.loads(line)
         meter.add_actions(a for a in rec.get("actions", []) if a.get("observed", True))
+        meter.add_samples(rec.get("model_calls") or [])
     return meter
 
 

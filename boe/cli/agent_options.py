@@ -83,7 +83,15 @@ AGENT_OPTIONS: tuple[AgentOption, ...] = (
     AgentOption("model", "--model", "Required: the generator model name.", envvar=("BOE_MODEL",)),
     AgentOption("judge_model", "--judge-model", "Judge model.", default_text="the generator"),
     AgentOption("judge_base_url", "--judge-base-url", "Judge endpoint.", default_text="--base-url"),
-    AgentOption("k", "--k", "Candidates sampled per question."),
+    AgentOption("k", "--k", "Candidates sampled per question (with --pool adaptive: at most)."),
+    AgentOption(
+        "pool",
+        "--pool",
+        "fixed: sample k up front; adaptive: sample in rounds and buy checks under one budget, each step whichever "
+        "is worth more per unit cost (samples cost --costs sample=X).",
+    ),
+    AgentOption("pool_start", "--pool-start", "Adaptive pool: candidates sampled first."),
+    AgentOption("pool_round", "--pool-round", "Adaptive pool: candidates sampled per later round."),
     AgentOption("temperature", "--temperature", "Generator temperature."),
     AgentOption("judge_temperature", "--judge-temperature", "Judge temperature."),
     AgentOption("budget", "--budget", "Evidence budget in design-cost units."),
@@ -107,7 +115,8 @@ AGENT_OPTIONS: tuple[AgentOption, ...] = (
         "--costs",
         "paper (1,4,4,8,8); four or five numbers (the built-in action kinds' costs in menu order, as boe plugins "
         "lists them; the fifth is optional); measured (from this run's earlier questions; measured:seconds for "
-        "time); or a FILE (boe costs --out FILE).",
+        "time); or a FILE (boe costs --out FILE); any of them followed by ,sample=X: the cost of one sample of an "
+        "adaptive pool (default 0.25).",
         default_text="paper",
         parse=_parse_costs,
         value_type=str,

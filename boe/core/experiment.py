@@ -238,9 +238,14 @@ def fit_deployable_calibration(
         if isinstance(pol, FittablePolicy):
             cal = pol.fit_extra(questions, everyone, cal, keys)
             extras.append(name)
+    from boe.core.pool import POOL_KEY, fit_predictive
+
+    # the next sample's predictive (an adaptive pool, spec section 12): from the pools, no labels needed
+    cal = cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: fit_predictive(questions).model_dump(mode="json")}})
     how = "plug-in kappa and p on every question (spec section 4)"
     if extras:
         how += f", and the {', '.join(extras)} observation model"
+    how += "; the next sample's predictive of an adaptive pool"
     cal.info = CalibrationInfo(
         method="fit",
         how=how,

@@ -373,8 +373,8 @@ class _PoolPolicy:
         return cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: model.model_dump(mode="json")}})
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
-        inner_ok = not isinstance(self.inner, FittablePolicy) or self.inner.fit_extra_present(calibration)
-        return inner_ok and POOL_KEY in calibration.extra
+        """The controller's parameters are there (a missing predictive is the unseen-dataset default)."""
+        return not isinstance(self.inner, FittablePolicy) or bool(self.inner.fit_extra_present(calibration))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r}, step={self.step})"
@@ -452,21 +452,21 @@ class AdaptivePool(_PoolPolicy):
         ``rows``: a round that changes nothing alone may be worth drawing when two would."""
         pool = state.pool
         assert pool is not None
-        room = pool.limit[rows] - pool.k[rows]
         best = np.zeros(rows.size)
-        for size in range(self.step, max(self.step, MAX_VALUED) + 1, self.step):
-            size = min(size, MAX_VALUED)
-            m = np.minimum(size, room).astype(np.int32)
-            spend = pool.sample_spent_at(rows, pool.k[rows] + m) + pool.check_spent[rows]
-            ok = (spend <= state.budget[rows]) & ((m == size) | (size == self.step))
+        sizes = sorted({min(s, MAX_VALUED) for s in range(self.step, max(self.step, MAX_VALUED) + 1, self.step)})
+        for size in sizes:
+            # valued whether or not the pool's limit serves it (online the limit is not the record's size), only
+            # as far as the budget pays for it
+            k_next = (pool.k[rows] + size).astype(np.int32)
+            cost = pool.sample_spent_at(rows, k_next) - pool.sample_spent[rows]
+            ok = pool.sample_spent_at(rows, k_next) + pool.check_spent[rows] <= state.budget[rows]
             if not ok.any():
                 break
-            for mm in np.unique(m[ok]):
-                r = np.nonzero(ok & (m == mm))[0]
-                cost = pool.sample_spent_at(rows[r], pool.k[rows[r]] + int(mm)) - pool.sample_spent[rows[r]]
-                value = self._draw_value(state, rows[r], int(mm))
-                dens = np.where(cost > 0, value / np.maximum(cost, 1e-300), np.where(value > 0, np.inf, 0.0))
-                best[r] = np.maximum(best[r], dens)
+            r = np.nonzero(ok)[0]
+            value = self._draw_value(state, rows[r], size)
+            c = cost[r]
+            dens = np.where(c > 0, value / np.maximum(c, 1e-300), np.where(value > 0, np.inf, 0.0))
+            best[r] = np.maximum(best[r], dens)
         return best
 
     def _draw_value(self, state: EvidenceState, rows: IntArr, m: int) -> F64:

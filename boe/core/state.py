@@ -401,6 +401,10 @@ def _partition(qs: list[Question], k_max: int) -> F64:
     return out
 
 
+#: Samples beyond a row's limit whose cost a policy may ask for (`Pool.sample_spent_at`), to value a draw.
+LOOKAHEAD = 16
+
+
 def bind_pool(
     state: EvidenceState,
     questions: list[Question],
@@ -421,13 +425,16 @@ def bind_pool(
     n = state.n
     k_arr = state.candidate.shape[1]
     limit = np.array([q.k for q in qs], dtype=np.int32) if limits is None else np.asarray(limits, dtype=np.int32)
-    width = max(k_arr, int(limit.max(initial=1)))
+    # beyond the candidates a row holds (up to LOOKAHEAD more), a sample costs what its last one did: a policy
+    # may value draws the ledger cannot serve, the same online (where they are not sampled yet) and offline
+    width = max(k_arr, int(limit.max(initial=1))) + LOOKAHEAD
     cost = np.zeros((n, width))
     need = np.full(state.available.shape, np.iinfo(np.int32).max, dtype=np.int32)
     for i, q in enumerate(qs):
-        cost[i, : int(limit[i])] = sample_cost
-        if q.sample_cost is not None:
+        cost[i] = sample_cost
+        if q.sample_cost is not None and q.k:
             cost[i, : q.k] = q.sample_cost
+            cost[i, q.k :] = q.sample_cost[-1]
         need[i, : q.n_actions] = q.need()
     if not charge:
         cost[:] = 0.0
