@@ -101,7 +101,10 @@ def _first_max(values: list[float]) -> int:
 
 def literal_prefix(rec: LedgerRecord, k: int) -> LedgerRecord:
     """The record of the first ``k`` candidates (spec section 12): the claims one of them asserts, their edges to
-    those claims, and the actions those claims and candidates make available, in file order."""
+    those claims, and the actions those claims and candidates make available, in file order (all of the record
+    at k = K: a claim nobody asserts needs the whole pool)."""
+    if k >= len(rec.candidates):
+        return rec
     cands = rec.candidates[:k]
     asserted = {e.claim for e in rec.edges if e.candidate < k and e.sign == 1}
     claims = [c for c in rec.claims if c.id in asserted]
