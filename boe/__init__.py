@@ -8,7 +8,10 @@ API (`boe.ask`, `boe.replay`, `boe.run_batch`, `boe.fit_calibration`, ...) is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from boe.core import registry as _registry
 
 __version__ = "0.1.0"
 
@@ -56,6 +59,24 @@ if TYPE_CHECKING:
         save_calibration,
         write_ledger,
     )
+
+
+def _load_plugins() -> None:
+    from boe.registry import load_entry_points
+
+    load_entry_points()
+
+
+def _kinds() -> Mapping[str, _registry.KindInfo]:
+    from boe.kinds import ledger_kinds
+
+    _registry.set_kind_source(ledger_kinds)  # later calls go straight to it
+    return ledger_kinds()
+
+
+# The pure core reads plugins and action kinds through these hooks (it never imports the layers above it).
+_registry.set_plugin_loader(_load_plugins)
+_registry.set_kind_source(_kinds)
 
 
 def __getattr__(name: str) -> Any:

@@ -64,9 +64,9 @@ PathLike = str | Path
 
 def load_config(path: PathLike | None = None, /, **overrides: Any) -> AgentConfig:
     """An `AgentConfig` from a TOML or JSON file of its fields (optional), with ``overrides`` on top."""
-    from boe.agent.config_file import load_agent_config
+    from boe.agent.settings import load_config as load
 
-    return load_agent_config(path, **overrides)
+    return load(path, **overrides)
 
 
 def ask(image: Any, question: str, *, config: AgentConfig | None = None, **kwargs: Any) -> AskResult:

@@ -64,7 +64,9 @@ def load_entry_point(ep: EntryPoint, dist: str) -> None:
             raise ConfigError(f"plugin entry point {ep.name} = {ep.value!r} is neither a module nor a callable")
 
 
-def _load_all() -> None:
+def load_entry_points() -> None:
+    """Load every plugin of the ``boe.plugins`` group (the registries' plugin loader, which `boe` installs and
+    `boe.core.registry.load_plugins` runs once); a plugin that fails is reported with a warning and skipped."""
     off = _disabled()
     for ep in entry_points(group=GROUP):
         dist = ep.dist.name if ep.dist is not None else ep.module.split(".")[0]
@@ -81,8 +83,6 @@ def _load_all() -> None:
             warnings.warn(f"boe plugin {ep.name!r} from {dist!r} was not loaded: {info.error}", stacklevel=2)
 
 
-_core.set_plugin_loader(_load_all)
-
 #: Modules whose import creates the registries (each registry lives beside what it registers).
 _REGISTRY_MODULES = (
     "boe.kinds",
@@ -94,11 +94,19 @@ _REGISTRY_MODULES = (
 )
 
 
-def registries() -> dict[str, Registry[Any]]:
-    """Every registry by its plural noun, created if need be (imports no optional dependency)."""
+def registries() -> dict[str, Any]:
+    """Every registry by its plural noun, created if need be (imports no optional dependency); ``tools`` is a view
+    of the kinds."""
     for mod in _REGISTRY_MODULES:
         importlib.import_module(mod)
-    return all_registries()
+    from boe.tools.protocol import TOOLS
+
+    out: dict[str, Any] = {}
+    for noun, reg in all_registries().items():
+        out[noun] = reg
+        if noun == "kinds":
+            out[TOOLS.noun] = TOOLS
+    return out
 
 
 def plugins() -> list[PluginInfo]:

@@ -106,7 +106,7 @@ def test_load_config_file_and_overrides(tmp_path: Path) -> None:
 
 
 def test_every_extension_point_registers_through_the_api() -> None:
-    from boe.core.registry import all_registries
+    from boe.registry import registries
 
     for name in ("register_kind", "register_policy", "register_tool", "register_format", "register_segmenter",
                  "register_store_backend"):  # fmt: skip
@@ -115,7 +115,7 @@ def test_every_extension_point_registers_through_the_api() -> None:
 
     for module in ("boe.db.backends", "boe.kinds", "boe.tools.protocol", "boe.tools.segment", "boe.datasets"):
         import_module(module)  # each makes its registry on import
-    assert {"policies", "kinds", "tools", "segmenters", "formats", "stores"} <= set(all_registries())
+    assert {"policies", "kinds", "tools", "segmenters", "formats", "stores"} <= set(registries())
 
     @boe.register_segmenter("api-test-everything")
     def whole_image(**_: object) -> object:

@@ -1,9 +1,9 @@
 """The README's "your endpoint, your dataset" recipe, run as written against the simulator on VQA-RAD images.
 
-The commands are read from README.md between ``<!-- recipe: your-endpoint-your-dataset -->`` and
-``<!-- /recipe -->``. Only what names the user's machine is substituted: the `vllm serve` line (the test
-serves `boe sim serve` instead), the endpoint, model and key values of the ``export`` lines, and ``DATA``
-(a copy of the shipped VQA-RAD fixture). Every other word runs through the installed `boe` console script.
+The commands are the README block tagged ``doc-test: your-endpoint-your-dataset`` (tests/doc_blocks.py); its
+`vllm serve` line is excepted there (the test serves `boe sim serve` instead). Only what names the user's machine is
+substituted: the endpoint, model and key values of the ``export`` lines, and ``DATA`` (a copy of the shipped VQA-RAD
+fixture). Every other word runs through the installed `boe` console script.
 """
 
 from __future__ import annotations
@@ -16,25 +16,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.doc_blocks import doc_block
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "datasets" / "fixtures" / "vqa-rad"
-START, END = "<!-- recipe: your-endpoint-your-dataset -->", "<!-- /recipe -->"
 
 
 def recipe_lines() -> list[str]:
-    """The shell lines of the README's recipe block (comments and blank lines dropped)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert START in text and END in text, "the README lost its recipe markers"
-    block = text.split(START, 1)[1].split(END, 1)[0]
-    m = re.search(r"```bash\n(.*?)```", block, re.S)
-    assert m, "the recipe block holds no ```bash fence"
-    return [ln for ln in m.group(1).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    """The shell lines of the README's recipe block that a test runs (comments and blank lines dropped)."""
+    return doc_block("your-endpoint-your-dataset").commands()
 
 
-def substitute(line: str, base_url: str, data: Path) -> str | None:
-    """The line as this machine runs it (None: not run here)."""
-    if line.startswith("vllm serve "):
-        return None
+def substitute(line: str, base_url: str, data: Path) -> str:
+    """The line as this machine runs it."""
     if line.startswith("export "):
         out = []
         for assign in line.split()[1:]:
@@ -52,7 +46,7 @@ def test_recipe_lines_are_the_documented_steps():
     verbs = [ln.split()[1] for ln in lines if ln.startswith("boe ")]
     assert verbs == ["batch", "batch", "replay", "report", "calibrate", "ask"]
     assert "--dry-run" in lines[[i for i, ln in enumerate(lines) if ln.startswith("boe batch")][0]]
-    assert any(ln.startswith("vllm serve ") for ln in lines)
+    assert [ln.split()[:2] for ln in doc_block("your-endpoint-your-dataset").skipped()] == [["vllm", "serve"]]
 
 
 def test_readme_recipe_runs_on_vqa_rad_images(sim, tmp_path):
@@ -64,8 +58,6 @@ def test_readme_recipe_runs_on_vqa_rad_images(sim, tmp_path):
     commands: list[str] = []
     for line in recipe_lines():
         run = substitute(line, sim.base_url, data)
-        if run is None:
-            continue
         if run.startswith("boe "):
             script.append(f"echo '@@@ {len(commands)}'")
             commands.append(run)

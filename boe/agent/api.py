@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from boe.agent.configuration import NEUTRAL, AgentConfig, make_config
 from boe.agent.costs import CostMeter, QuestionCosts, cost_kinds, load_costs_file, measured_costs, model_kinds
 from boe.agent.state import evidence_log
-from boe.core.calibration import PRIOR_CHANNELS, Calibration, with_prior
+from boe.core.calibration import Calibration, with_prior
 from boe.errors import ConfigError, InputError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -271,9 +271,9 @@ def question_key(image_id: str, question: str, options: Mapping[str, str] | None
     return "q-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 
-def prior_note(cal: Calibration, dataset: str) -> str:
+def prior_note(channels: Mapping[str, tuple[float, Any]], dataset: str) -> str:
     """The one message that says an uncovered dataset is scored under the prior, and how to fit a real one."""
-    chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in PRIOR_CHANNELS.items() if ch != "structured")
+    chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in channels.items() if k != 0.5)  # kappa 0.5: never bought
     return (
         f"the calibration does not cover dataset {dataset!r}: its checks are weighted by the PRIOR calibration "
         f"(channel kappa {chans}; of the order the paper reports, not fitted on your data). Fit one on a "
@@ -325,15 +325,33 @@ class Agent:
                 )
             self._file_meter = file_meter
         if config.calibration != NEUTRAL:
-            self.calibration, uncovered = with_prior(self.calibration, config.dataset)
-            if uncovered:
-                self.notes.append(prior_note(self.calibration, config.dataset))
-                if config.policy.startswith("bayes"):
-                    self.notes.append(
-                        f"the {config.policy} policy reads its own observation model (extra.bayes), which has no "
-                        f"channel of dataset {config.dataset!r}: its checks carry no weight until boe calibrate "
-                        "fits one (the prior above serves the boe policies)"
-                    )
+            self._add_priors(config)
+
+    def _add_priors(self, config: AgentConfig) -> None:
+        """Each kind's declared prior where the calibration says nothing of its checks, and a note saying so."""
+        from boe.kinds import kind_priors, kind_spec, prior_channels
+
+        channels = prior_channels(config.kinds)
+        priors = kind_priors(config.kinds)
+        new = [ch for ch, (kind, _) in priors.items() if kind_spec(kind).ledger is None]  # kinds a fit may not know
+        before = self.calibration
+        self.calibration, uncovered = with_prior(before, config.dataset, channels, new)
+        if uncovered:
+            self.notes.append(prior_note(channels, config.dataset))
+            if config.policy.startswith("bayes"):
+                self.notes.append(
+                    f"the {config.policy} policy reads its own observation model (extra.bayes), which has no "
+                    f"channel of dataset {config.dataset!r}: its checks carry no weight until boe calibrate "
+                    "fits one (the prior above serves the boe policies)"
+                )
+            return
+        for ch in (ch for ch in new if ch in self.calibration.defaults and ch not in before.defaults):
+            kind, prior = priors[ch]
+            self.notes.append(
+                f"kind {kind!r} has no calibration group in {before.source or 'the calibration'}: its checks (channel "
+                f"{ch}) carry the kind's declared prior kappa {prior.kappa:.2f}, not fitted on your data, until boe "
+                "calibrate fits one on a full-ledger run that includes it"
+            )
 
     async def __aenter__(self) -> Agent:
         await self.open()

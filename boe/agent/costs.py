@@ -28,6 +28,13 @@ and served from the prefix cache in later rounds. Its measured cost is what
 a judge call of that many tokens costs at the measured kinds' rate,
 ``c_sample = m_sample * sum_K d_k / sum_K m_k``.
 
+**Costs as text** (``--costs``, ``BOE_COSTS``, ``costs = "..."`` in a file; `costs_fields`): ``paper`` (each kind's
+design cost), ``kind=cost`` pairs (``vlm_factor=4,whole_response=8``: the kinds named, every other its default),
+``measured[:tokens|:seconds]``, a FILE, a JSON object, or the paper's kinds' numbers by position (``1,4,4,8`` or
+``1,4,4,8,8``), read so only while the built-in kinds are exactly the paper's: with one more, a number could be read
+for another kind, so a list by position is refused with the names to use. Any of them may carry ``sample=X`` (one
+sample of an adaptive pool: ``measured,sample=0.5``, ``1,4,4,8,sample=0.5``, ``sample=0.5``).
+
 Where measurements come from: ``measured`` uses this run's earlier
 questions (the first question is planned at design costs, each later one
 at the costs measured so far); a FILE fixes them for a whole run (``boe
@@ -52,6 +59,7 @@ SAMPLE = "sample"
 __all__ = [
     "COST_FORMAT",
     "cost_kinds",
+    "costs_fields",
     "model_kinds",
     "CostMeter",
     "QuestionCosts",
@@ -78,6 +86,60 @@ def model_kinds() -> tuple[str, ...]:
 
 
 Basis = Literal["tokens", "seconds"]
+
+
+def costs_fields(text: str) -> dict[str, Any]:
+    """The `AgentConfig` cost fields a costs text sets (module docstring); `ConfigError` says what was wrong."""
+    from boe.core.ledger import FORMAT
+    from boe.kinds import builtin_kinds, kind_spec
+
+    text, kinds = text.strip(), builtin_kinds()
+    items = [p.strip() for p in text.split(",")]
+    if any(p.startswith(SAMPLE + "=") for p in items) and not all("=" in p for p in items):
+        # the cost of one sample beside a form that is not kind=cost pairs (measured, numbers by position, a FILE)
+        samples = [p for p in items if p.startswith(SAMPLE + "=")]
+        if len(samples) > 1:
+            raise ConfigError(f"{text!r} gives {SAMPLE}= {len(samples)} times")
+        sample = samples[0]
+        rest = costs_fields(",".join(p for p in items if p != sample))
+        return {**rest, "costs": {**rest.get("costs", {}), SAMPLE: sample.partition("=")[2]}}
+    mode, _, basis = text.partition(":")
+    named = ",".join(f"{k}={kind_spec(k).cost:g}" for k in kinds)
+    parts = [p.partition("=") for p in text.split(",")]
+    values = _floats([v if sep else k for k, sep, v in parts])
+    if text in ("", "paper"):
+        return {}
+    if mode == "measured" and basis in ("", "tokens", "seconds"):
+        return {"cost_mode": "measured", "cost_basis": basis or "tokens"}
+    if "=" in text and values is not None and all(sep for _, sep, _ in parts):
+        return {"costs": {k.strip(): x for (k, _, _), x in zip(parts, values, strict=True)}}
+    if values is None or "=" in text:
+        path = Path(text).expanduser()
+        if len(parts) > 1 or not path.is_file():
+            raise ConfigError(f"{text!r} is not paper, measured[:tokens|:seconds], kind=cost pairs ({named}) or a file")
+        fixed, _, file_basis = load_costs_file(path)
+        return (
+            {"costs": fixed}
+            if fixed is not None
+            else {"cost_mode": "measured", "cost_basis": file_basis, "cost_file": str(path)}
+        )
+    paper = [k for k in kinds if kind_spec(k).ledger is not None]  # the kinds of the ledger format, in menu order
+    sizes = sorted({sum(kind_spec(k).ledger == FORMAT for k in paper), len(paper)})
+    if len(paper) != len(kinds):
+        raise ConfigError(f"numbers by position can be read more than one way now that the built-in kinds are "
+                          f"{', '.join(kinds)}: name them, e.g. {named}")  # fmt: skip
+    if len(values) not in sizes:
+        raise ConfigError(
+            f"{' or '.join(map(str, sizes))} numbers ({', '.join(paper)}), got {len(values)}; or name them: {named}"
+        )
+    return {"costs": dict(zip(paper, values, strict=False))}
+
+
+def _floats(parts: list[str]) -> list[float] | None:
+    try:
+        return [float(p) for p in parts]
+    except ValueError:
+        return None
 
 
 @dataclass

@@ -45,8 +45,8 @@ from langgraph.graph import END, START, StateGraph
 from boe.agent import nodes
 from boe.agent.api import Agent, question_input
 from boe.agent.configuration import AgentConfig, make_config
+from boe.agent.settings import config_from_env
 from boe.agent.state import AgentContext, AgentState
-from boe.errors import ConfigError
 
 if TYPE_CHECKING:
     from boe.agent.api import ImageInput
@@ -67,6 +67,21 @@ __all__ = [
     "sqlite_saver",
 ]
 
+#: The `AgentConfig` fields LangGraph Studio shows in the context form of the module graph.
+STUDIO_FIELDS = [
+    "base_url",
+    "model",
+    "judge_base_url",
+    "judge_model",
+    "k",
+    "budget",
+    "pool",
+    "policy",
+    "approve",
+    "dataset",
+    "root",
+    "calibration",
+]
 #: Figures kept decoded in a shared context (older ones are read again from their path when needed).
 MAX_IMAGES = 32
 
@@ -77,22 +92,13 @@ def recursion_limit(n_actions: int, budget: float, min_cost: float) -> int:
     return 14 + 4 * (purchases + 1)
 
 
-class StudioContext(TypedDict, total=False):
-    """What LangGraph Studio / server may pass as the module graph's context: `AgentConfig` fields over those of
-    the environment (`config_from_env`); the clients are built once per distinct set."""
-
-    base_url: str
-    model: str
-    judge_base_url: str
-    judge_model: str
-    k: int
-    budget: float
-    pool: str
-    policy: str
-    approve: bool
-    dataset: str
-    root: str
-    calibration: str
+#: What LangGraph Studio / server may pass as the module graph's context: `AgentConfig` fields over those of the
+#: environment (`config_from_env`); the clients are built once per distinct set.
+StudioContext = TypedDict(  # type: ignore[misc]  # (the functional form: its fields are AgentConfig's)
+    "StudioContext",
+    {f: AgentConfig.model_fields[f].annotation for f in STUDIO_FIELDS},
+    total=False,
+)
 
 
 def build_graph(checkpointer: Any = None, *, context_schema: Any = AgentContext) -> Any:
@@ -259,47 +265,6 @@ def make_graph(
     agent.graph = compiled
     agent._saver = checkpointer
     return BoeGraph(graph=compiled, context=agent.context(), agent=agent)
-
-
-def config_from_env(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> AgentConfig:
-    """An `AgentConfig` from the environment: ``BOE_CONFIG`` (a JSON file of its fields), then ``BOE_<FIELD>``
-    variables (``BOE_BASE_URL`` or ``OPENAI_BASE_URL``, ``BOE_MODEL``, ``BOE_BUDGET``, ...; JSON for lists and
-    mappings), then ``overrides``."""
-    env = os.environ if env is None else env
-    values: dict[str, Any] = {}
-    path = env.get("BOE_CONFIG")
-    if path:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"BOE_CONFIG: cannot read {path!r}: {exc.strerror or exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"BOE_CONFIG: {path!r} is not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"BOE_CONFIG: {path!r} must hold a JSON object of configuration fields")
-        values.update(data)
-    if "OPENAI_BASE_URL" in env:
-        values.setdefault("base_url", env["OPENAI_BASE_URL"])
-    for name, info in AgentConfig.model_fields.items():
-        text = env.get(f"BOE_{name.upper()}")
-        if text is None:
-            continue
-        structured = info.annotation is not None and str(info.annotation).startswith(("tuple", "dict", "Costs"))
-        if structured or name in ("costs", "kinds", "extra_body", "judge_extra_body"):
-            try:
-                values[name] = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"BOE_{name.upper()}: expected JSON, got {text!r}") from exc
-        else:
-            values[name] = text
-    values.update(overrides or {})
-    missing = [f for f in ("base_url", "model") if not values.get(f)]
-    if missing:
-        raise ConfigError(
-            f"the agent needs {' and '.join(missing)}: set BOE_BASE_URL and BOE_MODEL (or BOE_CONFIG=file.json), "
-            "or pass a configuration to make_graph"
-        )
-    return make_config(**values)
 
 
 _ENV_CONTEXTS: dict[str, AgentContext] = {}

@@ -154,6 +154,7 @@ class Estimate:
     upper_calls: float  # a bound on the calls
     basis: str
     notes: list[str] = field(default_factory=list)
+    costs: dict[str, float] = field(default_factory=dict)  # the design cost of every kind on the menu
 
     @property
     def total_calls(self) -> float:
@@ -172,6 +173,7 @@ class Estimate:
             "completion_tokens": round(self.completion_tokens),
             "basis": self.basis,
             "notes": self.notes,
+            "costs": self.costs,
         }
 
 
@@ -254,7 +256,10 @@ def estimate(
         upper += todo * k
     if config.ledger == "online":
         notes.append(f"online: at most {max_judged} judge calls a question (budget {config.budget:g})")
-    return Estimate(len(items), stored, todo, calls, pt, ct, float(upper), basis, notes)
+    costs = {kd: config.costs.of(kd) for kd in kinds}
+    if config.cost_mode == "measured":
+        notes.append(f"costs are measured as the run goes ({config.cost_basis}); these are the design costs")
+    return Estimate(len(items), stored, todo, calls, pt, ct, float(upper), basis, notes, costs)
 
 
 def describe_dataset(ds: Dataset, path: str | Path) -> dict[str, Any]:

@@ -158,7 +158,9 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
     draws = (result.transcript or {}).get("draws")
     if draws:  # an adaptive pool: samples and checks under one budget
         pool = (result.record.get("agent") or {}).get("pool") or {}
-        rounds = " + ".join(str(b - a) for a, b in zip([0] + [d[1] for d in draws[:-1]], [d[1] for d in draws]))
+        rounds = " + ".join(
+            str(b - a) for a, b in zip([0] + [d[1] for d in draws[:-1]], [d[1] for d in draws], strict=True)
+        )
         cost = (result.record.get("candidates") or [{}])[0].get("cost")
         console.print(
             f"  drew {draws[-1][1]} of at most {pool.get('limit', '?')} candidates in rounds of {rounds}"
@@ -310,8 +312,11 @@ def ask_command(
 ) -> None:
     """Answer one image question: sample K candidates, buy evidence, select, print the evidence log."""
     from boe.api import ask
+    from boe.cli.common import check_outputs, check_store
 
     cfg = agent.build()
+    check_outputs(("--checkpoint", checkpoint))
+    check_store("--db", db)
     images = _images(image, more_images or [], figures)
     result = ask(
         images,
@@ -326,10 +331,26 @@ def ask_command(
     )
     if as_json:
         sys.stdout.write(json.dumps(_with_words(result), indent=2, default=str) + "\n")
+    else:
+        render_result(result, out_console())
+        if db is not None:
+            err_console().print(f"[dim]stored as run {result.run!r} in {_safe(db)}[/]", highlight=False)
+    _require_usable(result, cfg.model)
+
+
+def _require_usable(result: AskResult, model: str) -> None:
+    """`ModelError` (exit 1) when no candidate is usable: the question has no answer, which is not success."""
+    from collections import Counter
+
+    from boe.errors import ModelError
+
+    if any(c.get("valid") for c in result.candidates):
         return
-    render_result(result, out_console())
-    if db is not None:
-        err_console().print(f"[dim]stored as run {result.run!r} in {_safe(db)}[/]", highlight=False)
+    why = Counter(" ".join(str(c.get("error") or "no answer").split())[:120] for c in result.candidates)
+    reasons = "; ".join(f"{text} ×{n}" for text, n in why.most_common())
+    raise ModelError(
+        f"no usable candidate: all {len(result.candidates)} replies of {model!r} were unusable ({reasons})"
+    )
 
 
 _TERMINAL = {"closed": False}
@@ -400,9 +421,10 @@ def demo_command(
         run_questions,
         simulator,
     )
-    from boe.cli.common import parse_list
+    from boe.cli.common import check_store, parse_list
     from boe.errors import ConfigError
 
+    check_store("--db", db)
     judge = agent.values().get("judge_model")
     cfg = agent.build(  # checked before the simulator starts; its URL is filled in below
         base_url="http://127.0.0.1:1/v1",
@@ -525,55 +547,6 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
         highlight=False,
         soft_wrap=True,
     )
-
-
-def _parse_costs(text: str | None) -> dict[str, Any]:
-    """`AgentConfig` cost fields from ``--costs``: paper | a,b,c,d | measured[:tokens|:seconds] | FILE."""
-    from boe.errors import ConfigError
-
-    if text is None or text.strip() == "paper":
-        return {}
-    text = text.strip()
-    head, sep, tail = text.rpartition(",sample=") if ",sample=" in text else ("", "", "")
-    if text.startswith("sample="):
-        head, sep, tail = "paper", ",sample=", text.partition("=")[2]
-    if sep:  # the cost of one sample (an adaptive pool): with any of the forms below
-        try:
-            sample = float(tail)
-        except ValueError:
-            raise ConfigError(f"--costs ...,sample=X: X is a number, got {tail!r}") from None
-        if not (sample > 0 and sample < float("inf")):
-            raise ConfigError(f"--costs ...,sample=X: X must be a positive number, got {tail!r}")
-        rest = _parse_costs(head)
-        if "costs" in rest:
-            return {**rest, "costs": {**rest["costs"], "sample": sample}}
-        return {**rest, "costs": {"sample": sample}}
-    from boe.kinds import builtin_kinds
-
-    kinds = builtin_kinds()
-    mode, _, basis = text.partition(":")
-    if mode == "measured":
-        if basis not in ("", "tokens", "seconds"):
-            raise ConfigError(f"--costs measured:BASIS: the basis is tokens or seconds, got {basis!r}")
-        return {"cost_mode": "measured", "cost_basis": basis or "tokens"}
-    if "," not in text:
-        path = Path(text).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"--costs: {text!r} is not paper, measured, four numbers or an existing cost file")
-        from boe.agent.costs import load_costs_file
-
-        fixed, _, file_basis = load_costs_file(path)
-        if fixed is not None:
-            return {"costs": fixed}
-        return {"cost_mode": "measured", "cost_basis": file_basis, "cost_file": str(path)}
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        raise ConfigError(f"--costs: four numbers separated by commas, got {text!r}") from None
-    if len(values) not in (4, 5):
-        raise ConfigError(f"--costs: four or five numbers ({', '.join(kinds)}), got {len(values)}")
-    return {"costs": dict(zip(kinds, values, strict=False))}
 
 
 def _images(image: Path, more: list[Path], figures: str | None) -> Any:

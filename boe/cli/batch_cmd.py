@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from boe.cli.agent_options import AgentOptions, agent_options
-from boe.cli.common import Interrupted, err_console, out_console
+from boe.cli.common import Interrupted, err_console, out_console, registered
+from boe.datasets._registry import FORMATS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,8 +27,7 @@ def batch_command(
     fmt: Optional[str] = typer.Option(
         None,
         "--format",
-        help="vqa-rad, vqa-med, slake, pathvqa, pmc-vqa, medxpertqa, boe-sim, hf (parquet, arrow, save_to_disk, "
-        "imagefolder).",
+        help=f"{registered(FORMATS)}, or a plugin's (hf: parquet, arrow, save_to_disk, imagefolder).",
         show_default="detected",
     ),
     columns: Optional[str] = typer.Option(
@@ -75,16 +75,18 @@ def batch_command(
 ) -> None:
     """Answer every question of a dataset with the agent and store the run (resumable; many workers may share it)."""
     from boe.batch import BatchConfig
+    from boe.cli.common import check_store
     from boe.datasets import detect_format
     from boe.datasets._hf import parse_columns
     from boe.errors import ConfigError
 
+    agent_config = agent.build()
+    check_store("--db", db)
     try:
         mapping = parse_columns(columns) or None
     except ConfigError as exc:
         raise ConfigError(f"--{exc}") from None
     fmt = fmt or detect_format(dataset, option="--format")
-    agent_config = agent.build()
     config = BatchConfig(
         dataset=str(dataset),
         format=fmt,
@@ -275,6 +277,8 @@ def render_estimate(est: Estimate, config: Any, console: Console) -> None:
         f"at most {human(est.upper_calls)} calls",
         highlight=False,
     )
+    costs = ", ".join(f"{k} {v:g}" for k, v in est.costs.items())
+    console.print(f"costs (design units) of every check on the menu: {escape(costs)}", highlight=False)
     console.print(f"[dim]basis: {escape(est.basis)}[/]", highlight=False)
     for note in est.notes:
         console.print(f"[dim]note: {escape(note)}[/]", highlight=False)

@@ -31,14 +31,17 @@ def calibrate_command(
 
     if out is None:
         raise ConfigError("--out FILE: where to write the calibration")
-    if not out.parent.is_dir():
-        raise ConfigError(f"--out: the folder {out.parent} does not exist")
+    from boe.cli.common import check_outputs
+
+    check_outputs(("--out", out))
     if cheap_kappa is not None and not 0 < cheap_kappa < 1:
         raise ConfigError(f"--cheap-kappa must lie in (0, 1), got {cheap_kappa}")
     if prior:
         if ledgers or db or run:
             raise ConfigError("--prior fits nothing: give no runs or ledgers with it")
-        cal = prior_calibration()
+        from boe.kinds import prior_channels
+
+        cal = prior_calibration(prior_channels())
         save_calibration(cal, out)
         _print(cal, out, [], as_json)
         return

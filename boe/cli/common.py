@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
-__all__ = ["Interrupted", "check_outputs", "err_console", "out_console", "parse_list", "parse_budgets", "progress_bar"]
+__all__ = [
+    "Interrupted",
+    "check_outputs",
+    "check_store",
+    "err_console",
+    "out_console",
+    "parse_budgets",
+    "parse_list",
+    "progress_bar",
+    "registered",
+]
 
 
 @cache
@@ -41,6 +52,11 @@ def progress_bar(console: Console, show: bool) -> Progress:
         transient=True,
         disable=not show,
     )
+
+
+def registered(registry: Any, keep: Callable[[Any], bool] | None = None) -> str:
+    """The names a registry holds (its built-ins; ``boe plugins`` lists what plugins add), for a help text."""
+    return ", ".join(n for n in registry.names(discover=False) if keep is None or keep(registry.get_obj(n)))
 
 
 def parse_list(text: str) -> list[str]:
@@ -74,11 +90,15 @@ def parse_budgets(text: str) -> list[float]:
 def check_outputs(*outputs: tuple[str, str | Path | None], folders: tuple[str, ...] = ()) -> None:
     """Refuse, before any work, output paths that cannot be written: (option, path) pairs, None skipped.
 
-    A file's folder must exist and be writable and the path must not be a
-    folder; ``-`` is standard output. Options named in ``folders`` take a
+    A file must not be a folder and its folder must exist and take a new file
+    (one is created and removed: permission bits say nothing to root, nor
+    about /proc); an existing device or pipe (``/dev/stdout``) must open for
+    writing; ``-`` is standard output. Options named in ``folders`` take a
     folder (created with its parents): it must be a folder if it exists, and
-    its nearest existing parent must be writable.
+    its nearest existing parent must take a new file.
     """
+    import stat
+
     from boe.errors import ConfigError
 
     for option, value in outputs:
@@ -93,18 +113,54 @@ def check_outputs(*outputs: tuple[str, str | Path | None], folders: tuple[str, .
                 base = base.parent
             if not base.is_dir():
                 raise ConfigError(f"{option} {value}: {base} is a file, not a folder")
-            if not os.access(base, os.W_OK | os.X_OK):
-                raise ConfigError(f"{option} {value}: cannot write in the folder {base}")
+            _probe_folder(option, value, base)
             continue
         if path.is_dir():
             raise ConfigError(f"{option} {value}: is a folder; give a file name")
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):  # a device or a pipe: written in place
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as exc:
+                raise ConfigError(f"{option} {value}: cannot be written ({exc.strerror})") from None
+            continue
         parent = path.parent
         if not parent.is_dir():
             raise ConfigError(f"{option} {value}: the folder {parent} does not exist")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise ConfigError(f"{option} {value}: cannot write in the folder {parent}")
-        if path.exists() and not os.access(path, os.W_OK):
+        _probe_folder(option, value, parent)
+        if mode is not None and not os.access(path, os.W_OK):
             raise ConfigError(f"{option} {value}: the file exists and is not writable")
+
+
+def check_store(option: str, url: str | Path | None) -> None:
+    """`check_outputs` for the file of an SQLite store a command writes to (other back ends are left alone)."""
+    if url is None:
+        return
+    from boe.db.engine import sqlite_path, to_url
+    from boe.errors import StoreError
+
+    try:
+        path = sqlite_path(to_url(url))
+    except StoreError:
+        return  # not a database URL: opening the store says so
+    check_outputs((option, path))
+
+
+def _probe_folder(option: str, value: str | Path, folder: Path) -> None:
+    """`ConfigError` unless a new file can be created in ``folder`` (it is removed at once)."""
+    import tempfile
+
+    from boe.errors import ConfigError
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".boe-write-test-", dir=folder)
+    except OSError as exc:
+        raise ConfigError(f"{option} {value}: cannot write in the folder {folder} ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(name)
 
 
 class Interrupted(Exception):

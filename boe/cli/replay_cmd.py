@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console, parse_budgets, parse_list, progress_bar
+from boe.cli.common import err_console, out_console, parse_budgets, parse_list, progress_bar, registered
+from boe.core.policies import POLICIES
 
 if TYPE_CHECKING:
     from boe.core.experiment import Experiment
@@ -32,7 +33,7 @@ def replay_command(
     policy: str = typer.Option(
         "boe",
         "--policy",
-        help="Comma-separated: raw, boe, boe-factor, random-factor, whole, label-guided, bayes, bayes-lookahead.",
+        help=f"Comma-separated: {registered(POLICIES)}, or a plugin's.",
     ),
     budget: str = typer.Option("16", "--budget", help="Comma-separated budgets."),
     calibration: Optional[str] = typer.Option(

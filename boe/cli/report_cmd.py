@@ -254,6 +254,13 @@ def show_command(
         calibration=calibration,
         image_root=image_root,
     )
+    if page.also_in:  # the store holds several runs and --run was left out: say which one this is
+        err_console().print(
+            f"note: showing run {escape(str(page.run))}, the most recent holding {escape(question_id)}; also in "
+            f"{escape(', '.join(page.also_in))} (--run NAME shows another)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if as_json:
         import json
         import sys
@@ -283,6 +290,8 @@ def show_json(page: Any) -> dict[str, Any]:
     return {
         "dataset": view["ds"],
         "question_id": view["id"],
+        "run": page.run,
+        "also_in": page.also_in,
         "question": s(view["text"]),
         "reference": view.get("ref"),
         "calibration": page.calibration,

@@ -32,9 +32,11 @@ def import_command(
     from rich.markup import escape
     from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from boe.cli.common import check_store
     from boe.db import Store, import_ledger
     from boe.errors import RecordError
 
+    check_store("--db", db)
     console = err_console()
 
     def on_error(err: RecordError) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,6 @@ from boe.errors import CalibrationError
 __all__ = [
     "DEFAULT_CHEAP_KAPPA",
     "KAPPA_CLIP",
-    "PRIOR_CHANNELS",
     "Calibration",
     "CalibrationInfo",
     "GroupCalibration",
@@ -155,49 +155,42 @@ def fit_groups(
     return Calibration(cheap_kappa=cheap_kappa, groups=groups, source=source)
 
 
-#: The labelled prior calibration's channels (kappa, p confirm/reject/unresolved). The model-judged channels are
-#: of the order the paper's channel table reports (Table "complete assigned channel-discrimination index":
-#: VLM 0.50-0.59, grounded 0.51-0.61, whole 0.61-0.72). ``record`` (a claim checked against a value the record
-#: states: DICOM header, metadata, question text) is of the order the shipped simulator fit gives its DICOM
-#: header checks: 0.76-0.89 for the answer-bearing claim (``record/answer``), 0.50-0.53 for supporting claims
-#: (knowing the modality says little about which plane answer is right). ``structured`` (vocabulary checks of
-#: values the record does not state) settles nothing a canonicalised claim could be wrong about, so its prior
-#: is "always unresolved": it is never bought.
-PRIOR_CHANNELS: dict[str, tuple[float, tuple[float, float, float]]] = {
-    "vlm": (0.53, (0.50, 0.40, 0.10)),
-    "grounded": (0.53, (0.50, 0.40, 0.10)),
-    "whole": (0.64, (0.50, 0.45, 0.05)),
-    "record/answer": (0.85, (0.50, 0.50, 0.00)),
-    "record": (0.55, (0.50, 0.50, 0.00)),
-    "structured": (0.50, (0.00, 0.00, 1.00)),
-}
+#: A prior per channel: kappa and the outcome masses (confirm, reject, unresolved). The channels and their values
+#: are the action kinds' (`boe.kinds.KindSpec.priors`, handed in by the layer that knows the kinds).
+Priors = Mapping[str, tuple[float, tuple[float, float, float]]]
 
 
-def _prior_groups() -> dict[str, GroupCalibration]:
+def _prior_groups(channels: Priors) -> dict[str, GroupCalibration]:
     return {
         ch: GroupCalibration(kappa=k, p={"confirm": p[0], "reject": p[1], "unresolved": p[2]})
-        for ch, (k, p) in PRIOR_CHANNELS.items()
+        for ch, (k, p) in channels.items()
     }
 
 
-def prior_calibration() -> Calibration:
-    """The labelled prior: channel defaults only (`PRIOR_CHANNELS`), for datasets nothing was fitted on."""
+def prior_calibration(channels: Priors) -> Calibration:
+    """The labelled prior: channel defaults only, for datasets nothing was fitted on."""
     return Calibration(
-        defaults=_prior_groups(),
+        defaults=_prior_groups(channels),
         info=CalibrationInfo(method="prior", command="boe calibrate --prior"),
         source="the prior calibration (channel kappa of the order the paper reports; not fitted on your data)",
     )
 
 
-def with_prior(cal: Calibration, dataset: str) -> tuple[Calibration, bool]:
+def with_prior(cal: Calibration, dataset: str, channels: Priors, new: Collection[str] = ()) -> tuple[Calibration, bool]:
     """``cal`` with prior channel defaults where it has none; True when the prior stands in for the whole dataset.
 
-    A dataset the calibration does not cover gets every channel's prior; a covered one only the ``record``
-    channel's (a record check reads the record, not the images, so its reliability carries across datasets).
+    A dataset the calibration does not cover gets every channel's prior; a covered one the ``record`` channel's (a
+    record check reads the record, not the images, so its reliability carries across datasets) and those of the
+    ``new`` channels (of kinds a calibration need not know) it has no group of.
     """
-    prior = _prior_groups()
+    prior = _prior_groups(channels)
     whole = not cal.covers(dataset)
-    add = prior if whole else {k: v for k, v in prior.items() if k.partition("/")[0] == "record"}
+    fitted = {k.split("/")[1] for k in cal.groups if "/" in k} | {k.partition("/")[0] for k in cal.defaults}
+    add = {
+        k: v
+        for k, v in prior.items()
+        if whole or k.partition("/")[0] == "record" or (k in new and k.partition("/")[0] not in fitted)
+    }
     defaults = {**add, **cal.defaults}
     if defaults == cal.defaults:
         return cal, False

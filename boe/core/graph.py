@@ -22,28 +22,27 @@ import numpy as np
 import numpy.typing as npt
 
 from boe.core.ledger import (
-    ALL_KINDS,
-    ANSWER_KIND,
-    FACTOR_KINDS,
     FORMAT_1_1,
     FORMAT_1_2,
     FORMAT_1_3,
-    TARGET_PARENT,
-    WHOLE_KIND,
     LedgerRecord,
     RecordDict,
     check_graph,
     kind_targets,
+    ledger_view,
     pool_of,
 )
 
 __all__ = ["ANSWER_CODE", "KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
 
-KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(ALL_KINDS)}
-WHOLE_CODE = KIND_CODES[WHOLE_KIND]
-ANSWER_CODE = KIND_CODES[ANSWER_KIND]
+# Kind codes: the kinds the ledger format names, claim kinds first (then the response kind, then the answer kind),
+# each in menu order; a declared kind takes the code of its target's parent (`LedgerKinds`).
+_KINDS = ledger_view()
+KIND_CODES: dict[str, int] = dict(_KINDS.codes)
+WHOLE_CODE = _KINDS.code_of_target("response")
+ANSWER_CODE = _KINDS.code_of_target("answer")
 #: Factor kinds have the lowest codes.
-N_FACTOR_CODES = len(FACTOR_KINDS)
+N_FACTOR_CODES = sum(t == "claim" for t in _KINDS.core.values())
 # Outcome codes double as the sign of the update relative to a confirm.
 OUTCOME_CODES: dict[str, int] = {"confirm": 1, "reject": -1, "unresolved": 0}
 
@@ -190,10 +189,10 @@ def _positions(claim_ids: list[str]) -> tuple[dict[str | None, int], bool]:
 
 
 def _codes(declared: Mapping[str, Any] | None) -> dict[str, int]:
-    """Kind -> code; revision 1.2: a plugin kind takes the code of the core kind of its target."""
+    """Kind -> code; revision 1.2: a declared kind takes the code of its target's parent."""
     if not declared:
         return KIND_CODES
-    return {**{n: KIND_CODES[TARGET_PARENT[t]] for n, t in kind_targets(declared).items()}, **KIND_CODES}
+    return {**{n: _KINDS.code_of_target(t) for n, t in kind_targets(declared).items()}, **KIND_CODES}
 
 
 def _columns(rec: RecordDict) -> _Columns:

@@ -29,29 +29,22 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from boe.core.lines import clean_line, decode_line, ledger_name, open_ledger
-from boe.core.registry import Registry
+from boe.core.registry import BUILTIN, DISTRIBUTION, KindInfo, ledger_kind, ledger_kinds
 from boe.errors import RecordError
 
 __all__ = [
-    "ALL_KINDS",
-    "ANSWER_KIND",
-    "FACTOR_KINDS",
     "FORMAT",
     "FORMATS",
     "FORMAT_1_1",
     "FORMAT_1_2",
     "FORMAT_1_3",
-    "PLUGIN_KINDS",
-    "PluginKind",
     "TARGETS",
-    "TARGET_PARENT",
-    "KINDS",
     "OUTCOMES",
-    "WHOLE_KIND",
     "Action",
     "Candidate",
     "Claim",
     "Edge",
+    "LedgerKinds",
     "LedgerRecord",
     "Task",
     "RecordDict",
@@ -62,6 +55,7 @@ __all__ = [
     "format_for",
     "kind_targets",
     "iter_ledger",
+    "ledger_view",
     "parse_record",
     "parse_record_dict",
     "read_ledger",
@@ -70,45 +64,91 @@ __all__ = [
 
 FORMAT = "boe-ledger/1"
 OUTCOMES: tuple[str, str, str] = ("confirm", "reject", "unresolved")
-FACTOR_KINDS: tuple[str, str, str] = ("structured", "vlm_factor", "grounded_factor")
-WHOLE_KIND = "whole_response"
-KINDS: tuple[str, ...] = (*FACTOR_KINDS, WHOLE_KIND)
-
-# Revision 1.1 (spec section 8): answer-level response checks. A record that
-# contains one carries FORMAT_1_1; every other record stays FORMAT.
+# Revision 1.1 (spec section 8): answer-level response checks; a record that contains one carries FORMAT_1_1.
 FORMAT_1_1 = "boe-ledger/1.1"
-ANSWER_KIND = "answer_response"
-#: Every action kind of the core list (`KINDS` are those of format 1).
-ALL_KINDS: tuple[str, ...] = (*KINDS, ANSWER_KIND)
-
-# Revision 1.2 (spec section 9): kinds a plugin defines. A record that uses one declares it in its "kinds"
-# object (target and plugin) and carries FORMAT_1_2; records of formats 1 and 1.1 are unchanged.
+# Revision 1.2 (spec section 9): kinds the format does not name. A record that uses one declares it in its "kinds"
+# object (target and the package that defines it) and carries FORMAT_1_2; records of formats 1 and 1.1 are unchanged.
 FORMAT_1_2 = "boe-ledger/1.2"
 # Revision 1.3 (spec section 12): candidates in sampling order with the planning cost of drawing each, so that
 # the first k of a record replay as a pool of k (an adaptive pool). Everything 1.1 and 1.2 allow, 1.3 allows too.
 FORMAT_1_3 = "boe-ledger/1.3"
 FORMATS: tuple[str, ...] = (FORMAT, FORMAT_1_1, FORMAT_1_2, FORMAT_1_3)
-_EXTENDED = (FORMAT_1_2, FORMAT_1_3)  # formats that allow plugin kinds (and answer checks)
-#: What each core kind targets: a claim (a factor check), one response, or an answer shared by responses.
-CORE_TARGETS: dict[str, str] = {**dict.fromkeys(FACTOR_KINDS, "claim"), WHOLE_KIND: "response", ANSWER_KIND: "answer"}
+_EXTENDED = (FORMAT_1_2, FORMAT_1_3)  # formats that allow declared kinds (and every kind the format names)
 TARGETS: tuple[str, str, str] = ("claim", "response", "answer")
-_ON_CANDIDATE: dict[str, bool] = {name: t != "claim" for name, t in CORE_TARGETS.items()}
-_PLAIN_KINDS = frozenset(KINDS)  # the kinds of format 1: no format or representative rule
-#: The core kind whose code a plugin kind of each target takes in the replay arrays (bayes pools it there).
-TARGET_PARENT: dict[str, str] = {"claim": FACTOR_KINDS[1], "response": WHOLE_KIND, "answer": ANSWER_KIND}
 
 
 @dataclass(frozen=True)
-class PluginKind:
-    """What the ledger reader knows of an installed plugin kind."""
+class LedgerKinds:
+    """The ledger's view of the registered action kinds (`boe.core.registry.ledger_kinds`; no name is written
+    here): the kinds the format names (spec sections 1 and 8) with their targets, formats and codes."""
 
-    target: str
-    plugin: str
+    core: dict[str, str]  # kind the format names -> target
+    since: dict[str, str]  # kind the format names -> the format that names it
+    codes: dict[str, int]  # kind the format names -> code: claim kinds first, then response, then answer
+    parent: dict[str, str]  # target -> the kind whose code a declared kind of that target takes (bayes pools it)
+
+    @classmethod
+    def of(cls, kinds: Mapping[str, KindInfo]) -> LedgerKinds:
+        """The view of a kind listing."""
+        named = sorted(
+            ((n, i) for n, i in kinds.items() if i.ledger is not None),
+            key=lambda x: (TARGETS.index(x[1].target), x[1].order),
+        )
+        parent: dict[str, str] = {}
+        for name, info in named:  # the first model-judged kind of each target (else the first)
+            if info.judged and (info.target not in parent or not kinds[parent[info.target]].judged):
+                parent[info.target] = name
+            parent.setdefault(info.target, name)
+        return cls(
+            core={n: i.target for n, i in named},
+            since={n: str(i.ledger) for n, i in named},
+            codes={n: c for c, (n, _) in enumerate(named)},
+            parent=parent,
+        )
+
+    @property
+    def on_candidate(self) -> dict[str, bool]:
+        """Kind -> whether it targets a candidate (a response or an answer) rather than a claim."""
+        return {n: t != "claim" for n, t in self.core.items()}
+
+    def code_of_target(self, target: str) -> int:
+        """The code a declared kind of ``target`` takes."""
+        return self.codes[self.parent[target]]
 
 
-#: Plugin kinds installed in this process: name -> target (`boe.kinds.register_kind` fills it; plugins are
-#: discovered the first time a record declares a kind it does not hold).
-PLUGIN_KINDS: Registry[PluginKind] = Registry("ledger-kinds", "ledger action kind", listed=False)
+_view: tuple[Mapping[str, KindInfo], LedgerKinds, dict[str, bool], frozenset[str]] | None = None
+
+
+def _kinds() -> tuple[LedgerKinds, dict[str, bool], frozenset[str]]:
+    """The current view, its candidate flags, and the kinds of format 1 (rebuilt when a kind is registered)."""
+    global _view
+    listing = ledger_kinds()
+    if _view is None or _view[0] is not listing:
+        v = LedgerKinds.of(listing)
+        _view = (listing, v, v.on_candidate, frozenset(n for n, f in v.since.items() if f == FORMAT))
+    return _view[1], _view[2], _view[3]
+
+
+def ledger_view() -> LedgerKinds:
+    """The kinds the ledger format names, as the registered kinds declare them."""
+    return _kinds()[0]
+
+
+def __getattr__(name: str) -> Any:
+    # names of earlier versions, now read off the registered kinds
+    v = ledger_view()
+    if name == "CORE_TARGETS":
+        return dict(v.core)
+    if name == "ALL_KINDS":
+        return tuple(v.core)
+    if name == "KINDS":
+        return tuple(n for n, f in v.since.items() if f == FORMAT)
+    if name == "FACTOR_KINDS":
+        return tuple(n for n, t in v.core.items() if t == "claim")
+    if name in ("WHOLE_KIND", "ANSWER_KIND", "TARGET_PARENT"):
+        return dict(v.parent) if name == "TARGET_PARENT" else v.parent["response" if name == "WHOLE_KIND" else "answer"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 Outcome = Literal["confirm", "reject", "unresolved"]
 Target = Literal["claim", "response", "answer"]
@@ -116,22 +156,23 @@ Format = Literal["boe-ledger/1", "boe-ledger/1.1", "boe-ledger/1.2", "boe-ledger
 
 
 def format_for(kinds: Iterable[str], *, sampled: bool = False) -> str:
-    """The format a record with actions of these kinds must carry (1.3 when its candidates carry their sample
-    costs, 1.2 with a plugin kind, 1.1 with an answer check, else 1)."""
+    """The format a record with actions of these kinds must carry: 1.3 when its candidates carry their sample
+    costs, 1.2 with a kind the format does not name, else the latest format naming one of them (1.1 with an answer
+    check), else 1."""
     if sampled:
         return FORMAT_1_3
-    seen = set(kinds)
-    if seen - set(ALL_KINDS):
-        return FORMAT_1_2
-    return FORMAT_1_1 if ANSWER_KIND in seen else FORMAT
+    since = ledger_view().since
+    seen = {since.get(k, FORMAT_1_2) for k in kinds}
+    return max(seen, key=FORMATS.index, default=FORMAT)
 
 
 def kind_targets(declared: Mapping[str, Any] | None) -> dict[str, str]:
-    """Kind -> target for a record: the core kinds plus the plugin kinds it declares (declarations as written,
+    """Kind -> target for a record: the kinds the format names plus those it declares (declarations as written,
     `KindDecl` models, or targets)."""
+    core = ledger_view().core
     if not declared:
-        return CORE_TARGETS
-    out = dict(CORE_TARGETS)
+        return core
+    out = dict(core)
     for name, decl in declared.items():
         out.setdefault(
             name, decl if isinstance(decl, str) else decl["target"] if isinstance(decl, Mapping) else decl.target
@@ -181,7 +222,7 @@ class Edge(_Open):
 
 class Action(_Open):
     id: str = Field(min_length=1)
-    kind: str = Field(min_length=1)  # a core kind, or a plugin kind the record declares (revision 1.2)
+    kind: str = Field(min_length=1)  # a kind the format names, or one the record declares (revision 1.2)
     claim: str | None = None
     candidate: int | None = None
     cost: float
@@ -201,12 +242,13 @@ class Action(_Open):
 
     @property
     def is_factor(self) -> bool:
-        """A core factor kind (a plugin kind's target is in its record's ``kinds``)."""
-        return self.kind in FACTOR_KINDS
+        """A factor kind the format names (a declared kind's target is in its record's ``kinds``)."""
+        return ledger_view().core.get(self.kind) == "claim"
 
 
 class KindDecl(_Open):
-    """Revision 1.2: a plugin kind a record uses, what it targets and which plugin defines it."""
+    """Revision 1.2: a kind the format does not name that a record uses, what it targets and which package
+    (a plugin's distribution, or best-of-evidence for a later built-in kind) defines it."""
 
     target: Target
     plugin: str = Field(min_length=1)
@@ -222,7 +264,7 @@ class LedgerRecord(_Open):
     claims: list[Claim] = Field(default_factory=list)
     edges: list[Edge] = Field(default_factory=list)
     actions: list[Action] = Field(default_factory=list)
-    kinds: dict[str, KindDecl] | None = None  # revision 1.2: the plugin kinds the actions use
+    kinds: dict[str, KindDecl] | None = None  # revision 1.2: the declared kinds the actions use
 
     @model_validator(mode="after")
     def _graph(self) -> LedgerRecord:
@@ -268,15 +310,16 @@ def check_graph(
     Edges are (candidate, claim, ...) and actions (id, kind, claim, candidate, ...) tuples.
     ``valid`` (candidate valid and answer not null) and ``fmt`` (the record's format)
     enable the rules of revision 1.1 on answer-level checks; ``kinds`` is the record's
-    declaration of plugin kinds (revision 1.2), each of which must be installed; ``pool``
+    declaration of the kinds the format does not name (revision 1.2), each of which must be installed; ``pool``
     (each candidate's cost and answer, format 1.3, with signed edges) the rules of revision 1.3.
     """
+    view, on_candidate, plain = _kinds()
     if kinds:
         _check_declared(kinds, fmt)
         targets = kind_targets(kinds)
         on_candidate = {name: t != "claim" for name, t in targets.items()}
     else:
-        targets, on_candidate = CORE_TARGETS, _ON_CANDIDATE
+        targets = view.core
     k = len(indexes)
     ids = set(claim_ids)
     if (
@@ -291,7 +334,7 @@ def check_graph(
             else (c is False and a[3] is None and a[2] in ids)
             for a in actions
         )
-        and _answer_checks_ok(actions, valid, fmt, targets)
+        and _answer_checks_ok(actions, valid, fmt, targets, plain, view.since)
     ):
         if pool is not None:
             _check_pool(pool, claim_ids, edges, actions, valid, targets)
@@ -340,43 +383,54 @@ def _check_pool(
 
 
 def _check_declared(kinds: Mapping[str, Mapping[str, Any]], fmt: str | None) -> None:
-    """Revision 1.2: declared kinds need format 1.2, may not redeclare a core kind, and must be installed."""
+    """Revision 1.2: declared kinds need format 1.2, may not redeclare a kind the format names, and must be
+    installed."""
     if fmt is not None and fmt not in _EXTENDED:
         raise _FieldError("kinds", f"declared action kinds need format {FORMAT_1_2!r}; this record says {fmt!r}")
     for name, decl in kinds.items():
-        if name in CORE_TARGETS:
-            raise _FieldError(f"kinds.{name}", f"{name!r} is a core action kind; only plugin kinds are declared")
-        plugin = decl.get("plugin")
-        if name not in PLUGIN_KINDS:  # (a miss discovers installed plugins first)
+        if name in ledger_view().core:
             raise _FieldError(
-                f"kinds.{name}",
-                f"action kind {name!r} needs plugin {plugin!r} (pip install {plugin}); it is not installed",
+                f"kinds.{name}", f"{name!r} is a kind the ledger format names; only other kinds are declared"
             )
-        installed = PLUGIN_KINDS[name].target
-        if installed != decl.get("target"):
+        info = ledger_kind(name)  # (a miss discovers installed plugins first)
+        if info is None:
+            raise _FieldError(f"kinds.{name}", _not_installed(name, str(decl.get("plugin"))))
+        if info.target != decl.get("target"):
             raise _FieldError(
                 f"kinds.{name}.target",
-                f"the record says {decl.get('target')!r}; the installed plugin's {name!r} targets {installed!r}",
+                f"the record says {decl.get('target')!r}; the installed {name!r} (from {info.package}) targets "
+                f"{info.target!r}",
             )
+
+
+def _not_installed(name: str, package: str) -> str:
+    """Why a declared kind cannot be read, and what to install (never the unrelated PyPI project ``boe``)."""
+    if package in (DISTRIBUTION, BUILTIN):  # a kind built into a later version of this package
+        return (
+            f"action kind {name!r} is built into a later {DISTRIBUTION} than this one; it is not installed "
+            f"(pip install --upgrade {DISTRIBUTION})"
+        )
+    return f"action kind {name!r} needs plugin {package!r} (pip install {package}); it is not installed"
 
 
 def _answer_checks_ok(
     actions: list[tuple[Any, ...]] | list[tuple[str, str, str | None, int | None]],
     valid: list[bool] | None,
     fmt: str | None,
-    targets: Mapping[str, str] = CORE_TARGETS,
+    targets: Mapping[str, str],
+    plain: frozenset[str],
+    since: Mapping[str, str],
 ) -> bool:
-    """Revision 1.1: an answer check needs format 1.1 (or 1.2) and a valid representative; 1.2: a plugin kind
+    """Revision 1.1: an answer check needs format 1.1 (or 1.2) and a valid representative; 1.2: a declared kind
     needs format 1.2."""
     for a in actions:
         kind = a[1]
-        if kind in _PLAIN_KINDS:
+        if kind in plain:
             continue
-        if kind == ANSWER_KIND or kind not in CORE_TARGETS:
-            if fmt is not None and fmt not in _EXTENDED and (fmt != FORMAT_1_1 or kind != ANSWER_KIND):
-                return False
-            if targets.get(kind) == "answer" and valid is not None and not valid[a[3]]:
-                return False
+        if fmt is not None and fmt not in _EXTENDED and FORMATS.index(fmt) < FORMATS.index(since.get(kind, FORMAT_1_2)):
+            return False
+        if targets.get(kind) == "answer" and valid is not None and not valid[a[3]]:
+            return False
     return True
 
 
@@ -387,8 +441,10 @@ def _explain_graph(
     actions: list[tuple[str, str, str | None, int | None]] | list[tuple[Any, ...]],
     valid: list[bool] | None = None,
     fmt: str | None = None,
-    targets: Mapping[str, str] = CORE_TARGETS,
+    targets: Mapping[str, str] | None = None,
 ) -> None:
+    since = ledger_view().since
+    targets = ledger_view().core if targets is None else targets
     for pos, idx in enumerate(indexes):
         if idx != pos:
             raise _FieldError(f"candidates[{pos}].index", f"must be {pos} (list order), got {idx}")
@@ -418,22 +474,22 @@ def _explain_graph(
         if target is None:
             raise _FieldError(
                 f"actions[{pos}].kind",
-                f"unknown action kind {kind!r}; the core kinds are {', '.join(ALL_KINDS)} (a plugin's kind is "
+                f"unknown action kind {kind!r}; the ledger format names {', '.join(since)} (any other kind is "
                 f"declared in the record's 'kinds', format {FORMAT_1_2!r})",
             )
-        if kind not in CORE_TARGETS and fmt is not None and fmt not in _EXTENDED:
+        if kind not in since and fmt is not None and fmt not in _EXTENDED:
             raise _FieldError(
-                f"actions[{pos}].kind", f"plugin kind {kind!r} needs format {FORMAT_1_2!r}; this record says {fmt!r}"
+                f"actions[{pos}].kind", f"declared kind {kind!r} needs format {FORMAT_1_2!r}; this record says {fmt!r}"
             )
         if target == "answer":
-            _explain_answer_check(pos, claim, cand, k, valid, fmt, kind)
+            _explain_answer_check(pos, claim, cand, k, valid, fmt, kind, since.get(kind))
         elif target == "response":
             if cand is None or not 0 <= cand < k:
                 raise _FieldError(
-                    f"actions[{pos}].candidate", f"whole_response needs a candidate index in 0..{k - 1}, got {cand}"
+                    f"actions[{pos}].candidate", f"{kind} needs a candidate index in 0..{k - 1}, got {cand}"
                 )
             if claim is not None:
-                raise _FieldError(f"actions[{pos}].claim", "whole_response targets a candidate, not a claim")
+                raise _FieldError(f"actions[{pos}].claim", f"{kind} targets a candidate, not a claim")
         else:
             if claim is None or claim not in ids:
                 raise _FieldError(f"actions[{pos}].claim", f"{kind} needs a known claim, got {claim!r}")
@@ -448,23 +504,22 @@ def _explain_answer_check(
     k: int,
     valid: list[bool] | None,
     fmt: str | None,
-    kind: str = ANSWER_KIND,
+    kind: str,
+    since: str | None,
 ) -> None:
-    if kind == ANSWER_KIND and fmt is not None and fmt not in (FORMAT_1_1, *_EXTENDED):
-        raise _FieldError(
-            f"actions[{pos}].kind", f"{ANSWER_KIND} is a kind of format {FORMAT_1_1!r}; this record says {fmt!r}"
-        )
+    if since is not None and fmt is not None and FORMATS.index(fmt) < FORMATS.index(since):
+        raise _FieldError(f"actions[{pos}].kind", f"{kind} is a kind of format {since!r}; this record says {fmt!r}")
     if cand is None or not 0 <= cand < k:
         raise _FieldError(
-            f"actions[{pos}].candidate", f"{ANSWER_KIND} needs a representative candidate in 0..{k - 1}, got {cand}"
+            f"actions[{pos}].candidate", f"{kind} needs a representative candidate in 0..{k - 1}, got {cand}"
         )
     if valid is not None and not valid[cand]:
         raise _FieldError(
             f"actions[{pos}].candidate",
-            f"{ANSWER_KIND} needs a valid representative (valid, answer not null); candidate {cand} is not",
+            f"{kind} needs a valid representative (valid, answer not null); candidate {cand} is not",
         )
     if claim is not None:
-        raise _FieldError(f"actions[{pos}].claim", f"{ANSWER_KIND} targets an answer, not a claim")
+        raise _FieldError(f"actions[{pos}].claim", f"{kind} targets an answer, not a claim")
 
 
 # The fast path: the same rules as typed dicts, validated by pydantic-core in one

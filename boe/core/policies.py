@@ -12,7 +12,9 @@ Policies register by name; `make_policy("boe", eta=0.0)` builds one.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
+import pkgutil
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -84,10 +86,21 @@ class FittablePolicy(Protocol):
         ...
 
 
-#: Every policy by name; built-ins outside this module are lazy entries (imported on first use).
+#: Every policy by name: those of this module, then (on the first listing or miss) those of the other modules of
+#: `boe.core` that register one, so a built-in policy is one module there with `@register_policy`, named nowhere else.
 POLICIES: Registry[Callable[..., Policy]] = Registry("policies", "policy")
-POLICIES.add("bayes", "boe.core.bayes:Bayes")
-POLICIES.add("bayes-lookahead", "boe.core.bayes:BayesLookahead")
+
+
+def _builtin_policies() -> None:
+    from importlib import resources
+
+    for mod in pkgutil.iter_modules(importlib.import_module("boe.core").__path__):
+        try:  # only the modules that register a policy are imported (replay never needs the others)
+            registers = "register_policy(" in resources.files("boe.core").joinpath(f"{mod.name}.py").read_text("utf-8")
+        except OSError:
+            registers = True
+        if registers and mod.name != "policies":
+            importlib.import_module(f"boe.core.{mod.name}")
 
 
 def register_policy(name: str, *, override: bool = False) -> Callable[[type], type]:
@@ -402,3 +415,6 @@ def _selection_after(state: EvidenceState, step: npt.NDArray[np.float64], mask: 
         x = state.logit[q] + state.alpha[q, a] * step[q, a][:, None]
         sel[q, a] = first_max(sigmoid(x), state.candidate[q])
     return sel
+
+
+POLICIES.set_builtins(_builtin_policies)  # set last: this module's own policies register without it

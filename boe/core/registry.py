@@ -3,23 +3,48 @@
 An entry is an object or a lazy ``"module:attr"`` string imported on first
 use; each remembers its source (the distribution that registered it, ``boe``
 for built-ins). A duplicate name is refused unless ``override=True``. This
-module does no I/O: plugin discovery (entry points) is a hook that
-`boe.registry` installs with `set_plugin_loader`; it runs once, the first time
-any registry is listed or asked for a name it does not hold.
+module does no I/O and imports nothing above the core: plugin discovery
+(entry points, `boe.registry`) is a hook that ``import boe`` installs with
+`set_plugin_loader`; it runs once, the first time any registry is listed or
+asked for a name it does not hold.
+
+The ledger reader needs to know the registered action kinds (their targets, and which the ledger format
+itself lists) but may not import them: the layer that owns the kinds installs a function that lists them
+(`set_kind_source`, done when `boe` is imported), and `ledger_kinds` / `ledger_kind` read through it.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from boe.errors import ConfigError
 
-__all__ = ["Entry", "Registry", "all_registries", "current_source", "load_plugins", "set_plugin_loader", "source_scope"]
+__all__ = [
+    "BUILTIN",
+    "DISTRIBUTION",
+    "Entry",
+    "KindInfo",
+    "Registry",
+    "all_registries",
+    "current_source",
+    "ledger_kind",
+    "ledger_kinds",
+    "load_plugins",
+    "set_kind_source",
+    "set_plugin_loader",
+    "source_scope",
+]
 
 T = TypeVar("T")
+
+#: Who registrations made by this package are attributed to.
+BUILTIN = "boe"
+#: The distribution that ships the built-ins (what a user installs; never the unrelated PyPI project ``boe``).
+DISTRIBUTION = "best-of-evidence"
 
 _REGISTRIES: dict[str, Registry[Any]] = {}
 _loader: Callable[[], None] | None = None
@@ -37,15 +62,47 @@ def set_plugin_loader(loader: Callable[[], None] | None) -> None:
 def load_plugins() -> None:
     """Run the plugin loader once (no-op without one)."""
     global _loaded
-    if _loaded:
+    if _loaded or _loader is None:
         return
-    if _loader is None:
-        # the entry-point loader lives outside the pure core; importing it installs it
-        importlib.import_module("boe.registry")
-        if _loader is None:
-            return
     _loaded = True
     _loader()
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """What the ledger reader knows of a registered action kind."""
+
+    target: Literal["claim", "response", "answer"]
+    package: str  # the distribution that defines it (`DISTRIBUTION` for a built-in kind)
+    order: int  # menu order
+    judged: bool  # its check is a model call
+    #: the ledger format whose own kind list holds it (spec sections 1 and 8); None: a record using it declares it
+    #: in its ``kinds`` (format 1.2)
+    ledger: str | None = None
+
+
+_kind_source: Callable[[], Mapping[str, KindInfo]] = dict
+
+
+def set_kind_source(source: Callable[[], Mapping[str, KindInfo]]) -> None:
+    """Install the function listing the registered action kinds (name -> `KindInfo`; the same mapping object
+    until a kind is registered, so readers may cache what they derive from it). It must not discover plugins."""
+    global _kind_source
+    _kind_source = source
+
+
+def ledger_kinds() -> Mapping[str, KindInfo]:
+    """The action kinds registered so far (built-ins and the plugins loaded yet)."""
+    return _kind_source()
+
+
+def ledger_kind(name: str) -> KindInfo | None:
+    """One registered action kind (plugins are discovered on a miss), or None."""
+    info = _kind_source().get(name)
+    if info is None:
+        load_plugins()
+        info = _kind_source().get(name)
+    return info
 
 
 class _SourceScope:
@@ -66,7 +123,7 @@ def source_scope(source: str) -> _SourceScope:
 
 def current_source() -> str:
     """Who registrations are attributed to now ("boe" outside a plugin's loading)."""
-    return _source_stack[-1] if _source_stack else "boe"
+    return _source_stack[-1] if _source_stack else BUILTIN
 
 
 def all_registries() -> dict[str, Registry[Any]]:
@@ -97,6 +154,20 @@ class Entry(Generic[T]):
         return f"{getattr(self.obj, '__module__', '?')}:{getattr(self.obj, '__qualname__', type(self.obj).__name__)}"
 
 
+def _own_import(obj: object, where: str | None) -> bool:
+    """A registration this package's code makes while it is imported (a built-in module's decorators, or a lazy
+    entry into this package): built-in, even when a plugin's import is what imports that module."""
+    if isinstance(obj, str):
+        return _ours(obj.partition(":")[0])
+    module = (where or "").partition(":")[0] or getattr(obj, "__module__", None)
+    spec = getattr(sys.modules.get(module or ""), "__spec__", None)
+    return _ours(module) and bool(getattr(spec, "_initializing", False))
+
+
+def _ours(module: str | None) -> bool:
+    return module is not None and (module == "boe" or module.startswith("boe."))
+
+
 def _same(target: str, obj: object) -> bool:
     mod, _, attr = target.partition(":")
     return getattr(obj, "__module__", None) == mod and getattr(obj, "__qualname__", None) == attr
@@ -115,10 +186,15 @@ class Registry(Mapping[str, T]):
         self._builtins = builtins  # registers built-ins that are not lazy entries (run once, before a miss)
         _REGISTRIES[noun] = self
 
+    def set_builtins(self, fill: Callable[[], None]) -> None:
+        """Install the function that registers the built-ins that are not lazy entries (run once, before the first
+        listing or miss)."""
+        self._builtins = fill
+
     def _fill_builtins(self) -> None:
         if self._builtins is not None:
             fill, self._builtins = self._builtins, None
-            with source_scope("boe"):  # even when a plugin's registration is what triggers it
+            with source_scope(BUILTIN):  # even when a plugin's registration is what triggers it
                 fill()
 
     def _fill(self) -> None:
@@ -129,7 +205,7 @@ class Registry(Mapping[str, T]):
         self, name: str, obj: T | str, *, override: bool = False, source: str | None = None, where: str | None = None
     ) -> None:
         """Register ``obj`` (or a lazy ``"module:attr"``) as ``name``; a taken name needs ``override=True``."""
-        src = source or current_source()
+        src = source or (BUILTIN if _own_import(obj, where) else current_source())
         self._fill_builtins()  # a built-in must be there to be refused as a duplicate
         old = self._entries.get(name)
         if old is not None and not override:
@@ -178,6 +254,12 @@ class Registry(Mapping[str, T]):
             e.obj = obj
         assert e.obj is not None
         return e.obj
+
+    def names(self, *, discover: bool = True) -> list[str]:
+        """The registered names in registration order; ``discover=False`` lists the built-ins and what is
+        registered so far without loading plugins (for help texts)."""
+        self._fill() if discover else self._fill_builtins()
+        return list(self._entries)
 
     def entries(self) -> list[Entry[T]]:
         """Every entry (plugins discovered first), in registration order."""

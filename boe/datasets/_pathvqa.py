@@ -51,7 +51,8 @@ def _is_pathvqa_text(p: Path) -> bool:
     text = head(p, 4096)
     if p.suffix == ".csv":
         cols = [c.strip().strip('"') for c in text.splitlines()[0].split(",")] if text else []
-        return set(_FIELDS) <= set(cols) and "Figure_path" not in cols
+        # exactly these columns (and a pandas index): a CSV format with more of its own is not PathVQA's
+        return {c for c in cols if c and not c.startswith("Unnamed:")} == set(_FIELDS)
     # other formats carry more fields; PathVQA's records have exactly these three
     others = ('"img_name"', '"image_name"', '"options"', '"label"', '"answer_type"', '"q_lang"')
     return all(f'"{f}"' in text for f in _FIELDS) and not any(o in text for o in others)

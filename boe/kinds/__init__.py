@@ -1,38 +1,51 @@
 """Action kinds as registered specs: each kind of check is declared once, in one module.
 
-A `KindSpec` says what a kind targets (a claim, a response, or an answer
-shared by every response giving it: the only distinction `boe.core`
-knows), its default design cost, how the menu offers it for a question,
-which tool runs it and with what arguments, what one call costs in tokens
-for a dry-run estimate, and how reports label it. The built-in kinds are
-the modules of this package (found by listing it, so a new built-in kind is
-one module plus its prompt file); plugins call `register_kind`.
+A `KindSpec` is the one place a kind is described: what it targets (a
+claim, a response, or an answer shared by every response giving it: the
+only distinction `boe.core` knows), its default design cost, how the menu
+offers it for a question, which tool runs it with which prompt (the
+template's ``[meta] schema`` or ``[schema]`` section is its reply schema),
+what one call costs in tokens for a dry-run estimate, the prior kappa its
+checks carry before a calibration is fitted on them, whether a run uses it
+by default, and how reports label it. The built-in kinds are the modules of
+this package (found by listing it, so a new built-in kind is one module
+plus its prompt file); plugins call `register_kind`. Everything else (the
+ledger reader, the tool registry, costs, the command-line help) reads the
+registered specs.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
-from boe.core.registry import Registry
+from boe.core.registry import BUILTIN, DISTRIBUTION, KindInfo, Registry, current_source
+from boe.errors import ConfigError
 
 __all__ = [
     "KINDS",
     "KindSpec",
     "MenuContext",
+    "Prior",
     "TokenEstimate",
     "ToolContext",
     "builtin_kinds",
-    "declare_kinds",
     "claims_per_question",
+    "declare_kinds",
+    "default_kinds",
     "judge_args",
     "kind_names",
+    "kind_priors",
     "kind_spec",
+    "ledger_kinds",
+    "prior_channels",
     "register_kind",
+    "unregister_kind",
 ]
 
 Target = Literal["claim", "response", "answer"]
@@ -107,6 +120,15 @@ class TokenEstimate:
 
 
 @dataclass(frozen=True)
+class Prior:
+    """The calibration a kind's checks carry where no fitted calibration covers them: kappa and the outcome
+    masses (confirm, reject, unresolved) of the paper's order for such a check, not fitted on your data."""
+
+    kappa: float
+    p: tuple[float, float, float] = (0.50, 0.40, 0.10)
+
+
+@dataclass(frozen=True)
 class KindSpec:
     """One kind of evidence action, declared once."""
 
@@ -120,6 +142,12 @@ class KindSpec:
     tool_args: Callable[[ToolContext], dict[str, Any]] = field(default=lambda _ctx: {})
     prompt: str | None = None  # the prompt template its tool renders (None: no model call)
     estimate: TokenEstimate | None = None  # None: calls no model
+    #: prior calibration per channel its menu rule puts checks in (a group's first part, or ``channel/answer``)
+    priors: Mapping[str, Prior] = field(default_factory=dict)
+    default_on: bool = True  # on every run's menu unless the configuration's ``kinds`` leaves it out
+    #: the ledger format whose kind list names it (spec sections 1 and 8: only the paper's kinds); a new kind
+    #: leaves it None and the records using it declare it (format 1.2)
+    ledger: str | None = None
     description: str = ""
     report_label: str = ""  # how the HTML report calls it (default: ``label``)
 
@@ -133,10 +161,20 @@ class KindSpec:
         return self.target == "claim"
 
     def build_tool(self, ctx: ToolContext) -> Any:
-        """The run's tool for this kind (through the tool registry, so a registered override wins)."""
-        from boe.tools.protocol import make_tool
+        """The run's tool for this kind, rendering the spec's prompt when the tool takes one."""
+        from boe.tools.protocol import TOOLS, make_tool
 
-        return make_tool(self.name, **self.tool_args(ctx))
+        args = self.tool_args(ctx)
+        if self.prompt is not None and "prompt" not in args and _takes(TOOLS.get_obj(self.name), "prompt"):
+            args["prompt"] = self.prompt
+        return make_tool(self.name, **args)
+
+
+def _takes(factory: Callable[..., Any], name: str) -> bool:
+    try:
+        return name in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _builtins() -> None:
@@ -147,29 +185,69 @@ def _builtins() -> None:
 
 #: Action kinds by name.
 KINDS: Registry[KindSpec] = Registry("kinds", "action kind", _builtins)
+_LEDGER_FORMATS = ("boe-ledger/1", "boe-ledger/1.1")  # the formats whose spec names kinds (sections 1 and 8)
+_ledger: Mapping[str, KindInfo] | None = None
 
 
 def register_kind(spec: KindSpec, *, override: bool = False) -> KindSpec:
-    """Register an action kind and its tool (a taken name is refused unless ``override=True``)."""
-    KINDS.add(spec.name, spec, override=override, where=getattr(spec.menu, "__module__", None))
-    from boe.core.ledger import CORE_TARGETS, PLUGIN_KINDS, PluginKind
-
-    if spec.name not in CORE_TARGETS:  # the ledger reader accepts records that declare it (format 1.2)
-        PLUGIN_KINDS.add(spec.name, PluginKind(spec.target, KINDS.entry(spec.name).source), override=override)
-    protocol = sys.modules.get("boe.tools.protocol")
-    if protocol is not None:  # otherwise the tool registry adds every kind's tool when it first fills
-        protocol.TOOLS.add(spec.name, spec.tool, override=override)
+    """Register an action kind (its tool, prompt, costs and prior come with it); a taken name is refused unless
+    ``override=True``."""
+    global _ledger
+    where = getattr(spec.menu, "__module__", None)
+    if spec.ledger is not None and (
+        spec.ledger not in _LEDGER_FORMATS or _package(current_source(), where) != DISTRIBUTION
+    ):
+        raise ConfigError(
+            f"action kind {spec.name!r}: ledger={spec.ledger!r} is for the kinds the ledger spec names; a new kind "
+            "leaves it out (records using it declare it, format boe-ledger/1.2)"
+        )
+    KINDS.add(spec.name, spec, override=override, where=where)
+    _ledger = None  # the ledger reader's view is rebuilt on next use
     return spec
 
 
-def declare_kinds(kinds: Iterable[str]) -> dict[str, dict[str, str]]:
-    """The ``kinds`` declaration a ledger record needs for the plugin kinds among ``kinds`` (empty: none)."""
-    from boe.core.ledger import CORE_TARGETS
+def unregister_kind(name: str) -> KindSpec | None:
+    """Remove a registered kind (for tests, and plugins replacing themselves); its spec, or None."""
+    global _ledger
+    _ledger = None
+    spec: KindSpec | None = KINDS.pop(name)
+    return spec
 
+
+def ledger_kinds() -> Mapping[str, KindInfo]:
+    """What the ledger reader knows of every kind registered so far (the built-ins first; no plugin discovery):
+    the same object until a kind is registered (`boe.core.registry.set_kind_source` is given this function)."""
+    global _ledger
+    if _ledger is None:
+        entries = [KINDS.entry(name) for name in KINDS.names(discover=False)]
+        _ledger = MappingProxyType(
+            {
+                e.name: KindInfo(s.target, _package(e.source, e.where), s.order, s.prompt is not None, s.ledger)
+                for e in entries
+                if (s := e.obj) is not None
+            }
+        )
+    return _ledger
+
+
+def _package(source: str, module: str | None) -> str:
+    """The distribution a user installs to have a kind: its plugin's, best-of-evidence for the kinds of this
+    package, else (a kind registered in-process) the top-level package of the module that declares it."""
+    if source != BUILTIN:
+        return source
+    if module is None or module == "boe" or module.startswith("boe."):
+        return DISTRIBUTION
+    return module.split(".")[0]
+
+
+def declare_kinds(kinds: Iterable[str]) -> dict[str, dict[str, str]]:
+    """The ``kinds`` declaration a ledger record needs for the kinds among ``kinds`` that the ledger format does
+    not name (empty: none): each kind's target and the distribution that defines it."""
     out: dict[str, dict[str, str]] = {}
     for name in dict.fromkeys(kinds):
-        if name and name not in CORE_TARGETS:
-            out[name] = {"target": kind_spec(name).target, "plugin": KINDS.entry(name).source}
+        if name and kind_spec(name).ledger is None:
+            entry = KINDS.entry(name)
+            out[name] = {"target": kind_spec(name).target, "plugin": _package(entry.source, entry.where)}
     return out
 
 
@@ -178,15 +256,31 @@ def kind_spec(name: str) -> KindSpec:
     return KINDS.get_obj(name)
 
 
+def _specs() -> list[KindSpec]:
+    return sorted((KINDS.get_obj(n) for n in KINDS), key=lambda s: s.order)
+
+
 def kind_names() -> tuple[str, ...]:
     """Every registered kind, in menu order."""
-    return tuple(s.name for s in sorted((KINDS.get_obj(n) for n in KINDS), key=lambda s: s.order))
+    return tuple(s.name for s in _specs())
+
+
+def default_kinds() -> tuple[str, ...]:
+    """The kinds a run uses unless its configuration says otherwise (each spec's ``default_on``), in menu order."""
+    return tuple(s.name for s in _specs() if s.default_on)
 
 
 def builtin_kinds() -> tuple[str, ...]:
-    """The kinds this package declares (those of the ledger format), in menu order."""
-    return tuple(s.name for s in sorted((KINDS.get_obj(n) for n in KINDS), key=lambda s: s.order) if _is_builtin(s))
+    """The kinds this package declares, in menu order."""
+    return tuple(s.name for s in _specs() if ledger_kinds()[s.name].package == DISTRIBUTION)
 
 
-def _is_builtin(spec: KindSpec) -> bool:
-    return KINDS.entry(spec.name).source == "boe"
+def kind_priors(kinds: Iterable[str] | None = None) -> dict[str, tuple[str, Prior]]:
+    """Channel -> (kind, prior) of ``kinds`` (default: every registered kind), in menu order."""
+    names = kind_names() if kinds is None else kinds
+    return {ch: (name, prior) for name in names for ch, prior in kind_spec(name).priors.items()}
+
+
+def prior_channels(kinds: Iterable[str] | None = None) -> dict[str, tuple[float, tuple[float, float, float]]]:
+    """Channel -> (kappa, outcome masses) of the kinds' priors, as `boe.core.calibration` takes them."""
+    return {ch: (prior.kappa, prior.p) for ch, (_, prior) in kind_priors(kinds).items()}

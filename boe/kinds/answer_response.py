@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from boe.kinds import KindSpec, MenuContext, TokenEstimate, judge_args, register_kind
+from boe.kinds import KindSpec, MenuContext, Prior, TokenEstimate, judge_args, register_kind
 
 NAME = "answer_response"
 
@@ -45,6 +45,8 @@ SPEC = register_kind(
         cost=8.0,
         label="judge, answer",
         order=50,
+        ledger="boe-ledger/1.1",
+        priors={"answer": Prior(0.64, (0.50, 0.45, 0.05))},  # a response-level judgement, as whole_response's
         menu=menu,
         tool="boe.tools.judges:AnswerResponseJudge",
         tool_args=judge_args,

@@ -7,6 +7,7 @@ from typing import Any
 from boe.kinds import (
     KindSpec,
     MenuContext,
+    Prior,
     TokenEstimate,
     ToolContext,
     claims_per_question,
@@ -48,6 +49,8 @@ SPEC = register_kind(
         cost=4.0,
         label="judge, crop",
         order=30,
+        ledger="boe-ledger/1",
+        priors={"grounded": Prior(0.53)},  # the paper's channel table: grounded 0.51-0.61
         menu=menu,
         tool="boe.tools.judges:GroundedFactorJudge",
         tool_args=tool_args,

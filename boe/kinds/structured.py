@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from boe.kinds import KindSpec, MenuContext, register_kind
+from boe.kinds import KindSpec, MenuContext, Prior, register_kind
 
 NAME = "structured"
 
@@ -31,6 +31,15 @@ SPEC = register_kind(
         cost=1.0,
         label="record check",
         order=10,
+        ledger="boe-ledger/1",
+        # the record channel's prior is of the order the shipped simulator fit gives its DICOM header checks (0.76-0.89
+        # for the answer-bearing claim, 0.50-0.53 for supporting ones); a vocabulary check the record does not settle
+        # settles nothing a canonicalised claim could be wrong about: "always unresolved", never bought
+        priors={
+            "record/answer": Prior(0.85, (0.50, 0.50, 0.00)),
+            "record": Prior(0.55, (0.50, 0.50, 0.00)),
+            "structured": Prior(0.50, (0.00, 0.00, 1.00)),
+        },
         menu=menu,
         tool="boe.tools.structured:StructuredCheck",
         report_label="record check",

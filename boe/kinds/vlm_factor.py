@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from boe.kinds import KindSpec, MenuContext, TokenEstimate, claims_per_question, judge_args, register_kind
+from boe.kinds import KindSpec, MenuContext, Prior, TokenEstimate, claims_per_question, judge_args, register_kind
 
 NAME = "vlm_factor"
 
@@ -28,6 +28,8 @@ SPEC = register_kind(
         cost=4.0,
         label="judge, whole image",
         order=20,
+        ledger="boe-ledger/1",
+        priors={"vlm": Prior(0.53)},  # the paper's channel table: VLM 0.50-0.59
         menu=menu,
         tool="boe.tools.judges:VlmFactorJudge",
         tool_args=judge_args,

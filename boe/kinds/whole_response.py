@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from boe.kinds import KindSpec, MenuContext, TokenEstimate, judge_args, register_kind
+from boe.kinds import KindSpec, MenuContext, Prior, TokenEstimate, judge_args, register_kind
 
 NAME = "whole_response"
 
@@ -40,6 +40,8 @@ SPEC = register_kind(
         cost=8.0,
         label="judge, whole response",
         order=40,
+        ledger="boe-ledger/1",
+        priors={"whole": Prior(0.64, (0.50, 0.45, 0.05))},  # the paper's channel table: whole 0.61-0.72
         menu=menu,
         tool="boe.tools.judges:WholeResponseJudge",
         tool_args=judge_args,

@@ -5,6 +5,7 @@ A template file (``templates/NAME.tmpl``) has three sections::
     [meta]      key: value lines (``schema`` names the reply's JSON schema)
     [task]      the task's instructions (``[system]`` is accepted as the old name)
     [user]      the question's markers and the request
+    [schema]    optional: the reply's JSON schema itself (a kind's own; else ``schema`` names a shipped one)
 
 Every request opens with the same prefix, so a prefix-caching server (vLLM,
 SGLang) computes a question's images once for all its requests: the system
@@ -57,7 +58,7 @@ PROMPT_NAMES: tuple[str, ...] = tuple(
 #: Placeholders that may be left out of `PromptTemplate.render` (they render empty).
 OPTIONAL = frozenset({"figures_block"})
 
-_SECTION = re.compile(r"^\[(meta|system|task|user)\]\s*$", re.MULTILINE)
+_SECTION = re.compile(r"^\[(meta|system|task|user|schema)\]\s*$", re.MULTILINE)
 
 #: The system message of every templated request: the same bytes for every task, so it and the images after it
 #: form one cacheable prefix. Task-specific instructions go after the images.
@@ -224,8 +225,14 @@ def parse_template(name: str, text: str) -> PromptTemplate:
             meta[key.strip()] = value.strip()
     schema_name = meta.get("schema")
     if not schema_name:
-        raise ConfigError(f"prompt template {name!r}: [meta] needs a 'schema' line")
-    schema = load_schema(schema_name)
+        raise ConfigError(f"prompt template {name!r}: [meta] needs a 'schema' line (the reply schema's name)")
+    if "schema" in sections:
+        try:
+            schema = json.loads(sections["schema"])
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"prompt template {name!r}: its [schema] is not JSON ({exc})") from None
+    else:
+        schema = load_schema(schema_name)
     digest = hashlib.sha256(
         SYSTEM_TEXT.encode("utf-8")
         + b"\0"

@@ -39,6 +39,8 @@ class QuestionPage:
     narration: Narration | None = None
     calibration: str = ""
     warnings: list[str] = field(default_factory=list)
+    run: str | None = None  # the stored run shown (None: ledger files)
+    also_in: list[str] = field(default_factory=list)  # other runs holding the question, most recent first
 
 
 def make_report(
@@ -133,7 +135,7 @@ def make_question_page(
     max_side: int = 1024,
 ) -> QuestionPage:
     """One question's standalone page: full-size image with the views, candidates, graph, evidence log, calls."""
-    with open_source(db=db, run=run, ledgers=ledgers, image_root=image_root) as source:
+    with open_source(db=db, run=run, ledgers=ledgers, image_root=image_root, question=(question_id, dataset)) as source:
         index = source.find(question_id, dataset)
         settings = resolve_settings(
             source,
@@ -146,6 +148,8 @@ def make_question_page(
         view, strings, slots, images, _ = build_question(source, index, settings, max_side=max_side)
         label = source.label
         narration = _narration(view, strings)
+        run_name = source.run.name if source.run is not None else None
+        also_in = source.also_in
     text = question_html(
         view,
         strings,
@@ -157,7 +161,15 @@ def make_question_page(
         budget=settings.main_budget,
     )
     return QuestionPage(
-        text, view, strings, label, narration, settings.calibration_label, list(settings.calibration_warnings)
+        text,
+        view,
+        strings,
+        label,
+        narration,
+        settings.calibration_label,
+        list(settings.calibration_warnings),
+        run_name,
+        also_in,
     )
 
 

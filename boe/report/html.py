@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from functools import cache
 from html import escape
@@ -22,7 +23,7 @@ from boe.report.model import Report
 from boe.report.plots import Plot, figure_svg
 from boe.report.questions import anchor
 
-__all__ = ["question_html", "report_html"]
+__all__ = ["neutralise_bidi", "question_html", "report_html"]
 
 
 @cache
@@ -81,10 +82,21 @@ def _kinds() -> dict[str, dict[str, str]]:
     return {n: {"label": KINDS.get_obj(n).report_label, "target": KINDS.get_obj(n).target} for n in KINDS}
 
 
+# Bidirectional controls (embeddings, overrides, isolates, marks) reorder what a reader sees: a hostile record could
+# make one question id read as another. None belongs to a page of ours, so each is shown as its code point instead.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def neutralise_bidi(text: str) -> str:
+    """``text`` with every bidirectional control character written visibly as ``[U+XXXX]``."""
+    return _BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
+
+
 def _page(title: str, body: str, data: dict[str, Any], images: dict[str, EncodedImage], body_class: str = "") -> str:
     pictures = {k: v.as_json() for k, v in images.items()}
     data = {**data, "kinds": _kinds()}
-    return (
+    # the whole page at once: record text reaches it through templates, the JSON the script reads, and SVG labels
+    return neutralise_bidi(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="generator" content="boe {_e(__version__)}"><title>{_e(title)}</title>'

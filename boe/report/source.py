@@ -68,6 +68,7 @@ class Source:
     stored_images: dict[tuple[str, str], list[ImageSource]] = field(default_factory=dict)
     bad: list[str] = field(default_factory=list)
     db: str | None = None
+    also_in: list[str] = field(default_factory=list)  # other runs of the store holding the question asked for
 
     def records(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """(question index, record dict) of every loaded question, in question order."""
@@ -123,8 +124,13 @@ def open_source(
     ledgers: Sequence[str | Path] = (),
     on_error: Callable[[RecordError], None] | None = None,
     image_root: str | Path | None = None,
+    question: tuple[str, str | None] | None = None,
 ) -> Iterator[Source]:
-    """The questions of ``--db URL --run NAME`` or of ledger files (bad records go to ``on_error``)."""
+    """The questions of ``--db URL --run NAME`` or of ledger files (bad records go to ``on_error``).
+
+    Without ``run``, a store holding several runs needs ``question`` (its id and dataset, as `Source.find`
+    takes them): the most recent run holding it is read, and `Source.also_in` names the others.
+    """
     bad: list[str] = []
 
     def note(err: RecordError) -> None:
@@ -139,8 +145,14 @@ def open_source(
         from boe.db import Store
 
         with Store(db, create=False) as store:
+            also_in: list[str] = []
             if not run:
                 names = [r.name for r in store.list_runs()]
+                if len(names) > 1 and question is not None:
+                    holding = _runs_holding(store, *question)
+                    if not holding:
+                        raise ConfigError(f"no question {question[0]!r} in any run of {store.url} ({', '.join(names)})")
+                    names, also_in = holding[-1:], holding[:-1]
                 if len(names) != 1:
                     raise ConfigError(f"--db needs --run NAME; runs in {store.url}: {', '.join(names) or 'none'}")
                 run = names[0]
@@ -160,6 +172,7 @@ def open_source(
                 stored_images=_stored_images(store, info.id),
                 bad=bad,
                 db=store.url,
+                also_in=also_in[::-1],
             )
         return
     if not ledgers:
@@ -185,6 +198,24 @@ def open_source(
         base_dir=root if root is not None else paths[0].resolve().parent,
         bad=bad,
     )
+
+
+def _runs_holding(store: Any, question_id: str, dataset: str | None) -> list[str]:
+    """The runs (oldest first) holding a question: ``ID``, ``DATASET/ID`` or ``ID`` of ``dataset``."""
+    from sqlalchemy import and_, or_, select
+
+    from boe.db.models import Question as QuestionRow
+    from boe.db.models import table
+
+    qt = table(QuestionRow)
+    keys = [(dataset, question_id)]
+    if dataset is None and "/" in question_id:
+        head, _, tail = question_id.partition("/")
+        keys.append((head, tail))
+    match = or_(*(and_(qt.c.source_id == qid, *([qt.c.dataset == ds] if ds else [])) for ds, qid in keys))
+    with store.engine.connect() as conn:
+        ids = set(conn.execute(select(qt.c.run_id).where(match).distinct()).scalars())
+    return [r.name for r in store.list_runs() if r.id in ids]
 
 
 def _stored_images(store: Any, run_id: int) -> dict[tuple[str, str], list[ImageSource]]:

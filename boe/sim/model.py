@@ -19,7 +19,16 @@ import numpy as np
 
 from boe.sim.percept import NoiseConfig, Percept, image_bias, sample_percept
 from boe.sim.perception import Belief, perceive
-from boe.sim.protocol import Intent, Markers, json_object, parse_candidate, parse_intent, parse_markers, task_of
+from boe.sim.protocol import (
+    Intent,
+    Markers,
+    json_object,
+    judged,
+    parse_candidate,
+    parse_intent,
+    parse_markers,
+    task_of,
+)
 from boe.sim.schema_fill import bound_strings, fill_schema
 from boe.sim.vision import decode_image
 from boe.sim.vocab import SLOTS, canonical, find_values, surface
@@ -182,7 +191,7 @@ class SimModel:
         """The index of the figure a request is about, or None: a generation that names none (drawn per reply)."""
         if markers.figure in figures and task != "boe_generation":
             return figures.index(markers.figure)
-        if task in ("boe_whole_verdict", "boe_answer_verdict"):
+        if judged(task, markers) == "response":
             named = parse_candidate(markers.candidate or "").get("figure")
             return figures.index(named) if named in figures else 0
         q = markers.question or ""
@@ -204,16 +213,16 @@ class SimModel:
         else:
             # a question that presupposes a finding ("which side is the lesion on?") is read as presupposing
             # it by the answer judges too, so a judge's verdict agrees with the answer it would give itself
-            presupposes = task in ("boe_generation", "boe_whole_verdict", "boe_answer_verdict")
+            presupposes = task == "boe_generation" or judged(task, markers) == "response"
             percept = sample_percept(
                 view.belief, view.bias, t, rng, self.noise, assume_lesion=presupposes and intent.asks in _PRESUPPOSE
             )
         if task == "boe_generation":
             spec = (inp.response_format or {}).get("json_schema") or {}
             return self._generation(intent, percept, t, rng, strict=bool(spec.get("strict")))
-        if task == "boe_factor_verdict":
+        if judged(task, markers) == "claim":
             return json.dumps(_factor_verdict(markers, intent, percept, view, self.noise))
-        if task in ("boe_whole_verdict", "boe_answer_verdict"):
+        if judged(task, markers) == "response":
             return json.dumps(_whole_verdict(markers, intent, percept))
         answer_text = _answer_text(intent, percept, rng, 0.0) if percept else "I cannot see an image."
         fmt = inp.response_format or {}

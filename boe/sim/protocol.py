@@ -14,6 +14,7 @@ __all__ = [
     "TASKS",
     "Intent",
     "Markers",
+    "judged",
     "json_object",
     "parse_candidate",
     "parse_intent",
@@ -21,7 +22,11 @@ __all__ = [
     "task_of",
 ]
 
-TASKS = ("boe_generation", "boe_claim_extraction", "boe_factor_verdict", "boe_whole_verdict", "boe_answer_verdict")
+#: The tasks that check nothing: answering the question, extracting a reply's claims. Every other task the
+#: simulator knows is a judge's: its reply schema has a ``verdict`` of the three outcomes (a kind's own schema
+#: included), or, sent without a schema, its name ends in ``_verdict``.
+TASKS = ("boe_generation", "boe_claim_extraction")
+_OUTCOMES = {"confirm", "reject", "unresolved"}
 
 _QUESTION = re.compile(r"<question>(.*?)</question>", re.S)
 _OPTIONS = re.compile(r"<options>(.*?)</options>", re.S)
@@ -51,17 +56,35 @@ class Markers:
 
 def task_of(response_format: dict[str, Any] | None, system_text: str, user_text: str = "") -> str | None:
     """The protocol task: the JSON-schema name first, then a `TASK: <name>` first line of the system text,
-    then of the user text (the agent's templates keep one system text for every task)."""
+    then of the user text (the agent's templates keep one system text for every task); None when it is no task
+    the simulator knows (`TASKS` or a judge's)."""
     if response_format and response_format.get("type") == "json_schema":
-        name = (response_format.get("json_schema") or {}).get("name")
-        if name in TASKS:
-            return str(name)
+        spec = response_format.get("json_schema") or {}
+        name = spec.get("name")
+        if isinstance(name, str) and (
+            name in TASKS or name.endswith("_verdict") or _verdict_schema(spec.get("schema"))
+        ):
+            return name
     for text in (system_text, user_text):
         first = text.strip().splitlines()[0] if text.strip() else ""
         m = re.match(r"\s*TASK:\s*(\w+)", first)
-        if m and m.group(1) in TASKS:
+        if m and (m.group(1) in TASKS or m.group(1).endswith("_verdict")):
             return m.group(1)
     return None
+
+
+def _verdict_schema(schema: Any) -> bool:
+    """A reply schema asking for a ``verdict`` among the three outcomes."""
+    verdict = (schema or {}).get("properties", {}).get("verdict") if isinstance(schema, dict) else None
+    return isinstance(verdict, dict) and set(verdict.get("enum") or ()) == _OUTCOMES
+
+
+def judged(task: str | None, markers: Markers) -> str | None:
+    """What a judge's task judges: ``"response"`` (a candidate response block is shown: the whole-response and
+    answer judges, any kind's), ``"claim"`` (a claim block), or None for a task that judges nothing."""
+    if task is None or task in TASKS:
+        return None
+    return "response" if markers.candidate is not None else "claim"
 
 
 def parse_markers(text: str) -> Markers:

@@ -37,10 +37,10 @@ class _Judge:
     kind = ""
     prompt_name = ""
 
-    def __init__(self, client: ModelClient, temperature: float = 0.0) -> None:
+    def __init__(self, client: ModelClient, temperature: float = 0.0, prompt: str | None = None) -> None:
         self.client = client
         self.temperature = float(temperature)
-        self.prompt = load_prompt(self.prompt_name)
+        self.prompt = load_prompt(prompt or self.prompt_name)  # the kind's `KindSpec.prompt` when built for a run
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -142,8 +142,9 @@ class GroundedFactorJudge(_Judge):
         min_frac: float = 0.3,
         segmenter: Segmenter | None = None,
         view: str = "crop",
+        prompt: str | None = None,
     ) -> None:
-        super().__init__(client, temperature)
+        super().__init__(client, temperature, prompt)
         if not (0 <= pad < 0.5 and 0 < min_frac <= 1):
             raise ValueError("crop padding must lie in [0, 0.5) and the minimum size in (0, 1]")
         if view not in VIEW_KINDS:

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from boe.agent.configuration import AgentConfig
 from boe.cli import app
-from boe.cli.agent_options import AGENT_OPTIONS, NOT_ON_COMMAND_LINE, AgentOptions
+from boe.cli.agent_options import OPTIONS, AgentOptions, flag
 
 BOE = str(Path(sys.executable).with_name("boe"))
 SCAN = Path(__file__).resolve().parents[2] / "boe" / "sim" / "data" / "demo" / "images" / "img-0-00000.png"
@@ -30,18 +30,17 @@ def _commands() -> dict[str, object]:
     return dict(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 
 
-def test_every_agent_config_field_has_a_flag_or_is_named_as_file_only() -> None:
-    flagged = {o.field for o in AGENT_OPTIONS}
-    assert flagged.isdisjoint(NOT_ON_COMMAND_LINE)
-    assert flagged | set(NOT_ON_COMMAND_LINE) == set(AgentConfig.model_fields)
-    assert len({o.flag for o in AGENT_OPTIONS}) == len(AGENT_OPTIONS)
+def test_every_option_is_a_field_and_flags_are_distinct() -> None:
+    assert set(OPTIONS) <= set(AgentConfig.model_fields)
+    assert len({flag(f) for f in OPTIONS}) == len(OPTIONS)
+    assert flag("grounded_view") == "--view" and flag("judge_base_url") == "--judge-base-url"
 
 
 # a batch has no one at the terminal to approve purchases
 @pytest.mark.parametrize(("command", "missing"), [("ask", set()), ("batch", {"--dataset", "--root", "--approve"})])
 def test_ask_and_batch_take_the_same_agent_options(command: str, missing: set[str]) -> None:
     opts = {o for p in _commands()[command].params for o in p.opts}  # type: ignore[attr-defined]
-    want = {o.flag for o in AGENT_OPTIONS} - missing
+    want = {flag(f) for f in OPTIONS} - missing
     assert want <= opts, want - opts
     assert "--config" in opts
 
@@ -73,13 +72,14 @@ def test_help_shows_every_agent_default(command: str) -> None:
     res = boe(command, "--help")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    flags = [o.flag for o in AGENT_OPTIONS if o.field not in ("base_url", "model")]
-    for flag in flags:
-        rows = [i for i, line in enumerate(lines) if f" {flag} " in line]
+    bools = {f for f, info in AgentConfig.model_fields.items() if info.annotation is bool}  # a flag: on or off
+    flags = [flag(f) for f in OPTIONS if f not in ("base_url", "model", *bools)]
+    for name in flags:
+        rows = [i for i, line in enumerate(lines) if f" {name} " in line]
         if not rows:
             continue  # not an option of this command (checked above)
         block = " ".join(lines[rows[0] : rows[0] + 4])
-        assert "[default:" in block, (flag, block)
+        assert "[default:" in block, (name, block)
     assert "Judge model ." not in res.stdout and "PydanticUndefined" not in res.stdout
     if command == "batch":
         assert "[default: full]" in res.stdout and "[default: 64]" in res.stdout
@@ -129,12 +129,12 @@ def test_config_file_drives_a_real_ask_against_the_simulator(tmp_path: Path) -> 
 def test_the_readme_config_file_loads(tmp_path: Path) -> None:
     import re
 
-    from boe.agent.config_file import load_agent_config
+    from boe.agent.settings import load_config
 
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```toml\n(.*?)```", text, re.S)
     assert blocks, "the README lost its --config example"
     path = tmp_path / "agent.toml"
     path.write_text(blocks[0], encoding="utf-8")
-    cfg = load_agent_config(path)
+    cfg = load_config(path)
     assert (cfg.k, cfg.budget, cfg.grounded_view) == (16, 8, "mask")

@@ -68,8 +68,8 @@ def test_ask_reads_openai_base_url_and_records_the_sampling_sent(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--extra-body", "[1, 2]"], "--extra-body must be a JSON object"),
-        (["--judge-extra-body", "{nope"], "--judge-extra-body must be a JSON object"),
+        (["--extra-body", "[1, 2]"], "--extra-body (extra_body): must be a JSON object"),
+        (["--judge-extra-body", "{nope"], "--judge-extra-body (judge_extra_body): must be a JSON object"),
         (["--server", "tgi"], "server"),
         (["--top-p", "0"], "top_p"),
     ],

@@ -149,33 +149,41 @@ def test_calibration_default_is_neutral():
 
 def test_prior_defaults_stand_in_only_where_the_calibration_has_nothing():
     from boe.core.calibration import GroupCalibration, prior_calibration, with_prior
+    from boe.kinds import prior_channels
 
+    channels = prior_channels()  # each kind's declared prior
     own = GroupCalibration(kappa=0.7, p={"confirm": 0.5, "reject": 0.5, "unresolved": 0.0})
     cal = Calibration(groups={"rad/vlm/modality": own})
     assert cal.covers("rad") and not cal.covers("med")
     assert cal.group("med/vlm/modality").kappa == 0.5  # spec section 4: an unseen group is neutral
-    covered, whole = with_prior(cal, "rad")
+    covered, whole = with_prior(cal, "rad", channels)
     assert not whole and covered.group("rad/vlm/modality") is own
     assert covered.group("rad/vlm/region").kappa == 0.5  # only the record channel gets a prior on covered data
     assert covered.group("rad/record/answer:modality").kappa == 0.85
     assert covered.group("rad/record/region").kappa == 0.55
-    other, whole = with_prior(cal, "med")
+    other, whole = with_prior(cal, "med", channels)
     assert whole and "prior" in str(other.source)
     assert other.group("med/vlm/answer:plane").kappa == 0.53 and other.group("med/whole").kappa == 0.64
     assert other.group("med/structured/modality").p["unresolved"] == 1.0  # never worth buying
-    prior = prior_calibration()
+    assert other.group("med/answer").kappa == 0.64  # an answer check: a response-level judgement, as whole's
+    # a channel of a kind the ledger format does not name (a plugin's, a later built-in) stands in on covered data
+    plugged, whole = with_prior(cal, "rad", {**channels, "chart": (0.6, (0.5, 0.4, 0.1))}, new=["chart"])
+    assert not whole and plugged.group("rad/chart/answer:value").kappa == 0.6
+    assert plugged.group("rad/vlm/region").kappa == 0.5
+    prior = prior_calibration(channels)
     assert prior.is_prior and not prior.groups and prior.group("x/grounded/finding").kappa == 0.53
 
 
 def test_calibration_files_keep_what_they_cover(tmp_path):
     from boe.core.calibration import CalibrationInfo, describe_calibration, prior_calibration
+    from boe.kinds import prior_channels
 
     cal = Calibration(info=CalibrationInfo(method="fit", datasets={"rad": 7}, questions=7, groups=0))
     save_calibration(cal, tmp_path / "c.json")
     back = load_calibration(tmp_path / "c.json")
     assert back.info == cal.info and back.covers("rad")
     assert "fit on 7 labelled questions: rad 7" in describe_calibration(back)
-    save_calibration(prior_calibration(), tmp_path / "p.json")
+    save_calibration(prior_calibration(prior_channels()), tmp_path / "p.json")
     p = load_calibration(tmp_path / "p.json")
     assert p.is_prior and p.group("d/record/answer:plane").kappa == 0.85
 

@@ -8,15 +8,27 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boe.core.ledger import PLUGIN_KINDS, PluginKind, dump_record, parse_record, parse_record_dict
+from boe.core.ledger import dump_record, parse_record, parse_record_dict
 from boe.core.literal import literal_calibration, literal_replay
+from boe.core.registry import source_scope
 from boe.errors import RecordError
+from boe.kinds import KindSpec, register_kind, unregister_kind
 from tests.core.strategies import PLUGIN, as_plugin_kinds, ledgers
 from tests.core.test_replay import DETERMINISTIC, _engine, _same
 
-for _target, _name in PLUGIN.items():
-    if _name not in PLUGIN_KINDS:
-        PLUGIN_KINDS.add(_name, PluginKind(_target, "boe-test-plugin"))
+
+@pytest.fixture(autouse=True, scope="module")
+def _plugin_kinds():
+    """The test kinds, as a plugin registers them, for this module only."""
+    with source_scope("boe-test-plugin"):
+        for n, (target, name) in enumerate(PLUGIN.items()):
+            register_kind(
+                KindSpec(name, target, 1.0, name, 900 + n, lambda _kind, _ctx: [], "x:y", default_on=False)  # type: ignore[arg-type]
+            )
+    yield
+    for name in PLUGIN.values():
+        unregister_kind(name)
+
 
 POLICIES = [*DETERMINISTIC, "random-factor"]
 
@@ -70,12 +82,25 @@ def test_a_kind_whose_plugin_is_not_installed_is_refused_naming_it(parse, monkey
     assert "kinds.chart_value" in msg and "'q1'" in msg
 
 
+@pytest.mark.parametrize("package", ["best-of-evidence", "boe"])
+def test_a_kind_built_into_a_later_version_names_this_package_never_the_pypi_project_boe(package):
+    rec = _record(kind="later_kind")
+    rec["kinds"]["later_kind"]["plugin"] = package  # "boe": what records of a sixth built-in kind once said
+    with pytest.raises(RecordError) as exc:
+        parse_record(json.dumps(rec))
+    msg = str(exc.value)
+    assert (
+        "'later_kind' is built into a later best-of-evidence" in msg and "pip install --upgrade best-of-evidence" in msg
+    )
+    assert "pip install boe" not in msg and "plugin 'boe'" not in msg
+
+
 @pytest.mark.parametrize(
     ("rec", "field", "why"),
     [
         (_record(kind="test_claim_kind", declare=False), "actions[0].kind", "unknown action kind 'test_claim_kind'"),
         (_record(kind="test_claim_kind", fmt="boe-ledger/1.1"), "kinds", "need format 'boe-ledger/1.2'"),
-        (_record(kind="vlm_factor"), "kinds.vlm_factor", "is a core action kind"),
+        (_record(kind="vlm_factor"), "kinds.vlm_factor", "is a kind the ledger format names"),
     ],
     ids=["undeclared", "wrong-format", "redeclared-core-kind"],
 )
@@ -87,7 +112,9 @@ def test_declarations_are_checked(rec, field, why):
 
 def test_a_declared_target_must_match_the_installed_kind():
     rec = _record(kind="test_response_kind")
-    with pytest.raises(RecordError, match="the installed plugin's 'test_response_kind' targets 'response'"):
+    with pytest.raises(
+        RecordError, match="the installed 'test_response_kind' .from boe-test-plugin. targets 'response'"
+    ):
         parse_record(json.dumps(rec))
 
 

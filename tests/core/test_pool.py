@@ -17,8 +17,8 @@ from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import parse_record, parse_record_dict
 from boe.core.literal import literal_calibration, literal_pool_replay, literal_prefix
 from boe.core.loading import load_lines
-from boe.core.pool import AdaptivePool, Predictive, draw_values, fit_predictive, parse_pool
 from boe.core.policies import make_policy
+from boe.core.pool import AdaptivePool, Predictive, draw_values, fit_predictive, parse_pool
 from boe.core.replay import plan_calibration, replay, transcripts
 from boe.core.session import Draw, Reveal, Session, SessionError, drawn
 from boe.errors import ConfigError, RecordError
@@ -256,7 +256,7 @@ def _crp(n_questions: int, k: int, conc: float, disc: float, inv: float, seed: i
         answers: list[str | None] = []
         counts: dict[str, int] = {}
         n_inv = 0
-        for i in range(k):
+        for _ in range(k):
             w = [c - disc for c in counts.values()] + [conc + disc * len(counts), n_inv + inv]
             j = int(rng.choice(len(w), p=np.array(w) / sum(w)))
             if j == len(w) - 1:

@@ -192,3 +192,29 @@ def test_show_finds_a_question_by_dataset_and_says_which_are_missing(agent_db):
     assert len(page.view["rawtext"]) == len(page.view["cand"])
     with pytest.raises(ConfigError, match="no question 'nope'"):
         make_question_page("nope", db=db, run=run)
+
+
+def test_show_without_run_reads_the_most_recent_run_holding_the_question(agent_db, tmp_path):
+    """`boe demo` stores two runs; `boe show ID --db boe-demo.db` (the README's command) shows the later and names
+    the other."""
+    import shutil
+
+    from boe.db import Store
+    from boe.errors import ConfigError
+
+    db, run = agent_db
+    path = tmp_path / "two.db"
+    shutil.copy(db.removeprefix("sqlite:///"), path)
+    with Store(path) as store:  # a second run holding one of the questions, stored later
+        records = [rec for rec in (json.loads(line) for line in store.iter_ledger_lines(run))]
+        later = store.create_run("later")
+        from boe.core.ledger import LedgerRecord
+
+        store.save_question(later, LedgerRecord.model_validate(records[1]))
+    qid = records[1]["question_id"]
+    page = make_question_page(qid, db=str(path))
+    assert (page.run, page.also_in) == ("later", [run])
+    page = make_question_page(records[0]["question_id"], db=str(path))  # only the first run holds it
+    assert (page.run, page.also_in) == (run, [])
+    with pytest.raises(ConfigError, match=f"no question 'nope' in any run of sqlite:///{path} \\({run}, later\\)"):
+        make_question_page("nope", db=str(path))
