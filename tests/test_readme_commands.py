@@ -64,3 +64,14 @@ def test_store_interchange_and_replay(tmp_path: Path) -> None:
     assert exported[0]["candidates"] == original[0]["candidates"] and exported[0]["actions"] == original[0]["actions"]
     assert outs[3].startswith("calibration: crossfit:5") and "boe:random-factor   16   2000" in outs[3]
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 2000 * 4 * 5
+
+
+def test_adaptive_pool(tmp_path: Path) -> None:
+    outs = run_commands(doc_block("adaptive-pool").commands(), cwd=tmp_path, env=shell_env(tmp_path))
+    first = json.loads((tmp_path / "pool16.jsonl").read_text().splitlines()[0])
+    assert first["format"] == "boe-ledger/1.3" and all(c["cost"] == 0.25 for c in first["candidates"])
+    assert "samples" in outs[1] and "total" in outs[1]  # a drawn pool's table
+    rows = json.loads((tmp_path / "adaptive.json").read_text())["results"]
+    assert [r["policy"] for r in rows] == ["bayes"] and rows[0]["n"] == 300
+    # one budget holds samples and checks; the pool stops early on most questions
+    assert rows[0]["total_cost"] <= 8.0 + 1e-9 and 4.0 <= rows[0]["samples"] < 16.0

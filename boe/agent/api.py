@@ -554,7 +554,8 @@ class Agent:
         min_cost = min(((costs or {}).get(k, cfg.costs.of(k)) for k in cfg.kinds), default=1.0)
         if math.isinf(cfg.budget) or cfg.approve:  # vetoes take steps the budget does not bound
             return 100_000
-        return recursion_limit(10**9, cfg.budget, min_cost)
+        rounds = cfg.k if cfg.pool == "adaptive" else 0  # a draw takes generate, parse, claims, menu, plan
+        return recursion_limit(10**9, cfg.budget, min_cost) + 5 * rounds
 
     async def ask(
         self,

@@ -53,6 +53,8 @@ def _urls(v: Any) -> Any:
 
 
 Cost = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: The key of `Costs` that prices one sample (an adaptive pool draws and pays for samples, spec section 12).
+SAMPLE = "sample"
 
 
 def _bounded(default: Any, low: float, high: float, *, above: bool = False, text: str | None = None) -> Any:
@@ -66,7 +68,9 @@ def _bounded(default: Any, low: float, high: float, *, above: bool = False, text
 
 class Costs(RootModel[dict[str, Cost]]):
     """Design cost of each action kind: kind -> cost, every built-in kind's default filled in (the paper's 1 / 4 /
-    4 / 8; an answer-level check 8: one judge call on one response); other kinds keep their default unless given."""
+    4 / 8; an answer-level check 8: one judge call on one response); other kinds keep their default unless given.
+    ``sample`` prices one sample of an adaptive pool (default `boe.core.pool.DEFAULT_SAMPLE_COST`; kept only when
+    given)."""
 
     model_config = ConfigDict(frozen=True)
     root: dict[str, Cost] = Field(default_factory=dict, validate_default=True)
@@ -76,14 +80,18 @@ class Costs(RootModel[dict[str, Cost]]):
     def _known(cls, v: dict[str, float]) -> dict[str, float]:
         from boe.kinds import builtin_kinds, kind_names, kind_spec
 
-        _known_kinds(tuple(v))
-        return {k: float(v[k]) if k in v else kind_spec(k).cost for k in kind_names() if k in builtin_kinds() or k in v}
+        _known_kinds(tuple(k for k in v if k != SAMPLE))
+        out = {k: float(v[k]) if k in v else kind_spec(k).cost for k in kind_names() if k in builtin_kinds() or k in v}
+        return out | ({SAMPLE: float(v[SAMPLE])} if SAMPLE in v else {})
 
     def of(self, kind: str) -> float:
-        """The cost of ``kind`` (a registered kind not given keeps its spec's default)."""
+        """The cost of ``kind`` (a registered kind not given keeps its spec's default) or of one ``sample``."""
+        from boe.core.pool import DEFAULT_SAMPLE_COST
         from boe.kinds import kind_spec
 
-        return self.root[kind] if kind in self.root else kind_spec(kind).cost
+        if kind in self.root:
+            return self.root[kind]
+        return DEFAULT_SAMPLE_COST if kind == SAMPLE else kind_spec(kind).cost
 
     def as_dict(self) -> dict[str, float]:
         """Kind -> cost, in menu order."""
@@ -154,7 +162,16 @@ class AgentConfig(BaseModel):
         str | None, "Judge endpoint (more than once: several servers). [--base-url]", SEVERAL, BeforeValidator(_urls)
     ] = None
     judge_model: Annotated[str | None, "Judge model. [the generator]"] = None
-    k: Annotated[int, "Candidates sampled per question."] = _bounded(16, 1, 256)
+    k: Annotated[int, "Candidates sampled per question (with --pool adaptive: at most)."] = _bounded(16, 1, 256)
+    # the candidate pool: fixed (k samples up front) or adaptive (start with pool_start, draw pool_round at a time
+    # up to k while a sample is worth more than a check; samples paid from the budget, spec section 12)
+    pool: Annotated[
+        Literal["fixed", "adaptive"],
+        "fixed: sample k up front; adaptive: sample in rounds and buy checks under one budget, each step whichever "
+        "is worth more per unit cost (a sample costs --costs sample=X).",
+    ] = "fixed"
+    pool_start: Annotated[int, "Adaptive pool: candidates sampled first."] = _bounded(4, 1, 256)
+    pool_round: Annotated[int, "Adaptive pool: candidates sampled per later round."] = _bounded(2, 1, 256)
     temperature: Annotated[float, "Generator temperature."] = _bounded(1.1, 0, 2)
     judge_temperature: Annotated[float, "Judge temperature."] = _bounded(0.0, 0, 2)
     max_tokens: Annotated[int, "Reply tokens asked for at most."] = _bounded(512, 16, 2**20)
@@ -172,7 +189,8 @@ class AgentConfig(BaseModel):
     policy_seed: Annotated[int, "Seed of random-factor's draws."] = _bounded(0, 0, 2**63 - 1, text="0 to 2^63-1")
     costs: Annotated[Costs, "Costs by kind ({kinds}): kind=cost pairs (the kinds not named keep theirs); the paper's "
                      "kinds' costs by position (1,4,4,8,8); measured (measured:seconds for time); or a FILE (boe costs "
-                     "--out FILE). [paper]"] = Field(default_factory=Costs)  # fmt: skip
+                     "--out FILE); with any of them sample=X prices one sample of an adaptive pool. [paper]"
+                     ] = Field(default_factory=Costs)  # fmt: skip
     kinds: Annotated[tuple[str, ...], AfterValidator(_known_kinds)] = Field(default_factory=_default_kinds)
     calibration: Annotated[
         str | None,

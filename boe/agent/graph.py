@@ -1,7 +1,11 @@
 """The agent as a LangGraph `StateGraph`, and the factory to embed it.
 
     intake -> generate -> parse -> claims -> menu -> [ledger]
-        -> (plan -> approve -> act -> update)* -> select -> persist
+        -> (plan -> approve -> act -> update | plan -> generate -> parse -> claims -> menu)* -> select -> persist
+
+The edge back to `generate` is an adaptive pool's draw (``pool="adaptive"``): its policy weighs drawing more
+candidates against buying a check under one budget, and a draw samples the next round, reads and links it,
+grows the menu at its end, and plans again from the same session (spec section 12).
 
 `plan` calls the same policy objects as `boe replay`; `act` runs the
 evidence tool where the replay reads a stored outcome. In full-ledger mode
@@ -71,6 +75,7 @@ STUDIO_FIELDS = [
     "judge_model",
     "k",
     "budget",
+    "pool",
     "policy",
     "approve",
     "dataset",
@@ -122,7 +127,7 @@ def build_graph(checkpointer: Any = None, *, context_schema: Any = AgentContext)
     g.add_edge("claims", "menu")
     g.add_conditional_edges("menu", nodes.route_after_menu, ["ledger", "plan"])
     g.add_edge("ledger", "plan")
-    g.add_conditional_edges("plan", nodes.route_after_plan, ["approve", "select"])
+    g.add_conditional_edges("plan", nodes.route_after_plan, ["approve", "select", "generate"])
     g.add_conditional_edges("approve", nodes.route_after_approve, ["act", "plan", "select"])
     g.add_edge("act", "update")
     g.add_edge("update", "plan")

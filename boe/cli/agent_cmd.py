@@ -184,6 +184,19 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         f"spent {_num(result.cost)})",
         highlight=False,
     )
+    draws = (result.transcript or {}).get("draws")
+    if draws:  # an adaptive pool: samples and checks under one budget
+        pool = (result.record.get("agent") or {}).get("pool") or {}
+        rounds = " + ".join(
+            str(b - a) for a, b in zip([0] + [d[1] for d in draws[:-1]], [d[1] for d in draws], strict=True)
+        )
+        cost = (result.record.get("candidates") or [{}])[0].get("cost")
+        console.print(
+            f"  drew {draws[-1][1]} of at most {pool.get('limit', '?')} candidates in rounds of {rounds}"
+            + (f", {_num(cost)} each" if cost is not None else "")
+            + "; each step drew or checked, whichever was worth more per unit cost",
+            highlight=False,
+        )
     colours = {"confirm": "green", "reject": "red", "unresolved": "dim"}
     from boe.kinds import KINDS
 
@@ -611,6 +624,8 @@ def costs_command(
     kinds = cost_kinds()
     design = {k: Costs().of(k) for k in kinds}
     used = measured_costs(design, meter, basis)  # type: ignore[arg-type]
+    design["sample"] = Costs().of("sample")
+    kinds = (*kinds, "sample")
     data = meter.to_json(basis)  # type: ignore[arg-type]
     if out is not None:
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -629,13 +644,14 @@ def costs_command(
             f"{row['tokens']:.0f}" if row else "-",
             f"{row['seconds']:.3f}" if row else "-",
             _num(design[k]),
-            _num(used[k]),
+            _num(used.get(k, design[k])),
         )
     console = out_console()
     console.print(t)
     console.print(
         f"[dim]tokens, seconds: mean per action; design: the paper's cost; measured cost: the measured model "
-        f"kinds share their design total by mean {basis} (record checks and unmeasured kinds keep design)[/]",
+        f"kinds share their design total by mean {basis} (record checks and unmeasured kinds keep design); "
+        f"sample: one generated candidate (completion {basis} per sample), priced at the measured judges' rate[/]",
         highlight=False,
     )
     if out is not None:

@@ -58,6 +58,12 @@ def ledger_command(
     unresolved: Optional[float] = typer.Option(None, "--unresolved", help="pool: unresolved rate of every channel."),
     costs: Optional[str] = typer.Option(None, "--costs", help="pool: structured,vlm,grounded,whole costs [1,4,4,8]."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Dataset name written in each record."),
+    sample_cost: Optional[float] = typer.Option(
+        None,
+        "--sample-cost",
+        help="pool: write each candidate's sample cost (format 1.3: the first k candidates replay as a pool of k, "
+        "for --pool adaptive).",
+    ),
 ) -> None:
     """Write a synthetic ledger (JSONL; format 1.1 where a record has answer-level checks) to stdout."""
     from dataclasses import replace
@@ -119,6 +125,10 @@ def ledger_command(
                 raise ConfigError(f"{name} must lie in [0, 1]")
         spec = replace(spec, echo=spec.echo if echo is None else echo)
         spec = replace(spec, misread=spec.misread if misread is None else misread)
+        if sample_cost is not None:
+            if not (sample_cost >= 0 and sample_cost < float("inf")):
+                raise ConfigError("--sample-cost must be a finite number >= 0")
+            spec = replace(spec, sample_cost=sample_cost)
         recs = pool_ledger(n, seed=seed, spec=spec)
     else:
         raise ConfigError(f"--kind must be factor-code or pool, got {kind!r}")

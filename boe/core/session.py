@@ -29,11 +29,14 @@ from boe.core.calibration import Calibration
 from boe.core.graph import OUTCOME_CODES, GroupIndex, Question
 from boe.core.ledger import LedgerRecord
 from boe.core.policies import Policy, ScorePolicy, make_policy
+from boe.core.pool import PoolSpec, make_pool_policy
 from boe.core.relevance import IRRELEVANT
-from boe.core.state import EvidenceState, bind_questions
+from boe.core.state import EvidenceState, bind_pool, bind_questions
 from boe.errors import BoeError
 
 __all__ = [
+    "STOP",
+    "Draw",
     "Event",
     "PolicySession",
     "Result",
@@ -42,13 +45,27 @@ __all__ = [
     "SessionError",
     "Skip",
     "Step",
+    "draw_code",
+    "drawn",
     "transcript_line",
 ]
 
 IntArr = npt.NDArray[np.intp]
 
-#: A consumed proposal (revealed or skipped): the row must be proposed to again.
+#: The proposal to stop for good.
+STOP = -1
+#: A consumed proposal (revealed, skipped or drawn): the row must be proposed to again.
 _STALE = -2
+
+
+def draw_code(m: int) -> int:
+    """The proposal to draw ``m`` >= 1 more candidates (an adaptive pool, spec section 12): -2 - m."""
+    return -2 - m
+
+
+def drawn(code: int) -> int:
+    """How many candidates a proposal draws (0 for a check or a stop)."""
+    return -2 - code if code <= -3 else 0
 
 
 class SessionError(BoeError):
@@ -72,8 +89,8 @@ class PolicySession:
         prop = self._proposal
         if prop is None or bool(np.any(prop == _STALE)):
             state = self.state
-            prop = np.where(state.done, -1, self.policy.choose(state))
-            state.done |= prop < 0
+            prop = np.where(state.done, STOP, self.policy.choose(state))
+            state.done |= prop == STOP
             self._proposal = prop
         return prop
 
@@ -98,6 +115,37 @@ class PolicySession:
             return
         self._consume(rows, actions, "skipped")
         self.state.refuse(rows, actions)
+
+    def draw(self, rows: IntArr, codes: IntArr) -> None:
+        """Draw the proposed more candidates of rows ``rows`` (codes from `draw_code`), then rebuild the policy on
+        the larger pool from its purchases in order (spec section 12: a policy on a pool of k with a transcript
+        is the fresh policy on that pool given the same transcript)."""
+        if rows.size == 0:
+            return
+        self._consume(rows, codes, "drew")
+        state = self.state
+        assert state.pool is not None
+        state.draw(rows, state.pool.k[rows] + (-2 - codes).astype(np.int32))
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        state = self.state
+        pool = state.pool
+        assert pool is not None
+        log, revealed, steps = state.log.copy(), state.revealed.copy(), state.steps.copy()
+        state.logit = state.logit0.copy()
+        state.bought[:] = False
+        pool.check_spent[:] = 0.0
+        state.spent = pool.sample_spent.copy()
+        state.steps[:] = 0
+        state.log[:] = -1
+        self.policy.start(state)
+        for step in range(int(steps.max(initial=0))):
+            rows = np.nonzero(steps > step)[0]
+            acts = log[rows, step].astype(np.intp)
+            outs = revealed[rows, step]
+            state.reveal(rows, acts, outs)
+            self.policy.observe(state, rows, acts, outs)
 
     def keep(self, mask: npt.NDArray[np.bool_]) -> None:
         """Keep only the rows where ``mask`` is true (finished rows are compacted away by the replay)."""
@@ -129,7 +177,14 @@ class Skip:
     reason: str
 
 
-Event = Reveal | Skip
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """The proposed ``m`` more candidates were drawn (an adaptive pool, spec section 12)."""
+
+    m: int
+
+
+Event = Reveal | Skip | Draw
 
 
 @dataclass(frozen=True)
@@ -146,17 +201,26 @@ class Step:
 
 @dataclass(frozen=True)
 class Result:
-    """Where a session ended: the selection, final scores, spend, bought and skipped actions (menu indices)."""
+    """Where a session ended: the selection, final scores, spend, bought and skipped actions (menu indices), and
+    for a drawn pool the candidates drawn and the draws ([purchases before, candidates after])."""
 
     selected: int
     scores: list[float]
     spent: float
     actions: list[int]
     skipped: list[int]
+    samples: int = 0
+    draws: list[list[int]] | None = None
 
 
 class Session:
-    """A policy on one question's menu under one calibration and budget, advanced one event at a time."""
+    """A policy on one question's menu under one calibration and budget, advanced one event at a time.
+
+    With an adaptive ``pool`` (spec section 12) the session starts with the pool's first candidates of the
+    question and proposes draws too (`next_action` returns a `draw_code`); ``limit`` is how many candidates
+    may be drawn in all, which online exceeds those the question holds so far: the caller samples them and
+    continues on the larger question with `from_events` (its menu grows at the end, so action indices hold).
+    """
 
     def __init__(
         self,
@@ -167,6 +231,8 @@ class Session:
         budget: float,
         *,
         options: Mapping[str, Any] | None = None,
+        pool: PoolSpec | None = None,
+        limit: int | None = None,
     ) -> None:
         self.question = question
         self.calibration = calibration
@@ -174,6 +240,8 @@ class Session:
         self.policy_name = policy
         self.options = dict(options or {})
         self.budget = float(budget)
+        self.pool = pool or PoolSpec()
+        self.limit = limit
         self._kappa = calibration.arrays(self.group_keys)[0]
         self._restart()
 
@@ -186,11 +254,13 @@ class Session:
         budget: float,
         *,
         options: Mapping[str, Any] | None = None,
+        pool: PoolSpec | None = None,
+        limit: int | None = None,
     ) -> Session:
         """A fresh session on a validated record's menu (its stored outcomes are never read)."""
         groups = GroupIndex()
         question = Question.from_record(record, groups)
-        return cls(question, calibration, groups.keys, policy, budget, options=options)
+        return cls(question, calibration, groups.keys, policy, budget, options=options, pool=pool, limit=limit)
 
     @classmethod
     def from_events(
@@ -203,19 +273,35 @@ class Session:
         events: Sequence[Event],
         *,
         options: Mapping[str, Any] | None = None,
+        pool: PoolSpec | None = None,
+        limit: int | None = None,
     ) -> Session:
         """The session reached by ``events`` from the start (raises `SessionError` if they do not follow it)."""
-        session = cls(question, calibration, group_keys, policy, budget, options=options)
+        session = cls(question, calibration, group_keys, policy, budget, options=options, pool=pool, limit=limit)
         session.advance(events)
         return session
 
     def _restart(self) -> None:
-        policy = make_policy(self.policy_name, **self.options)
+        spec = self.pool
+        policy = make_pool_policy(self.policy_name, spec, **self.options)
         if policy.reads_labels:
             raise SessionError(
                 f"policy {self.policy_name!r} reads utilities; it replays offline only, not in a session"
             )
         state = bind_questions([self.question], [0], [self.calibration], None, self.group_keys, self.budget)
+        if spec.adaptive or spec.size is not None:
+            limits = None if self.limit is None else np.array([max(self.limit, self.question.k)])
+            try:
+                bind_pool(
+                    state,
+                    [self.question],
+                    spec.start if spec.adaptive else int(spec.size or 0),
+                    spec.sample_cost,
+                    limits,
+                    charge=spec.adaptive,
+                )
+            except ValueError as exc:
+                raise SessionError(str(exc)) from None
         self._run = PolicySession(state, policy)
         self._events: list[Event] = []
         self._steps: list[Step] = []
@@ -251,11 +337,14 @@ class Session:
         for ev in events[len(seen) :]:
             if isinstance(ev, Reveal):
                 self.reveal(ev.action, ev.outcome)
-            else:
+            elif isinstance(ev, Skip):
                 self.skip(ev.action, ev.reason)
+            else:
+                self.draw(ev.m)
 
     def next_action(self) -> int:
-        """The action the policy proposes to buy next (index into the menu), or -1 to stop."""
+        """The action the policy proposes to buy next (index into the menu), -1 to stop, or (an adaptive pool)
+        a `draw_code`: draw `drawn` (code) more candidates."""
         return int(self._run.propose()[0])
 
     def next_relevant(self, reason: str = IRRELEVANT) -> tuple[int, list[int]]:
@@ -274,19 +363,44 @@ class Session:
     def _proposed(self, action: int, what: str) -> IntArr:
         proposed = self.next_action()
         if proposed != action:
-            what_else = "stopped" if proposed < 0 else f"proposed action {proposed}"
+            what_else = (
+                "stopped"
+                if proposed == STOP
+                else f"proposed to draw {drawn(proposed)}"
+                if proposed < 0
+                else f"proposed action {proposed}"
+            )
+            target = f"{drawn(action)} more candidates" if action < -2 else f"action {action}"
             raise SessionError(
-                f"policy {self.policy_name!r} {what_else} where the events {what} action {action} "
+                f"policy {self.policy_name!r} {what_else} where the events {what} {target} "
                 "(the menu, calibration or policy changed since)"
             )
         return np.array([0], dtype=np.intp)
+
+    @property
+    def samples(self) -> int:
+        """Candidates drawn so far (all of the question's in a fixed pool)."""
+        pool = self._run.state.pool
+        return self.question.k if pool is None else int(pool.k[0])
+
+    def draw(self, m: int) -> None:
+        """Draw the proposed ``m`` more candidates; they must be in the question already (online: start the
+        session again on the larger question with `from_events`, this `Draw` last)."""
+        rows = self._proposed(draw_code(m), "drew")
+        if self.samples + m > self.question.k:
+            raise SessionError(
+                f"the question holds {self.question.k} candidates; drawing {m} more after {self.samples} needs "
+                "them sampled first"
+            )
+        self._run.draw(rows, np.array([draw_code(m)], dtype=np.intp))
+        self._events.append(Draw(m))
 
     def reveal(self, action: int, outcome: str) -> Step:
         """Buy the proposed ``action`` with its ``outcome``; returns the step as the evidence log shows it."""
         if outcome not in OUTCOME_CODES:
             raise SessionError(f"unknown outcome {outcome!r}; expected one of {sorted(OUTCOME_CODES)}")
         rows = self._proposed(action, "bought")
-        state, k = self._run.state, self.question.k
+        state, k = self._run.state, self.samples
         # who moved: the spec's logits for its policies, the policy's own scores (a posterior) otherwise
         own = not isinstance(self.policy, ScorePolicy)
         before = (self._run.final_scores() if own else state.logit)[0, :k].copy()
@@ -313,7 +427,14 @@ class Session:
         self._events.append(Skip(action, reason))
 
     def stop(self, reason: str) -> list[int]:
-        """Skip every action the policy still proposes until it stops; returns them (a stop that replays exactly)."""
+        """Skip every action the policy still proposes until it stops; returns them (a stop that replays exactly).
+
+        A drawn pool draws no more: its record holds the candidates drawn, and a replay of it draws no more
+        either."""
+        pool = self._run.state.pool
+        if pool is not None:
+            pool.limit[:] = pool.k
+            self._run._proposal = None
         out = []
         while (a := self.next_action()) >= 0:
             self.skip(a, reason)
@@ -326,14 +447,19 @@ class Session:
 
     def finish(self) -> Result:
         """The selection, final scores and spend after the events so far (the session can still go on)."""
-        k = self.question.k
+        k = self.samples
         state = self._run.state
+        pool = state.pool
         return Result(
             selected=int(self._run.select()[0]),
             scores=[float(x) for x in self._run.final_scores()[0, :k]],
             spent=float(state.spent[0]),
             actions=[e.action for e in self._events if isinstance(e, Reveal)],
             skipped=self.skipped(),
+            samples=k,
+            draws=None
+            if pool is None
+            else [[int(pool.draw_at[0, e]), int(pool.draw_k[0, e])] for e in range(int(pool.draws[0]))],
         )
 
     def initial_scores(self) -> list[float]:
@@ -361,6 +487,7 @@ class Session:
             res.actions,
             res.scores,
             sorted(res.skipped),
+            draws=res.draws,
         )
 
 
@@ -373,8 +500,12 @@ def transcript_line(
     actions: Sequence[int],
     scores: list[float],
     skipped: Sequence[int] = (),
+    *,
+    draws: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, object]:
-    """One spec section 7 transcript line; ``skipped`` (spec section 10, menu order) appears only when not empty."""
+    """One spec section 7 transcript line; ``skipped`` (spec section 10, menu order) appears only when not empty,
+    ``samples`` and ``draws`` (spec section 12: [purchases before, candidates after] per draw) only for a pool
+    that is not every candidate."""
     u = question.utility[selected]
     ids = question.action_ids
     line: dict[str, object] = {
@@ -390,4 +521,7 @@ def transcript_line(
     }
     if len(skipped):
         line["skipped"] = [ids[a] for a in skipped]
+    if draws is not None:
+        line["samples"] = int(draws[-1][1]) if draws else question.k
+        line["draws"] = [[int(a), int(b)] for a, b in draws]
     return line

@@ -170,6 +170,7 @@ class PoolSpec:
     echo_kinds: tuple[str, ...] = (VLM_FACTOR, GROUNDED_FACTOR, WHOLE_KIND, ANSWER_KIND)
     dataset: str = "pool"
     extra: dict[str, Any] = field(default_factory=dict)
+    sample_cost: float | None = None  # each candidate's sample cost: records of format 1.3 (spec section 12)
 
 
 POOL_PROFILES: dict[str, dict[str, Any]] = {
@@ -383,8 +384,11 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
                         ),
                     }
                 )
+        if spec.sample_cost is not None:  # sampling order is index order: the first k are a pool of k
+            for c in candidates:
+                c["cost"] = spec.sample_cost
         yield {
-            "format": format_for(a["kind"] for a in actions),
+            "format": format_for((a["kind"] for a in actions), sampled=spec.sample_cost is not None),
             "question_id": f"{spec.dataset}-{seed}-{q:06d}",
             "dataset": spec.dataset,
             "task": {"question": "what is shown?", "image": None, "options": None},
