@@ -46,6 +46,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -86,6 +87,9 @@ _OWNERS = {
 }
 #: Sampling fields OpenAI's hosted API refuses (it takes top_p).
 _NOT_OPENAI = ("top_k", "min_p")
+#: The call whose requests are being sent (set by `ModelClient.complete`): a transport that writes requests
+#: instead of sending them (`boe.batch.files`) names each by the call's request key.
+current_call: ContextVar[ModelCall | None] = ContextVar("boe_current_call", default=None)
 
 
 class RequestCache(Protocol):
@@ -355,6 +359,7 @@ class ModelClient:
             started_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             tags=dict(tags or {}),
         )
+        current_call.set(call)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and len(hit.get("texts", [])) == n:
@@ -364,6 +369,7 @@ class ModelClient:
                 call.completion_tokens = int(usage.get("completion_tokens", 0))
                 call.cached_tokens = int(usage.get("cached_tokens", 0))
                 call.seeds = [int(x) for x in hit.get("seeds") or []]  # the seeds that produced the stored reply
+                call.sampling = dict(hit.get("sampling") or {})  # and the sampling fields it was asked with
                 return Completion(list(hit["texts"]), call, hit.get("logprobs"))
         t0 = time.perf_counter()
         problem: str | None = None
@@ -402,6 +408,7 @@ class ModelClient:
                     "endpoint": self.safe_url,
                     "prompt_version": prompt.version,
                     "seeds": list(call.seeds),
+                    "sampling": dict(call.sampling),
                     **({"logprobs": logprobs} if logprobs is not None else {}),
                 },
             )
