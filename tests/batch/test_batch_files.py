@@ -135,3 +135,39 @@ def test_batch_files_refuse_what_they_cannot_do(tmp_path, data) -> None:
         ok=False,
     )  # fmt: skip
     assert done.returncode == 2 and "is a request, not a result" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_readme_batch_files_block_runs_stage_by_stage_to_a_complete_run(tmp_path) -> None:
+    """The README's batch-files block as written (the endpoint, model and DATA substituted; the stand-in runner in
+    place of `vllm run-batch`), its last two lines repeated until the run is complete."""
+    import os
+    import shutil
+
+    from boe.sim import serve_in_thread
+    from tests.doc_blocks import doc_block, run_commands
+
+    block = doc_block("batch-files")
+    assert [c.split()[:2] for c in block.skipped()] == [["vllm", "run-batch"]]
+    first, *rest = [c for c in block.commands() if c.startswith("boe ")]
+    again = rest[-1]
+    data = tmp_path / "vqa-rad"
+    shutil.copytree(Path(__file__).parents[1] / "datasets" / "fixtures" / "vqa-rad", data)
+    bindir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if k not in ("BOE_BASE_URL", "BOE_MODEL", "OPENAI_API_KEY")}
+    env.update(PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}", BOE_WORKER_LOCKS=str(tmp_path / "locks"))
+    with serve_in_thread() as sim:
+        setup = [f"export BOE_BASE_URL={sim.base_url} BOE_MODEL=boe-sim", f"DATA={data}"]
+        runner = f"{sys.executable} {RUNNER} stage.jsonl results.jsonl --base-url {sim.base_url}"
+        out = run_commands([*setup, first], cwd=tmp_path, env=env)[-1]
+        for _ in range(8):
+            if "the run is complete" in out:
+                break
+            assert "request(s) for" in out and "vllm run-batch -i stage.jsonl -o" in out, out
+            out = run_commands([*setup, runner, again], cwd=tmp_path, env=env)[-1]
+        assert "the run is complete" in out and "accuracy on 7 labelled questions" in out, out
+        served = sim.stats()["requests"]
+        online = run_commands(
+            [*setup, first.replace(" --write-requests stage.jsonl", "") + " --json"], cwd=tmp_path, env=env
+        )
+        assert sim.stats()["requests"] == served  # the online run of the same questions sent nothing
+        assert json.loads(online[-1])["calls_paid"] == 0
