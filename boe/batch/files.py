@@ -208,13 +208,15 @@ def read_replies(store: Any, paths: Iterable[str | os.PathLike[str]]) -> ReadRep
     return report
 
 
-def write_requests(path: str | os.PathLike[str], requests: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def write_requests(
+    path: str | os.PathLike[str], requests: dict[str, dict[str, Any]], models: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """Write ``requests`` (custom_id -> body) as OpenAI batch input JSONL, sorted by custom_id.
 
-    One file holds one model's requests (OpenAI's rule; ``vllm run-batch`` serves one model): with several
-    models each gets ``name-<model>.jsonl``. A file is split at `MAX_FILE_LINES` lines or `MAX_FILE_BYTES`
-    bytes (``name-2.jsonl``...). Each file is written whole or not at all. Returns ``{path, model, requests}``
-    per file written."""
+    One file holds one model's requests (OpenAI's rule; ``vllm run-batch`` serves one model): when the run uses
+    several ``models`` (or the requests name several), each gets ``name-<model>.jsonl`` in every stage. A file is
+    split at `MAX_FILE_LINES` lines or `MAX_FILE_BYTES` bytes (``name-2.jsonl``...). Each file is written whole
+    or not at all. Returns ``{path, model, requests}`` per file written."""
     import orjson
 
     p = Path(path)
@@ -225,7 +227,7 @@ def write_requests(path: str | os.PathLike[str], requests: dict[str, dict[str, A
         by_model.setdefault(str(body.get("model", "")), []).append(line)
     written = []
     for model, lines in by_model.items():
-        stem = p.stem if len(by_model) == 1 else f"{p.stem}-{_slug(model)}"
+        stem = p.stem if len(by_model.keys() | set(models)) == 1 else f"{p.stem}-{_slug(model)}"
         for i, part in enumerate(_parts(lines)):
             target = p.with_name(f"{stem}{'' if i == 0 else f'-{i + 1}'}{p.suffix}")
             _write_whole(target, part)

@@ -710,7 +710,8 @@ class BatchRunner:
         requests = getattr(transport, "requests", {})
         out: dict[str, Any] = {"read": read.as_dict() if read is not None else None, "requests": len(requests)}
         out["answered"] = getattr(transport, "answered", 0)
-        out["written"] = write_requests(self.config.write_requests, requests) if requests else []
+        models = {c.model for c in (self.agent.generator, self.agent.judge)} if self.agent is not None else set()
+        out["written"] = write_requests(self.config.write_requests, requests, models) if requests else []
         return out
 
     async def _wind_down(self, background: Sequence[asyncio.Task[None]]) -> None:

@@ -238,9 +238,8 @@ def _next_stage(summary: Any, config: Any) -> list[str]:
             continue
         if not a.startswith(("--read-replies=", "--write-requests=")):
             args.append(redact_url(a) if "@" in a and "://" in a else a)
-    target = Path(config.write_requests)
-    nxt = target.with_name(f"{target.stem}-next{target.suffix}")
-    again = ["boe", *args, *[x for r in results for x in ("--read-replies", r)], "--write-requests", str(nxt)]
+    reads = [x for r in results for x in ("--read-replies", r)]
+    again = ["boe", *args, *reads, "--write-requests", str(config.write_requests)]  # the next stage, same name
     return [*runs, shlex.join(again)]
 
 

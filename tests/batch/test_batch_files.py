@@ -97,7 +97,8 @@ def test_a_run_by_batch_files_stores_the_online_ledgers_and_an_online_rerun_pays
             assert len(lines) == summary["files"]["requests"] == len({x["custom_id"] for x in lines})
             assert all(x["method"] == "POST" and x["url"] == "/v1/chat/completions" for x in lines)
             if stage == 1:
-                assert [w["path"] for w in summary["files"]["written"]] == [str(req)]  # generations: one model
+                # generations only, in the generator's file (the judge has its own: two models, two files a stage)
+                assert [w["path"] for w in summary["files"]["written"]] == [str(tmp_path / "req1-boe-sim-vlm.jsonl")]
                 first_file = sorted(lines, key=lambda x: x["custom_id"])
             written.append(lines)
 

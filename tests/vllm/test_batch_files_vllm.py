@@ -26,9 +26,9 @@ def run_batch(requests: Path, results: Path, log: Path) -> None:
     """``vllm run-batch`` on one input file, with the settings the suite's server uses (both model names served)."""
     model = vllm_server.build(log=sys.stderr)
     serve = vllm_server.serve_args(model, 0, enforce_eager=True)
-    drop = {"serve", str(model), "--host", "127.0.0.1", "--port", "0", "--enable-log-requests"}
-    drop |= {"--enable-prompt-tokens-details", "--enable-prefix-caching"}
-    flags = [a for a in serve if a not in drop]
+    assert serve[:2] == ["serve", str(model)] and serve[2:6] == ["--host", "127.0.0.1", "--port", "0"], serve
+    server_only = {"--enable-log-requests", "--enable-prompt-tokens-details", "--enable-prefix-caching"}
+    flags = [a for a in serve[6:] if a not in server_only]
     args = ["run-batch", "-i", str(requests), "-o", str(results), "--model", str(model), *flags]
     with log.open("ab") as fh:
         done = subprocess.run(
