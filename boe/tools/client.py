@@ -370,6 +370,7 @@ class ModelClient:
                 call.cached_tokens = int(usage.get("cached_tokens", 0))
                 call.seeds = [int(x) for x in hit.get("seeds") or []]  # the seeds that produced the stored reply
                 call.sampling = dict(hit.get("sampling") or {})  # and the sampling fields it was asked with
+                call.reasks = int(hit.get("reasks", 0))  # and the re-asks it took
                 return Completion(list(hit["texts"]), call, hit.get("logprobs"))
         t0 = time.perf_counter()
         problem: str | None = None
@@ -409,6 +410,7 @@ class ModelClient:
                     "prompt_version": prompt.version,
                     "seeds": list(call.seeds),
                     "sampling": dict(call.sampling),
+                    "reasks": call.reasks,
                     **({"logprobs": logprobs} if logprobs is not None else {}),
                 },
             )

@@ -172,3 +172,36 @@ def test_the_readme_batch_files_block_runs_stage_by_stage_to_a_complete_run(tmp_
         )
         assert sim.stats()["requests"] == served  # the online run of the same questions sent nothing
         assert json.loads(online[-1])["calls_paid"] == 0
+
+
+def test_an_unusable_reply_in_a_results_file_is_asked_again_with_a_fresh_seed_in_the_next_file(tmp_path, data) -> None:
+    """A generation answered with prose only is re-asked as online (a fresh seed, never cached): the re-ask is the
+    next file's request, marked ``~r1``, and the stored call records the re-ask and both seeds."""
+    from boe.sim import serve_in_thread
+
+    db = tmp_path / "files.db"
+    with serve_in_thread() as sim:
+        read: list[str] = []
+        for stage in range(1, 10):
+            args = run_args(
+                data, sim.base_url, db, "r", "--limit", "1", *read, "--write-requests", str(tmp_path / "q.jsonl")
+            )
+            summary = json.loads(boe(*args).stdout)
+            if summary["complete"]:
+                break
+            read = []
+            for i, w in enumerate(summary["files"]["written"]):
+                lines = requests_of(Path(w["path"]))
+                if stage == 2:
+                    assert [x["custom_id"].split("~")[1][:2] for x in lines] == ["r1"]  # only the re-ask
+                    assert lines[0]["body"]["seed"] != 0 and lines[0]["body"]["n"] == 4
+                res = tmp_path / f"r{stage}-{i}.jsonl"
+                bad = ["--unusable", "1"] if stage == 1 else []
+                runner = [sys.executable, str(RUNNER), w["path"], str(res), "--base-url", sim.base_url, *bad]
+                subprocess.run(runner, check=True)
+                read += ["--read-replies", str(res)]
+        assert summary["complete"] and stage > 2
+    (rec,) = ledger(db, "r", data)
+    gen = next(c for c in rec["model_calls"] if c["purpose"] == "generation")
+    assert gen["reasks"] == 1 and len(gen["seeds"]) == 2 and gen["seeds"][0] == 0 and gen["error"] is None
+    assert all(c["valid"] for c in rec["candidates"])
