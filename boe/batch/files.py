@@ -10,7 +10,7 @@ written to FILE, one line each::
 
 ``body`` is exactly what the client would POST to the server online, and
 ``custom_id`` is boe's request key of the request (`boe.core.calls.request_key`;
-a re-ask of an unusable reply and a single-sample top-up add ``~r1``, ``~n1-s8``...).
+after ``~``, a re-ask of an unusable reply adds ``r1n16-s<seed>`` and a single-sample top-up ``n1-s<seed>``).
 An external runner (``vllm run-batch``, the OpenAI Batch API) answers the file;
 ``--read-replies RESULTS`` stores each result line in the request cache (under
 `reply_key` of its ``custom_id``) and the run continues, writing the next
@@ -87,8 +87,8 @@ def reply_key(cid: str) -> str:
 
 
 def custom_id(call: Any, body: dict[str, Any]) -> str:
-    """The ``custom_id`` of one request of a call: the call's request key for its first request; a re-ask (``~rN``)
-    or a request with another ``n`` or seed than the call's (a single-sample top-up: ``~n1-s8``) is marked."""
+    """The ``custom_id`` of one request of a call: the call's request key for its first request; a re-ask (``~rN...``)
+    or a request with another ``n`` or seed than the call's (a single-sample top-up: ``~n1-s<seed>``) is marked."""
     key = str(call.request_key)
     n = int(body.get("n", 1))
     seed = body.get("seed")
@@ -116,7 +116,7 @@ class ReadReport:
     files: list[str] = field(default_factory=list)
     lines: int = 0
     stored: int = 0  # replies stored in the request cache
-    errors: list[dict[str, Any]] = field(default_factory=list)  # {file, line, custom_id, status, code, message}
+    errors: list[dict[str, Any]] = field(default_factory=list)  # {where (file:line), custom_id, status, code, message}
     expired: int = 0
     unreadable: list[str] = field(default_factory=list)  # "file:line: why"
 
