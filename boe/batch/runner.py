@@ -40,10 +40,11 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from boe.agent.configuration import AgentConfig
 from boe.batch.diversity import PoolDiversity
+from boe.batch.files import Parked
 from boe.batch.plan import BatchItem, describe_dataset, select_items
 from boe.batch.progress import BatchStats, NullProgress, ProgressView
 from boe.errors import BoeError, ConfigError, InputError, StoreError, Terminated
@@ -51,6 +52,7 @@ from boe.errors import BoeError, ConfigError, InputError, StoreError, Terminated
 if TYPE_CHECKING:
     from boe.agent import Agent
     from boe.batch.cache import WriteBehindCache
+    from boe.batch.files import ReadReport
     from boe.batch.identity import WorkerIdentity
     from boe.datasets import AnswerEvaluator, Dataset
     from boe.db import QuestionData, RunInfo, Store
@@ -86,6 +88,18 @@ class BatchConfig(BaseModel):
     poll_seconds: float = Field(default=1.0, gt=0)
     flush_seconds: float = Field(default=0.05, gt=0)  # how often the writer looks for gathered cache writes
     collapse_share: float = Field(default=0.5, ge=0.0, le=1.0)  # warn above this share of collapsed pools
+    write_requests: str | None = None  # batch files: write the requests of this stage here instead of sending them
+    read_replies: tuple[str, ...] = ()  # batch files: result files to store in the request cache first
+
+    @model_validator(mode="after")
+    def _files(self) -> BatchConfig:
+        from boe.batch.files import check_files
+
+        try:
+            check_files(self.write_requests, self.read_replies)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
     @field_validator("columns", mode="before")
     @classmethod
@@ -128,6 +142,8 @@ class BatchSummary:
     segmentation_seconds: float  # wall time of the grounded views' segmentations (in threads), summed
     peak_in_flight: int  # most model requests in flight at once
     request_ms: float = 0.0  # mean time a request held its slot (sent to reply read): latency as this worker saw it
+    parked: int = 0  # batch files: questions waiting for a reply written to the requests file
+    files: dict[str, Any] = field(default_factory=dict)  # batch files: results read, requests written
     segmentation_cpu_seconds: float = 0.0  # CPU of the segmentations (part of cpu_seconds)
     servers: list[dict[str, Any]] = field(default_factory=list)  # each server's share: requests, errors, down
     notes: list[str] = field(default_factory=list)
@@ -297,6 +313,7 @@ class BatchRunner:
         self.failed: dict[Key, str] = {}
         self._lost: set[Key] = set()
         self._saving: set[Key] = set()  # answered, being written
+        self.parked: set[Key] = set()  # batch files: waiting for a reply of the next file (held until the end)
         self._db_pool: ThreadPoolExecutor | None = None
         self._cpu_pool: Executor | None = None
         self._writer: GroupWriter | None = None
@@ -452,6 +469,9 @@ class BatchRunner:
                 self.stats.lost += 1
                 return
             raise
+        except Parked:  # batch files: a request of it goes into the next file; the question is held until the end
+            self.parked.add(bi.key)
+            return
         except Exception as exc:  # the question failed: recorded, counted, released at the end, never stored
             self.failed[bi.key] = _error_text(exc)
             self.stats.failed += 1
@@ -638,6 +658,7 @@ class BatchRunner:
         """Answer and store the batch's questions this worker can claim; returns what it did."""
         from boe.agent import Agent
         from boe.batch.cache import WriteBehindCache
+        from boe.batch.files import file_http_client, read_replies
         from boe.batch.http import bounded_http_client
         from boe.batch.identity import acquire_identity
         from boe.datasets import AnswerEvaluator, SemanticGrader
@@ -653,7 +674,15 @@ class BatchRunner:
         store = self.store = Store(cfg.db)
         self._db_pool = ThreadPoolExecutor(1, thread_name_prefix="boe-batch-store")
         self._writer = GroupWriter(self._save_group, self._db)
-        http = self._http_live = self._http_client or bounded_http_client(agent_cfg.concurrency)
+        files = _files_check(cfg, agent_cfg)
+        if self._http_client is not None:
+            http = self._http_client
+        elif files:
+            http = file_http_client(lambda key: (hit := store.cache_get(key)) and hit.response)
+        else:
+            http = bounded_http_client(agent_cfg.concurrency)
+        self._http_live = http
+        read = None
         try:
             self.cache = WriteBehindCache(store)
             self.agent = Agent(agent_cfg, api_key=self.api_key, cache=self.cache, http_client=http)
@@ -662,6 +691,9 @@ class BatchRunner:
             semantic = SemanticGrader.from_client(self.agent.judge) if cfg.semantic_grader else None
             self.evaluator = AnswerEvaluator(semantic=semantic)
             run = self.run_info = self._open_run(store, ds, agent_cfg, self.evaluator)
+            if cfg.read_replies:
+                read = await self._db(read_replies, store, cfg.read_replies)
+                self.notes.extend(read.notes())
             keys = [bi.key for bi in items]
             await self._db(store.enqueue, run, keys)
             stored = (await self._db(store.done_question_ids, run)) & set(keys)
@@ -685,6 +717,8 @@ class BatchRunner:
             try:
                 with _fewer_collections():
                     await self._loop(max_active)
+                if files:
+                    await _settle(background)
             except BoeError as exc:  # a store call of the loop failed
                 self._fail(exc)
             finally:
@@ -702,6 +736,7 @@ class BatchRunner:
             await self._close(http)
         transport = getattr(http, "_transport", None)
         s = self.stats
+        written = self._write_files(transport, read) if files else {}
         return BatchSummary(
             run=cfg.run,
             worker=self.worker_id,
@@ -735,8 +770,22 @@ class BatchRunner:
             servers=self.agent.server_shares() if self.agent is not None else [],
             peak_in_flight=int(getattr(transport, "peak", 0)),
             notes=self.notes,
+            parked=len(self.parked),
+            files=written,
             request_ms=1000.0 * getattr(transport, "slot_seconds", 0.0) / max(1, getattr(transport, "sent", 0)),
         )
+
+    def _write_files(self, transport: Any, read: ReadReport | None) -> dict[str, Any]:
+        """Batch files: write this stage's requests (none once the run is complete); what was read and written."""
+        from boe.batch.files import write_requests
+
+        assert self.config.write_requests is not None
+        requests = getattr(transport, "requests", {})
+        out: dict[str, Any] = {"read": read.as_dict() if read is not None else None, "requests": len(requests)}
+        out["answered"] = getattr(transport, "answered", 0)
+        models = {c.model for c in (self.agent.generator, self.agent.judge)} if self.agent is not None else set()
+        out["written"] = write_requests(self.config.write_requests, requests, models) if requests else []
+        return out
 
     def _segmentation_cpu(self) -> float:
         """CPU seconds the agent's grounded judges spent segmenting."""
@@ -786,6 +835,31 @@ class BatchRunner:
             self.identity.release()
         if self.store is not None:
             self.store.close()
+
+
+def _files_check(cfg: BatchConfig, agent: AgentConfig) -> bool:
+    """Whether this is a batch-file stage; refuses one that cannot say which server will run the file."""
+    if cfg.write_requests is None:
+        return False
+    urls = [agent.base_url, agent.judge_url]
+    if agent.server == "auto" and not all("api.openai.com" in (u or "") for u in urls):
+        raise ConfigError(
+            "--write-requests: there is no server to ask what it takes, so name the one that will run the file: "
+            "--server vllm (vllm run-batch), openai (the OpenAI Batch API), sglang or generic"
+        )
+    return True
+
+
+async def _settle(background: Sequence[asyncio.Task[None]], limit: float = 600.0) -> None:
+    """Batch files: wait for the work a parked question left running (its other checks record their requests
+    too), at most ``limit`` seconds."""
+    me = asyncio.current_task()
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        rest = [t for t in asyncio.all_tasks() if t is not me and t not in background and not t.done()]
+        if not rest:
+            return
+        await asyncio.wait(rest, timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _expected_requests(cfg: AgentConfig) -> float:

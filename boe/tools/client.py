@@ -53,6 +53,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -95,6 +96,9 @@ _OWNERS = {
 }
 #: Sampling fields OpenAI's hosted API refuses (it takes top_p).
 _NOT_OPENAI = ("top_k", "min_p")
+#: The call whose requests are being sent (set by `ModelClient.complete`): a transport that writes requests
+#: instead of sending them (`boe.batch.files`) names each by the call's request key.
+current_call: ContextVar[ModelCall | None] = ContextVar("boe_current_call", default=None)
 #: What a refused field costs, said in the endpoint's note.
 _EFFECT = {
     "temperature": "the server's default temperature applies",
@@ -408,6 +412,7 @@ class ModelClient:
             raise ValueError("n must be >= 1")
         messages = build_messages(prompt, image_urls)
         call = self._new_call(prompt, messages, n, temperature, seed, tags)
+        current_call.set(call)
         hit = self._cached(call, n)
         if hit is not None:
             return hit
@@ -486,6 +491,8 @@ class ModelClient:
         call.completion_tokens = int(usage.get("completion_tokens", 0))
         call.cached_tokens = int(usage.get("cached_tokens", 0))
         call.seeds = [int(x) for x in hit.get("seeds") or []]  # the seeds that produced the stored reply
+        call.sampling = dict(hit.get("sampling") or {})  # and the sampling fields it was asked with
+        call.reasks = int(hit.get("reasks", 0))  # and the re-asks it took
         return Completion(list(hit["texts"]), call, hit.get("logprobs"))
 
     def _store(self, call: ModelCall, prompt: Rendered, texts: list[str | None], logprobs: list[Any] | None) -> None:
@@ -501,6 +508,8 @@ class ModelClient:
             "endpoint": self.safe_url,
             "prompt_version": prompt.version,
             "seeds": list(call.seeds),
+            "sampling": dict(call.sampling),
+            "reasks": call.reasks,
         }
         if logprobs is not None:
             value["logprobs"] = logprobs
