@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console
+from boe.cli.common import err_console, out_console, print_json
 
 __all__ = ["register"]
 
@@ -75,7 +74,7 @@ def _print(cal: Any, out: Path, warnings: list[str], as_json: bool) -> None:
         data = cal.model_dump(mode="json", exclude_none=True, exclude={"source"})
         data["file"] = str(out)
         data["warnings"] = warnings
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        print_json("calibrate", data)
         return
     con = out_console()
     t = Table(title=f"calibration {out}", box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console, parse_budgets, parse_list, progress_bar, registered
+from boe.cli.common import (
+    alert_console,
+    err_console,
+    out_console,
+    parse_budgets,
+    parse_list,
+    print_json,
+    progress_bar,
+    registered,
+)
 from boe.core.policies import POLICIES
 
 if TYPE_CHECKING:
@@ -102,7 +109,7 @@ def replay_command(
         prog.add_task("loading", total=None)
         loaded = load_questions(ledgers or [], db=db, run=run, strict=strict, on_error=on_error)
         if not loaded.questions:
-            console.print("[bold red]error:[/] nothing could be replayed (no valid record)")
+            alert_console().print("[bold red]error:[/] nothing could be replayed (no valid record)")
             raise typer.Exit(1)
         t_rep = prog.add_task("replaying", total=len(loaded.questions))
         result = replay(
@@ -123,7 +130,7 @@ def replay_command(
     if save_calibration is not None:
         result.save_calibration(save_calibration)
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        print_json("replay", result.to_json())
     else:
         _print_tables(result.experiment, loaded.bad, result.calibration.label)
     for warning in result.warnings:

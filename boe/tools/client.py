@@ -52,8 +52,11 @@ from typing import Any, Protocol
 
 from boe.core.calls import ModelCall, request_key
 from boe.errors import ConfigError, MissingExtraError, ModelError
+from boe.logs import get_logger
 from boe.prompts import Rendered
 from boe.util import redact_url
+
+_log = get_logger("client")
 
 __all__ = [
     "SERVER_KINDS",
@@ -162,6 +165,11 @@ class EndpointState:
     dropped: list[str] = field(default_factory=list)  # request fields the server refused and no longer gets
     notes: list[str] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    def note(self, text: str) -> None:
+        """Record what the endpoint was found to refuse (kept with the run) and log it."""
+        self.notes.append(text)
+        _log.warning("%s", text)
 
     def as_dict(self) -> dict[str, Any]:
         """The state as recorded with a run."""
@@ -439,6 +447,7 @@ class ModelClient:
                     how = f"the server's error names parameter 'n': {_short(r.exc)}"
                 if ep.n is None:
                     ep.n, ep.n_reason = False, how
+                    _log.warning("%s does not take n > 1; sampling one reply per request (%s)", self.safe_url, how)
                 self.use_n = False  # this endpoint does not take n; sample one at a time from now on
         missing = n - len(texts)
         if missing > 0:
@@ -573,6 +582,7 @@ class ModelClient:
             except (_BadBody, ValueError) as exc:  # a 200 that is no chat completion (or no JSON): retried like a 5xx
                 if attempt > self.max_retries:
                     raise ModelError(f"{self.safe_url} ({self.model}) {exc} after {attempt} attempt(s)") from None
+                _log.info("%s (%s): retrying after attempt %d: %s", self.safe_url, self.model, attempt, exc)
                 await asyncio.sleep(self._delay(attempt, None))
                 continue
             except openai.APIStatusError as exc:
@@ -592,6 +602,9 @@ class ModelClient:
                     and _mentions(exc, ("response_format", "json_schema", "guided"))
                 ):
                     self.json_schema = False  # the server cannot constrain output; the parser copes
+                    _log.warning(
+                        "%s refused the reply schema; replies are parsed without it (%s)", self.safe_url, _short(exc)
+                    )
                     attempt -= 1
                     continue
                 if status in (400, 422) and n > 1:
@@ -604,12 +617,16 @@ class ModelClient:
                     raise ModelError(
                         f"{self.safe_url} ({self.model}) failed after {attempt} attempt(s): {_describe(exc)}"
                     ) from exc
+                _log.info("%s (%s): retrying after attempt %d: %s", self.safe_url, self.model, attempt, _describe(exc))
                 await asyncio.sleep(self._delay(attempt, _retry_after(exc)))
                 continue
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 if attempt > self.max_retries:
                     kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
                     raise ModelError(f"{self.safe_url} ({self.model}) {kind} after {attempt} attempt(s)") from exc
+                _log.info(
+                    "%s (%s): retrying after attempt %d: %s", self.safe_url, self.model, attempt, type(exc).__name__
+                )
                 await asyncio.sleep(self._delay(attempt, None))
                 continue
             pt, ct, cached, replies = reply
@@ -641,24 +658,22 @@ class ModelClient:
                     "logprobs": "verdicts carry no probability",
                     "top_logprobs": "verdicts carry no probability",
                 }.get(name, "the server's default applies")
-                ep.notes.append(f"the server refused {name}; it is no longer sent, {effect} ({_short(exc)})")
+                ep.note(f"the server refused {name}; it is no longer sent, {effect} ({_short(exc)})")
             return True
         if ("maxlength" in text or "maxitems" in text) and self.json_schema and "maxLength" not in ep.dropped:
             ep.dropped.append("maxLength")  # the bounds stay in the prompt's contract; the schema goes without them
-            ep.notes.append(
-                f"the server refused maxLength/maxItems in the reply schema; they are left out ({_short(exc)})"
-            )
+            ep.note(f"the server refused maxLength/maxItems in the reply schema; they are left out ({_short(exc)})")
             return True
         if "max_completion_tokens" in text and ep.tokens_field == "max_completion_tokens":
             ep.tokens_field = "max_tokens"
-            ep.notes.append(f"the server refused max_completion_tokens; max_tokens is sent ({_short(exc)})")
+            ep.note(f"the server refused max_completion_tokens; max_tokens is sent ({_short(exc)})")
             return True
         for name in ("top_k", "min_p", "uuid"):
             if name in text and name not in ep.dropped and name not in self.extra_body:
                 sent = (self.image_uuids and ep.kind == "vllm") if name == "uuid" else name in body
                 if sent:
                     ep.dropped.append(name)
-                    ep.notes.append(f"the server refused {name}; it is no longer sent ({_short(exc)})")
+                    ep.note(f"the server refused {name}; it is no longer sent ({_short(exc)})")
                     return True
         return False
 
