@@ -68,7 +68,7 @@ def replay_command(
         None, "--compare", help="A:B - paired 95% interval and McNemar p of policy A vs B (repeatable)."
     ),
     strict: bool = typer.Option(False, "--strict", help="A bad record is fatal."),
-    resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples for --compare."),
+    resamples: int = typer.Option(2000, "--resamples", min=0, help="Bootstrap resamples for --compare."),
     db: Optional[str] = typer.Option(
         None, "--db", help="Replay a stored run instead of files (sqlite:///file.db, postgresql+psycopg://...)."
     ),

@@ -65,7 +65,7 @@ def report_command(
     calibration: Optional[str] = typer.Option(None, "--calibration", help=_CAL_HELP),
     png: Optional[Path] = typer.Option(None, "--png", help="Also write every figure as a PNG into this folder."),
     title: Optional[str] = typer.Option(None, "--title", help="The report's title."),
-    resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples of the paired intervals."),
+    resamples: int = typer.Option(2000, "--resamples", min=0, help="Bootstrap resamples of the paired intervals."),
     seed: int = typer.Option(0, "--seed", help="Seed of random-factor, cross-fit folds and the bootstrap."),
     image_root: Optional[Path] = typer.Option(
         None,
