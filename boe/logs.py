@@ -15,7 +15,7 @@ import re
 import sys
 from typing import TextIO
 
-__all__ = ["ROOT", "configure_cli", "get_logger", "level_for", "redact_text"]
+__all__ = ["ROOT", "configure_cli", "get_logger", "level_for", "mask_secret", "redact_text"]
 
 ROOT = "boe"
 
@@ -25,6 +25,7 @@ _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
 _KEYS = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}")  # API-key shaped words, not identifiers such as token_count
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\"]+")
 _KEY_VARIABLES = ("BOE_API_KEY", "OPENAI_API_KEY", "BOE_JUDGE_API_KEY")
+_SECRETS: set[str] = set()  # keys given as arguments (a client's api_key)
 
 
 def get_logger(name: str) -> logging.Logger:
@@ -32,12 +33,18 @@ def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(f"{ROOT}.{name}")
 
 
+def mask_secret(secret: str | None) -> None:
+    """Mask ``secret`` (an API key given as an argument) in every record the CLI's handler writes."""
+    if secret and len(secret) >= 4:
+        _SECRETS.add(secret)
+
+
 def redact_text(text: str) -> str:
-    """``text`` without credentials: URL user parts, bearer tokens, key-shaped words and the keys set in the
-    environment (``BOE_API_KEY``, ``OPENAI_API_KEY``) are masked."""
-    for var in _KEY_VARIABLES:
-        key = os.environ.get(var)
-        if key and len(key) >= 4:  # a one-letter "key" would mask every occurrence of that letter
+    """``text`` without credentials: URL user parts, bearer tokens, key-shaped words, the keys set in the
+    environment (``BOE_API_KEY``, ``OPENAI_API_KEY``) and those given to a client are masked."""
+    keys = _SECRETS | {os.environ.get(var) or "" for var in _KEY_VARIABLES}
+    for key in sorted(keys, key=len, reverse=True):
+        if len(key) >= 4:  # a one-letter "key" would mask every occurrence of that letter
             text = text.replace(key, "***")
     text = _CREDENTIALS.sub(r"\g<scheme>***@", text)
     return _KEYS.sub("***", _BEARER.sub(r"\g<1>***", text))

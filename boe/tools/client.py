@@ -52,7 +52,7 @@ from typing import Any, Protocol
 
 from boe.core.calls import ModelCall, request_key
 from boe.errors import ConfigError, MissingExtraError, ModelError
-from boe.logs import get_logger
+from boe.logs import get_logger, mask_secret
 from boe.prompts import Rendered
 from boe.util import redact_url
 
@@ -285,6 +285,7 @@ class ModelClient:
         self._sem = asyncio.Semaphore(concurrency)
         self._rng = random.Random(jitter_seed)
         key = api_key or api_key_from_env() or "EMPTY"  # local servers accept any key
+        mask_secret(api_key)
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=key, max_retries=0, timeout=self.timeout, http_client=http_client
         )

@@ -126,7 +126,7 @@ def test_verbose_shows_retries_and_no_key_reaches_a_log(data: Path, failing_sim:
 
 
 def test_log_records_are_redacted() -> None:
-    from boe.logs import configure_cli
+    from boe.logs import configure_cli, mask_secret
 
     stream = StringIO()
     log = logging.getLogger("boe")
@@ -134,15 +134,20 @@ def test_log_records_are_redacted() -> None:
     os.environ["BOE_API_KEY"] = "change-me-please"
     try:
         configure_cli(1, stream=stream)
+        mask_secret("given-as-an-argument")
         logging.getLogger("boe.test").warning(
-            "sent %s to http://user:pw@host/v1 with Bearer %s and %s", "change-me-please", "abc.def", KEY
+            "sent %s to http://user:pw@host/v1 with Bearer %s and %s, then %s",
+            "change-me-please",
+            "abc.def",
+            KEY,
+            "given-as-an-argument",
         )
     finally:
         del os.environ["BOE_API_KEY"]
         log.handlers[:], log.level, log.propagate = before
     text = stream.getvalue()
-    assert text.startswith("boe.test: warning: sent *** to http://***@host/v1 with Bearer *** and ***"), text
-    for secret in ("change-me-please", "pw@", "abc.def", KEY):
+    assert text == "boe.test: warning: sent *** to http://***@host/v1 with Bearer *** and ***, then ***\n", text
+    for secret in ("change-me-please", "pw@", "abc.def", KEY, "given-as-an-argument"):
         assert secret not in text
 
 
