@@ -390,12 +390,13 @@ class Agent:
     def connect(self) -> None:
         """Create the clients, tools and store run (`open` without the checkpointer; `make_graph` calls it)."""
         try:
-            from boe.tools.client import ModelClient
+            from boe.tools.client import ModelClient, Servers
         except ImportError as exc:
             raise MissingExtraError("agent", exc.name or "langgraph", "the agent") from exc
         cfg = self.config
         self._stack = AsyncExitStack()
         cache = self._cache_arg
+        self.servers = Servers()  # the run's servers: their load and health, what each was found to accept
         if self._store_arg is not None:
             from boe.agent.persist import open_store
 
@@ -420,7 +421,7 @@ class Agent:
             "top_p": cfg.top_p,
             "top_k": cfg.top_k,
             "min_p": cfg.min_p,
-            "endpoints": {},  # what an endpoint accepts is learnt once for both clients
+            "endpoints": self.servers,  # what each server accepts is learnt once for both clients
         }
         self.generator = ModelClient(
             base_url=cfg.base_url, model=cfg.model, role="generator", extra_body=cfg.extra_body, **common
@@ -474,17 +475,21 @@ class Agent:
 
     def endpoint_notes(self) -> list[str]:
         """What the endpoints were found to accept, when it differs from what was asked (one line each)."""
+        from boe.util import redact_url
+
         out: list[str] = []
-        seen: set[int] = set()
-        for c in self._clients():
-            ep = c.endpoint
-            if id(ep) in seen:
-                continue
-            seen.add(id(ep))
+        servers = getattr(self, "servers", None)
+        for url, model, ep in servers.states() if servers is not None else []:
+            where = f"{redact_url(url)} ({model})"
             if ep.n is False:
-                out.append(f"{c.safe_url} ({c.model}) does not take n > 1: K samples are K requests ({ep.n_reason})")
-            out.extend(f"{c.safe_url} ({c.model}): {note}" for note in ep.notes)
+                out.append(f"{where} does not take n > 1: K samples are K requests ({ep.n_reason})")
+            out.extend(f"{where}: {note}" for note in ep.notes)
         return out
+
+    def server_shares(self) -> list[dict[str, Any]]:
+        """Each server's share of the requests sent so far (requests, errors, times marked down)."""
+        servers = getattr(self, "servers", None)
+        return servers.shares() if servers is not None else []
 
     def question_costs(self) -> QuestionCosts:
         """The costs the next question is planned with: the design costs, or costs measured so far (see
@@ -511,12 +516,20 @@ class Agent:
         return {"configurable": {"thread_id": thread}, "recursion_limit": self._recursion_limit(costs)}
 
     def _thread(self, question_id: str) -> str:
-        blob = json.dumps(
-            [self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
-            sort_keys=True,
-            default=str,
-        )
-        return f"{question_id}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+        return f"{question_id}:{self._settings_hash()}"
+
+    def _settings_hash(self) -> str:
+        """A hash of the configuration and calibration (computed once per pair, not per question)."""
+        pair = (self.config, self.calibration)
+        memo = getattr(self, "_settings_memo", None)
+        if memo is None or memo[0] is not pair[0] or memo[1] is not pair[1]:
+            blob = json.dumps(
+                [self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
+                sort_keys=True,
+                default=str,
+            )
+            memo = self._settings_memo = (*pair, hashlib.sha256(blob.encode()).hexdigest()[:16])
+        return str(memo[2])
 
     def _recursion_limit(self, costs: dict[str, float] | None = None) -> int:
         from boe.agent.graph import recursion_limit

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from boe.core.calibration import Calibration, load_calibration
-from boe.util import redact_url
+from boe.util import redact_urls, split_urls
 
 __all__ = ["DEFAULT_CALIBRATION", "FLAGS", "NEUTRAL", "AgentConfig", "Costs", "default_calibration", "make_config"]
 
@@ -36,6 +36,22 @@ DEFAULT_CALIBRATION = "sim-calibration.json"
 NEUTRAL = "neutral"
 #: Options whose flag is not ``--field-name``.
 FLAGS = {"grounded_view": "--view", "dicom_frame": "--frame"}
+
+
+class Several:
+    """Marks a field the command line takes more than once (``--base-url A --base-url B``)."""
+
+
+SEVERAL = Several()
+
+
+def _urls(v: Any) -> Any:
+    """One base URL or several (a list, or one text separated by spaces or commas) as one text, each URL once."""
+    if isinstance(v, (list, tuple)):
+        v = " ".join(str(u) for u in v)
+    return " ".join(split_urls(v)) if isinstance(v, str) else v
+
+
 Cost = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
@@ -125,11 +141,18 @@ class AgentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    base_url: Annotated[str, "Required: the generator's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."] = (
-        Field(min_length=1)
-    )
+    base_url: Annotated[
+        str,
+        "Required: the generator's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1; given more than once, "
+        "requests go to the least loaded server (one server's limits are learnt on their own, one that goes away is "
+        "routed around).",
+        SEVERAL,
+        BeforeValidator(_urls),
+    ] = Field(min_length=1)
     model: Annotated[str, "Required: the generator model name."] = Field(min_length=1)
-    judge_base_url: Annotated[str | None, "Judge endpoint. [--base-url]"] = None
+    judge_base_url: Annotated[
+        str | None, "Judge endpoint (more than once: several servers). [--base-url]", SEVERAL, BeforeValidator(_urls)
+    ] = None
     judge_model: Annotated[str | None, "Judge model. [the generator]"] = None
     k: Annotated[int, "Candidates sampled per question."] = _bounded(16, 1, 256)
     temperature: Annotated[float, "Generator temperature."] = _bounded(1.1, 0, 2)
@@ -249,9 +272,9 @@ class AgentConfig(BaseModel):
     def public(self) -> dict[str, Any]:
         """The configuration as stored with a run: URLs redacted, nothing secret."""
         data = self.model_dump(mode="json")
-        data["base_url"] = redact_url(self.base_url)
+        data["base_url"] = redact_urls(self.base_url)
         if self.judge_base_url is not None:
-            data["judge_base_url"] = redact_url(self.judge_base_url)
+            data["judge_base_url"] = redact_urls(self.judge_base_url)
         return data
 
 

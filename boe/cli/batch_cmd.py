@@ -296,7 +296,13 @@ def render_summary(
     from boe.batch.progress import human
 
     rate = f"{s.per_minute:.1f} questions/min" if s.stored else "-"
-    cpu = f"{s.cpu_ms_per_question:.0f} ms CPU per question" if s.stored else ""
+    seg = s.segmentation_ms_per_question
+    cpu = (
+        f"{s.cpu_ms_per_question:.0f} ms CPU per question (framework {s.cpu_ms_per_question - seg:.0f}, "
+        f"segmentation {seg:.0f})"
+        if s.stored
+        else ""
+    )
     console.print(
         f"[bold]{escape(s.run)}[/] [{escape(s.worker)}]: stored {s.stored} this session "
         f"({s.stored_before} before; {s.selected} selected), {len(s.failed)} failed, {s.lost} lost; "
@@ -309,6 +315,13 @@ def render_summary(
         f"{human(s.completion_tokens)} completion; peak {s.peak_in_flight} requests in flight",
         highlight=False,
     )
+    if len(s.servers) > 1:
+        shares = "; ".join(
+            f"{escape(x['base_url'])} {human(x['requests'])} requests, {x['errors']} errors"
+            + (f", down {x['down']}x" if x["down"] else "")
+            for x in s.servers
+        )
+        console.print(f"servers: {shares}", highlight=False)
     left = s.remaining
     state = "complete" if s.complete else f"{left.get('pending', 0)} pending, {left.get('claimed', 0)} held by workers"
     console.print(f"run queue: {left.get('done', 0)} done, {state}", highlight=False)
