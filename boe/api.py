@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from boe.errors import ConfigError
+from boe.logs import get_logger
 
 if TYPE_CHECKING:
     from boe.agent.api import AskResult
@@ -55,6 +56,8 @@ __all__ = [
     "save_calibration",
     "write_ledger",
 ]
+
+_log = get_logger("api")
 
 PathLike = str | Path
 
@@ -192,6 +195,7 @@ def load_questions(
 
     def skipped(err: RecordError) -> None:
         bad.append(err.describe())
+        _log.debug("skipped a bad record: %s", bad[-1])
         if on_error is not None:
             on_error(err)
 

@@ -162,7 +162,7 @@ class AgentConfig(BaseModel):
         str | None, "Judge endpoint (more than once: several servers). [--base-url]", SEVERAL, BeforeValidator(_urls)
     ] = None
     judge_model: Annotated[str | None, "Judge model. [the generator]"] = None
-    k: Annotated[int, "Candidates sampled per question (with --pool adaptive: at most)."] = _bounded(16, 1, 256)
+    k: Annotated[int, "Candidates sampled per question (at most, with an adaptive pool)."] = _bounded(16, 1, 256)
     # the candidate pool: fixed (k samples up front) or adaptive (start with pool_start, draw pool_round at a time
     # up to k while a sample is worth more than a check; samples paid from the budget, spec section 12)
     pool: Annotated[

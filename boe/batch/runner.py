@@ -48,6 +48,7 @@ from boe.batch.files import Parked
 from boe.batch.plan import BatchItem, describe_dataset, select_items
 from boe.batch.progress import BatchStats, NullProgress, ProgressView
 from boe.errors import BoeError, ConfigError, InputError, StoreError, Terminated
+from boe.logs import get_logger
 
 if TYPE_CHECKING:
     from boe.agent import Agent
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
     from boe.db import QuestionData, RunInfo, Store
 
 __all__ = ["BatchConfig", "BatchRunner", "BatchSummary", "GroupWriter", "run_batch"]
+
+_log = get_logger("batch")
 
 T = TypeVar("T")
 Key = tuple[str, str]
@@ -380,6 +383,8 @@ class BatchRunner:
         items, skipped = select_items(ds, namespace, cfg.limit)
         if ds.issues:
             self.notes.append(f"{len(ds.issues)} record(s) of the dataset could not be loaded ({ds.summary()})")
+        for qid, why in skipped:
+            _log.warning("skipped question %s: %s", qid, why)
         if skipped:
             self.notes.append(f"{len(skipped)} question(s) cannot run (first: {skipped[0][0]}: {skipped[0][1]})")
         if not items:
@@ -474,6 +479,7 @@ class BatchRunner:
             return
         except Exception as exc:  # the question failed: recorded, counted, released at the end, never stored
             self.failed[bi.key] = _error_text(exc)
+            _log.warning("question %s failed: %s", bi.key[1], self.failed[bi.key])
             self.stats.failed += 1
             self.progress.update(self.stats)
             return
@@ -542,6 +548,7 @@ class BatchRunner:
                 self.failed.pop(key, None)
                 task = self.active.get(key)
                 if task is not None and not task.done():
+                    _log.warning("lost the lease of question %s to another worker", key[1])
                     self._lost.add(key)
                     task.cancel()
 

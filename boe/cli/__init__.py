@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import importlib
-import re
 import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -16,6 +15,7 @@ from typer.core import TyperCommand, TyperGroup
 from boe import __version__
 from boe.cli.common import Interrupted
 from boe.errors import BoeError
+from boe.logs import redact_text
 
 __all__ = ["COMMANDS", "EXIT_CODES", "app", "error_exit_code", "main", "run"]
 
@@ -151,8 +151,20 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="Log more on standard error: -v retries and fallbacks, -vv debug."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only results (stdout) and errors: no progress, no notes."),
 ) -> None:
     """Best-of-Evidence."""
+    from boe.cli.common import set_quiet
+    from boe.errors import ConfigError
+    from boe.logs import configure_cli
+
+    if verbose and quiet:
+        raise ConfigError("-v and -q contradict each other; give one")
+    configure_cli(verbose, quiet)
+    set_quiet(quiet)
 
 
 EXIT_CODES = (
@@ -216,10 +228,10 @@ def error_exit_code(exc: BoeError) -> int:
 def _error(message: str) -> None:
     from rich.markup import escape
 
-    from boe.cli.common import err_console
+    from boe.cli.common import alert_console
 
     # escaped: messages hold brackets ("pip install 'best-of-evidence[sam]'") that rich would eat as markup
-    err_console().print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    alert_console().print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def _command_line(argv: list[str]) -> str:
@@ -239,13 +251,6 @@ def _one_line(text: str, n: int = 200) -> str:
 
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # no space left, quota exceeded, file-size limit
-_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
-_KEYS = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}")  # API-key shaped words, not identifiers such as token_count
-
-
-def _redact(text: str) -> str:
-    """Credentials never reach a log: ``scheme://user:secret@host`` loses its user part, key-like words are masked."""
-    return _KEYS.sub("***", _CREDENTIALS.sub(r"\g<scheme>***@", text))
 
 
 def _crash_log(exc: BaseException) -> str | None:
@@ -255,8 +260,8 @@ def _crash_log(exc: BaseException) -> str | None:
     import time
     import traceback
 
-    text = _redact("".join(traceback.format_exception(exc)))
-    header = _redact(f"boe {__version__} {time.strftime('%Y-%m-%dT%H:%M:%S')} argv={sys.argv!r}\n")
+    text = redact_text("".join(traceback.format_exception(exc)))
+    header = redact_text(f"boe {__version__} {time.strftime('%Y-%m-%dT%H:%M:%S')} argv={sys.argv!r}\n")
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     for folder in (os.path.join(cache, "boe", "logs"), os.path.join(tempfile.gettempdir(), "boe-logs")):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from boe.cli.agent_options import AgentOptions, agent_options
-from boe.cli.common import err_console, out_console
+from boe.cli.common import err_console, out_console, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -364,7 +364,7 @@ def ask_command(
         approver=terminal_approver if cfg.approve else None,
     )
     if as_json:
-        sys.stdout.write(json.dumps(_with_words(result), indent=2, default=str) + "\n")
+        print_json("ask", _with_words(result))
     else:
         render_result(result, out_console())
         if db is not None:
@@ -521,7 +521,7 @@ def demo_command(
         }
     if as_json:
         out = {"summary": summary, "results": [_with_words(r) for r in run.results]}
-        sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
+        print_json("demo", out)
         return
     _render_summary(console, run, summary, cfg)
 
@@ -630,7 +630,7 @@ def costs_command(
     if out is not None:
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if as_json:
-        sys.stdout.write(json.dumps({**data, "design": design, "measured_costs": used}, indent=2) + "\n")
+        print_json("costs", {**data, "design": design, "measured_costs": used})
         return
     table = meter.table()
     t = Table(title=f"measured costs of run {escape(run)} (basis {basis})", title_justify="left", pad_edge=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from boe.cli.agent_options import AgentOptions, agent_options
-from boe.cli.common import Interrupted, err_console, out_console, registered
+from boe.cli.common import Interrupted, alert_console, err_console, out_console, print_json, quiet, registered
 from boe.datasets._registry import FORMATS
 
 if TYPE_CHECKING:
@@ -124,17 +123,18 @@ def batch_command(
     if dry_run:
         est = dry_run_estimate(config, estimate_from)
         if as_json:
-            sys.stdout.write(json.dumps(est.as_dict(), indent=2) + "\n")
+            print_json("batch.dry-run", est.as_dict())
         else:
             render_estimate(est, config, out_console())
         return
     try:
-        summary = _run(config, progress if progress is not None else sys.stderr.isatty())
+        show_progress = progress if progress is not None else sys.stderr.isatty()
+        summary = _run(config, show_progress and not quiet())
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the held questions were given back
         from boe.errors import Terminated
 
         term = isinstance(exc, Terminated)
-        err_console().print(
+        alert_console().print(
             f"\n[yellow]{'terminated (SIGTERM)' if term else 'interrupted'}[/]: every question already stored is "
             "kept. Resume with the same command:\n  " + _resume_command(),
             highlight=False,
@@ -146,9 +146,9 @@ def batch_command(
         data = summary.as_dict()
         data["evaluation"] = evaluation
         data["next"] = _next_commands(summary, config)
-        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        print_json("batch", data)
     else:
-        render_summary(summary, err_console(), evaluation, _next_commands(summary, config))
+        render_summary(summary, out_console(), evaluation, _next_commands(summary, config))
     if summary.failed:
         raise typer.Exit(1)
 

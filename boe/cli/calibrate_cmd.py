@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console
+from boe.cli.common import err_console, out_console, print_json
 
 __all__ = ["register"]
 
@@ -98,7 +97,7 @@ def _print(cal: Any, out: Path, warnings: list[str], as_json: bool, curve: Any =
         }
         if curve is not None:
             data["learning_curve"] = {"budget": curve.budget, "rows": [vars(r) for r in curve.rows]}
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        print_json("calibrate", data)
         return
     con = out_console()
     t = Table(title=f"calibration {out}", box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console, parse_budgets, parse_list, progress_bar, registered
+from boe.cli.common import (
+    alert_console,
+    err_console,
+    out_console,
+    parse_budgets,
+    parse_list,
+    print_json,
+    progress_bar,
+    registered,
+)
 from boe.core.policies import POLICIES
 
 if TYPE_CHECKING:
@@ -61,7 +68,7 @@ def replay_command(
         None, "--compare", help="A:B - paired 95% interval and McNemar p of policy A vs B (repeatable)."
     ),
     strict: bool = typer.Option(False, "--strict", help="A bad record is fatal."),
-    resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples for --compare."),
+    resamples: int = typer.Option(2000, "--resamples", min=0, help="Bootstrap resamples for --compare."),
     db: Optional[str] = typer.Option(
         None, "--db", help="Replay a stored run instead of files (sqlite:///file.db, postgresql+psycopg://...)."
     ),
@@ -120,7 +127,7 @@ def replay_command(
         prog.add_task("loading", total=None)
         loaded = load_questions(ledgers or [], db=db, run=run, strict=strict, on_error=on_error)
         if not loaded.questions:
-            console.print("[bold red]error:[/] nothing could be replayed (no valid record)")
+            alert_console().print("[bold red]error:[/] nothing could be replayed (no valid record)")
             raise typer.Exit(1)
         t_rep = prog.add_task("replaying", total=len(loaded.questions))
         result = replay(
@@ -145,7 +152,7 @@ def replay_command(
     if save_calibration is not None:
         result.save_calibration(save_calibration)
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        print_json("replay", result.to_json())
     else:
         _print_tables(result.experiment, loaded.bad, result.calibration.label)
     for warning in result.warnings:

@@ -147,12 +147,12 @@ def dataset_command(
     ),
 ) -> None:
     """Generate synthetic scans and questions in the boe-sim layout (see boe/sim/README.md)."""
-    from boe.cli.common import check_outputs, err_console
+    from boe.cli.common import check_outputs, out_console
     from boe.sim.dataset import generate_dataset
 
     check_outputs(("--out", out), folders=("--out",))
     root = generate_dataset(out, n, seed, size=size, per_image=per_image, dicom=dicom)
-    err_console().print(f"wrote {n} questions to {root}", highlight=False)
+    out_console().print(f"wrote {n} questions to {root}", highlight=False)
 
 
 @sim_app.command("serve")

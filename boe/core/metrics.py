@@ -156,6 +156,8 @@ def paired_bootstrap(
     n = len(d)
     if n == 0:
         return (math.nan, math.nan, math.nan)
+    if resamples < 1:  # no resampling, no interval
+        return (float(d.mean()), math.nan, math.nan)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     chunk = max(1, 4_000_000 // n)

@@ -60,11 +60,14 @@ from typing import Any, Protocol
 
 from boe.core.calls import ModelCall, request_key
 from boe.errors import ConfigError, MissingExtraError, ModelError
+from boe.logs import get_logger, mask_secret
 from boe.prompts import Rendered
 from boe.tools.completion import Reply, read_completion
 from boe.tools.endpoints import EndpointState, Server, Servers, split_urls
 from boe.tools.retry import DROPPABLE, MAX_RETRY_AFTER, BadReply, Failure, limit_message, profile_for
 from boe.util import redact_url
+
+_log = get_logger("client")
 
 __all__ = [
     "SERVER_KINDS",
@@ -338,6 +341,7 @@ class ModelClient:
         self._sem = asyncio.Semaphore(concurrency)
         self._rng = random.Random(jitter_seed)
         key = api_key or api_key_from_env() or "EMPTY"  # local servers accept any key
+        mask_secret(api_key)
         self._http = http_client if http_client is not None else openai.DefaultAsyncHttpxClient()
         self._sdk = {
             url: openai.AsyncOpenAI(
@@ -582,6 +586,7 @@ class ModelClient:
             for st in states:
                 if st.n is None:
                     st.n, st.n_reason = False, how
+                    _log.warning("%s does not take n > 1; sampling one reply per request (%s)", self.safe_url, how)
             self.use_n = False  # this endpoint does not take n; sample one at a time from now on
             return probe
 
@@ -723,6 +728,7 @@ class ModelClient:
             failed += 1
             if failed > self.max_retries or not profile_for(ep.kind).should_retry(failure):
                 raise ModelError(_failed_after(failure, f"{server.safe_url} ({self.model})", failed))
+            _log.info("%s (%s): retrying after attempt %d: %s", server.safe_url, self.model, failed, failure.describe())
             delay = self._delay(failed, failure.retry_after)
             await self._backoff(delay, deadline[0] if deadline else None, failed, failure.short())
 
@@ -764,7 +770,7 @@ class ModelClient:
             return True
         if "response_format" in body and f.mentions("response_format", "json_schema", "guided"):
             ep.dropped.append("response_format")  # the server cannot constrain output; the parser copes
-            ep.notes.append(f"the server refused response_format; replies are read without a schema ({f.short()})")
+            ep.note(f"the server refused response_format; replies are read without a schema ({f.short()})")
             return True
         if n > 1 and (f.param == "n" or f.mentions("'n'", '"n"', "n must be", "parameter n ")):
             raise _Refused("n", f, server.safe_url)
@@ -781,7 +787,7 @@ class ModelClient:
                 names = ("logprobs", "top_logprobs") if name in ("logprobs", "top_logprobs") else (name,)
                 ep.dropped.extend(x for x in names if x not in ep.dropped)
                 effect = _EFFECT.get(name, "the server's default applies")
-                ep.notes.append(f"the server refused {name}; it is no longer sent, {effect} ({f.short()})")
+                ep.note(f"the server refused {name}; it is no longer sent, {effect} ({f.short()})")
             return True
         return self._drop_named(f, ep, body)
 
@@ -793,20 +799,18 @@ class ModelClient:
         text = f.text
         if ("maxlength" in text or "maxitems" in text) and "response_format" in body and "maxLength" not in ep.dropped:
             ep.dropped.append("maxLength")  # the bounds stay in the prompt's contract; the schema goes without them
-            ep.notes.append(
-                f"the server refused maxLength/maxItems in the reply schema; they are left out ({f.short()})"
-            )
+            ep.note(f"the server refused maxLength/maxItems in the reply schema; they are left out ({f.short()})")
             return True
         if "max_completion_tokens" in text and ep.tokens_field == "max_completion_tokens":
             ep.tokens_field = "max_tokens"
-            ep.notes.append(f"the server refused max_completion_tokens; max_tokens is sent ({f.short()})")
+            ep.note(f"the server refused max_completion_tokens; max_tokens is sent ({f.short()})")
             return True
         for name in ("top_k", "min_p", "uuid"):
             if name in text and name not in ep.dropped and name not in self.extra_body:
                 sent = (self.image_uuids and ep.kind == "vllm") if name == "uuid" else name in body
                 if sent:
                     ep.dropped.append(name)
-                    ep.notes.append(f"the server refused {name}; it is no longer sent ({f.short()})")
+                    ep.note(f"the server refused {name}; it is no longer sent ({f.short()})")
                     return True
         return False
 

@@ -23,9 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from boe.logs import get_logger
 from boe.util import redact_url, split_urls
 
 __all__ = ["EndpointState", "Server", "Servers", "split_urls"]
+
+_log = get_logger("client")
 
 
 @dataclass
@@ -40,6 +43,11 @@ class EndpointState:
     dropped: list[str] = field(default_factory=list)  # request fields the server refused and no longer gets
     notes: list[str] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    def note(self, text: str) -> None:
+        """Record what the endpoint was found to refuse (kept with the run) and log it."""
+        self.notes.append(text)
+        _log.warning("%s", text)
 
     def as_dict(self) -> dict[str, Any]:
         """The state as recorded with a run."""
