@@ -123,7 +123,7 @@ def test_seeing_the_evidence_after_the_demo(fresh: Fresh, sim_url: str) -> None:
     report, show = run_commands(doc_block("seeing-the-evidence").commands(), cwd=fresh.root, env=fresh.env)
     assert "accuracy at budget" in report and (fresh.root / "report.html").is_file()
     assert any(p.suffix == ".png" for p in (fresh.root / "figs").iterdir())
-    assert "boe-sim / sim-0-00027: What part of the body is imaged?" in show, show
+    assert "boe-sim / sim-0-00003: What imaging modality is this?" in show, show
     assert "note: showing run demo-same-judge-" in show and "also in demo-" in show, show
 
 
