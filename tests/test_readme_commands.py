@@ -51,7 +51,7 @@ def test_ask_your_endpoint(sim, tmp_path: Path) -> None:
     assert len(asks) == 4 and all("selected:" in o for _, o in asks), outs
     dicom, figures, _measured, configured = (o for _, o in asks)
     # the DICOM header feeds the cost-1 record check, bought unless every candidate gives one answer (then the
-    # default controller buys nothing: issue 25; tests/agent/test_agent_mock.py checks the record check of a DICOM header)
+    # default controller buys nothing: issue 25; tests/agent/test_agent_mock.py checks the DICOM record check)
     assert "the record states" in dicom or "No check could change this answer" in dicom, dicom
     assert " fig " in figures.split("candidates", 1)[1].splitlines()[1]  # a figure column: 3 figures
     assert "8 candidates" in configured and "budget 8," in configured  # --k 8 over the file's k = 16
