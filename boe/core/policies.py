@@ -175,56 +175,59 @@ class Raw(ScorePolicy):
         return np.full(state.n, -1, dtype=np.intp)
 
 
-def plugin_values(state: EvidenceState) -> npt.NDArray[np.float64]:
-    """Plug-in EVSI(e | t) of every action (spec section 5), shape (Q, A).
+def plugin_values(state: EvidenceState, mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float64]:
+    """Plug-in EVSI(e | t) of every action (spec section 5), shape (Q, A); with ``mask``, of the masked actions
+    only (the others are -inf).
 
     max_i s_i = sigmoid(max_i logit_i) because the logistic map is monotone,
     so maxima are taken on logits and only they are transformed. A factor
     action moves the candidates that assert its claim by +w, those that deny
     it by -w and leaves the rest, so its best hypothetical logit is
     max(P + w, Z, N - w) with P, Z, N the best current logits of the three
-    parts, computed once per claim; a whole-response check moves only its
+    parts, computed once per claim (of a masked action); a whole-response check moves only its
     target (P = its logit, Z = the best of the others, no N), and an
     answer-level check moves the candidates holding its answer (P = their best
     logit, Z = the best of the others, no N). Rounding is monotone, so this
     equals the candidate-by-candidate maximum exactly. The sum runs over
     outcomes in the order confirm, reject, unresolved.
     """
-    part = state.partition  # (3, K, M, Q)
-    lt = state.logit.T  # (K, Q)
-    best = part[:, 0] + lt[0]
-    tmp = np.empty_like(best)
-    for k in range(1, part.shape[1]):  # a maximum over K slabs that stay in cache
-        np.add(part[:, k], lt[k], out=tmp)
-        np.maximum(best, tmp, out=best)
     n = state.n
-    flat = np.maximum(state.claim, 0) * n + np.arange(n)[:, None]
-    p_best, z_best, n_best = best.reshape(3, -1)[:, flat]  # (3, Q, A)
-    whole = state.whole
+    out = np.full(state.cost.shape, -np.inf)
+    q, a = np.nonzero(mask) if mask is not None else np.indices(state.cost.shape).reshape(2, -1)
+    if not q.size:
+        return out
+    flat = np.maximum(state.claim[q, a], 0) * n + q  # each action's (claim, question)
+    pairs, at = np.unique(flat, return_inverse=True)
+    part = state.partition  # (3, K, M, Q)
+    best = (part.reshape(3, part.shape[1], -1)[:, :, pairs] + state.logit.T[:, pairs % n]).max(axis=1)
+    p_best, z_best, n_best = best[:, at]  # (3, P)
+    logit = state.logit
+    whole = state.whole[q, a]
     if whole.any():
-        logit = state.logit
         first = np.argmax(logit, axis=1)
         top1 = logit[np.arange(n), first]
         rest = logit.copy()
         rest[np.arange(n), first] = -np.inf
         top2 = rest.max(axis=1)
-        tgt = np.maximum(state.target, 0)
-        p_best = np.where(whole, np.take_along_axis(logit, tgt, axis=1), p_best)
-        z_best = np.where(whole, np.where(tgt == first[:, None], top2[:, None], top1[:, None]), z_best)
+        tgt = np.maximum(state.target[q, a], 0)
+        p_best = np.where(whole, logit[q, tgt], p_best)
+        z_best = np.where(whole, np.where(tgt == first[q], top2[q], top1[q]), z_best)
         n_best = np.where(whole, -np.inf, n_best)
-    if state.answer.any():
-        qa, aa = np.nonzero(state.answer)
-        moved = state.alpha[qa, aa] == 1  # (n, K)
-        lg = state.logit[qa]
-        p_best[qa, aa] = np.where(moved, lg, -np.inf).max(axis=1)
-        z_best[qa, aa] = np.where(moved, -np.inf, lg).max(axis=1)
-        n_best[qa, aa] = -np.inf
-    w = state.weight
+    answer = np.nonzero(state.answer[q, a])[0]
+    if answer.size:
+        qa = q[answer]
+        moved = state.alpha[qa, a[answer]] == 1  # (n, K)
+        lg = logit[qa]
+        p_best[answer] = np.where(moved, lg, -np.inf).max(axis=1)
+        z_best[answer] = np.where(moved, -np.inf, lg).max(axis=1)
+        n_best[answer] = -np.inf
+    w = state.weight[q, a]
     m_conf = np.maximum(np.maximum(p_best + w, z_best), n_best - w)
     m_rej = np.maximum(np.maximum(p_best - w, z_best), n_best + w)
-    s_now = sigmoid(state.logit.max(axis=1))[:, None]
-    p = state.p
-    return ((p[:, :, 0] * sigmoid(m_conf) + p[:, :, 1] * sigmoid(m_rej)) + p[:, :, 2] * s_now) - s_now
+    s_now = sigmoid(logit.max(axis=1))[q]
+    p = state.p[q, a]
+    out[q, a] = ((p[:, 0] * sigmoid(m_conf) + p[:, 1] * sigmoid(m_rej)) + p[:, 2] * s_now) - s_now
+    return out
 
 
 def _literal_value(logit: list[float], alpha: list[int], w: float, p: tuple[float, float, float], cost: float) -> float:
@@ -257,7 +260,7 @@ class BoE(ScorePolicy):
         feasible = state.feasible()
         if self.factor_only:
             feasible &= state.factor
-        value = plugin_values(state) / state.cost
+        value = plugin_values(state, feasible) / state.cost
         choice = first_max(value, feasible)
         rows = np.nonzero(choice >= 0)[0]
         chosen = value[rows, choice[rows]]
@@ -386,36 +389,31 @@ _SAFE_LOGIT = 20.0
 def _selection_after(state: EvidenceState, step: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_]) -> IntArr:
     """The selected candidate after each factor action moved its claim's parts by ``step`` (Q, A).
 
-    For every claim and part (asserting / ignoring / denying) one pass over
-    the candidates keeps the best logit, the first candidate holding it and
-    the best *different* logit. Where the winner is clear -- every other
+    For every claim of a masked action and part (asserting / ignoring /
+    denying) it takes the best logit, the first candidate holding it and the
+    best *different* logit. Where the winner is clear -- every other
     candidate at least 1e-3 below in logit and the scores not saturated, so
     that no score is within 1e-12 of the best -- the first holder of the
     maximum is the selection. Other entries of ``mask`` are decided exactly on
     the probability scale; entries outside ``mask`` (infeasible actions) are
-    -1 and cost nothing.
+    -1 and cost nothing, and so do claims that no masked action checks.
     """
     sel = np.full(mask.shape, -1, dtype=np.intp)
     q, a = np.nonzero(mask)  # only these: most actions are infeasible or not factors
     if not q.size:
         return sel
-    part = state.partition  # (3, K, M, Q): per claim and part, one pass over K slabs that stay in cache
-    lt = state.logit.T
-    best = part[:, 0] + lt[0]
-    first = np.zeros(best.shape, dtype=np.intp)
-    second = np.full(best.shape, -np.inf)
-    for k in range(1, part.shape[1]):
-        v = part[:, k] + lt[k]
-        up = v > best
-        second = np.where(up, best, np.where(v < best, np.maximum(second, v), second))
-        first = np.where(up, k, first)
-        best = np.where(up, v, best)
     flat = np.maximum(state.claim[q, a], 0) * state.n + q  # each masked action's (claim, question)
+    pairs, at = np.unique(flat, return_inverse=True)
+    part = state.partition  # (3, K, M, Q)
+    v = part.reshape(3, part.shape[1], -1)[:, :, pairs] + state.logit.T[:, pairs % state.n]  # (3, K, pairs)
+    best = v.max(axis=1)
+    first = v.argmax(axis=1)  # the first candidate holding the best
+    second = np.where(v < best[:, None], v, -np.inf).max(axis=1)  # the best different logit
     st = step[q, a]
     shift = np.stack([st, np.zeros_like(st), -st])
-    b = best.reshape(3, -1)[:, flat] + shift  # (3, P)
-    s2 = second.reshape(3, -1)[:, flat] + shift
-    f = first.reshape(3, -1)[:, flat]
+    b = best[:, at] + shift  # (3, P)
+    s2 = second[:, at] + shift
+    f = first[:, at]
     top = b.max(axis=0)
     holds = b == top  # parts whose best reaches the new maximum exactly
     clear = (np.abs(top) < _SAFE_LOGIT) & np.all(holds | (b < top - _GAP), axis=0) & np.all(s2 < top - _GAP, axis=0)
