@@ -196,11 +196,8 @@ def plugin_values(state: EvidenceState, mask: npt.NDArray[np.bool_] | None = Non
     q, a = np.nonzero(mask) if mask is not None else np.indices(state.cost.shape).reshape(2, -1)
     if not q.size:
         return out
-    flat = np.maximum(state.claim[q, a], 0) * n + q  # each action's (claim, question)
-    pairs, at = np.unique(flat, return_inverse=True)
-    part = state.partition  # (3, K, M, Q)
-    best = (part.reshape(3, part.shape[1], -1)[:, :, pairs] + state.logit.T[:, pairs % n]).max(axis=1)
-    p_best, z_best, n_best = best[:, at]  # (3, P)
+    pairs, at = _pairs(state, np.maximum(state.claim[q, a], 0) * n + q)  # each action's (claim, question)
+    p_best, z_best, n_best = _part_best(state, pairs)[:, at]  # (3, P)
     logit = state.logit
     whole = state.whole[q, a]
     if whole.any():
@@ -228,6 +225,42 @@ def plugin_values(state: EvidenceState, mask: npt.NDArray[np.bool_] | None = Non
     p = state.p[q, a]
     out[q, a] = ((p[:, 0] * sigmoid(m_conf) + p[:, 1] * sigmoid(m_rej)) + p[:, 2] * s_now) - s_now
     return out
+
+
+def _pairs(state: EvidenceState, flat: IntArr) -> tuple[IntArr | None, IntArr]:
+    """The distinct (claim, question) pairs that ``flat`` (claim * Q + question) names, and the pair of each of its
+    entries; None (every pair, ``flat`` itself) when they are so many that one pass over all is cheaper."""
+    size = state.partition.shape[2] * state.partition.shape[3]
+    need = np.zeros(size, dtype=bool)
+    need[flat] = True
+    pairs = np.flatnonzero(need)
+    if pairs.size * 3 > size:
+        return None, flat
+    return pairs, (np.cumsum(need) - 1)[flat]
+
+
+def _part_logits(state: EvidenceState, pairs: IntArr) -> npt.NDArray[np.float64]:
+    """The logits of the candidates in each part (asserting, ignoring, denying) of the (claim, question) pairs
+    ``pairs``, shape (3, K, pairs)."""
+    part = state.partition  # (3, K, M, Q)
+    k = part.shape[1]
+    v = np.take(part.reshape(3 * k, -1), pairs, axis=1).reshape(3, k, -1)
+    v += state.logit.T[:, pairs % state.n]
+    return v
+
+
+def _part_best(state: EvidenceState, pairs: IntArr | None) -> npt.NDArray[np.float64]:
+    """The best logit of each part of the (claim, question) pairs ``pairs`` (None: every pair), shape (3, pairs)."""
+    if pairs is not None:
+        return _part_logits(state, pairs).max(axis=1)
+    part = state.partition  # (3, K, M, Q): one pass over K slabs that stay in cache
+    lt = state.logit.T  # (K, Q)
+    best = part[:, 0] + lt[0]
+    tmp = np.empty_like(best)
+    for k in range(1, part.shape[1]):
+        np.add(part[:, k], lt[k], out=tmp)
+        np.maximum(best, tmp, out=best)
+    return best.reshape(3, -1)
 
 
 def _literal_value(logit: list[float], alpha: list[int], w: float, p: tuple[float, float, float], cost: float) -> float:
@@ -402,13 +435,25 @@ def _selection_after(state: EvidenceState, step: npt.NDArray[np.float64], mask: 
     q, a = np.nonzero(mask)  # only these: most actions are infeasible or not factors
     if not q.size:
         return sel
-    flat = np.maximum(state.claim[q, a], 0) * state.n + q  # each masked action's (claim, question)
-    pairs, at = np.unique(flat, return_inverse=True)
-    part = state.partition  # (3, K, M, Q)
-    v = part.reshape(3, part.shape[1], -1)[:, :, pairs] + state.logit.T[:, pairs % state.n]  # (3, K, pairs)
-    best = v.max(axis=1)
-    first = v.argmax(axis=1)  # the first candidate holding the best
-    second = np.where(v < best[:, None], v, -np.inf).max(axis=1)  # the best different logit
+    pairs, at = _pairs(state, np.maximum(state.claim[q, a], 0) * state.n + q)
+    if pairs is None:  # most claims: one pass over the candidates, in K slabs that stay in cache
+        part = state.partition
+        lt = state.logit.T
+        best = part[:, 0] + lt[0]
+        first = np.zeros(best.shape, dtype=np.intp)
+        second = np.full(best.shape, -np.inf)
+        for k in range(1, part.shape[1]):
+            v = part[:, k] + lt[k]
+            up = v > best
+            second = np.where(up, best, np.where(v < best, np.maximum(second, v), second))
+            first = np.where(up, k, first)
+            best = np.where(up, v, best)
+        best, first, second = best.reshape(3, -1), first.reshape(3, -1), second.reshape(3, -1)
+    else:
+        v = _part_logits(state, pairs)
+        best = v.max(axis=1)
+        first = v.argmax(axis=1)  # the first candidate holding the best
+        second = np.where(v < best[:, None], v, -np.inf).max(axis=1)  # the best different logit
     st = step[q, a]
     shift = np.stack([st, np.zeros_like(st), -st])
     b = best[:, at] + shift  # (3, P)
