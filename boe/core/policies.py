@@ -251,8 +251,10 @@ def _part_logits(state: EvidenceState, pairs: IntArr) -> npt.NDArray[np.float64]
 
 def _part_best(state: EvidenceState, pairs: IntArr | None) -> npt.NDArray[np.float64]:
     """The best logit of each part of the (claim, question) pairs ``pairs`` (None: every pair), shape (3, pairs)."""
+    out: npt.NDArray[np.float64]
     if pairs is not None:
-        return _part_logits(state, pairs).max(axis=1)
+        out = _part_logits(state, pairs).max(axis=1)
+        return out
     part = state.partition  # (3, K, M, Q): one pass over K slabs that stay in cache
     lt = state.logit.T  # (K, Q)
     best = part[:, 0] + lt[0]
@@ -260,7 +262,8 @@ def _part_best(state: EvidenceState, pairs: IntArr | None) -> npt.NDArray[np.flo
     for k in range(1, part.shape[1]):
         np.add(part[:, k], lt[k], out=tmp)
         np.maximum(best, tmp, out=best)
-    return best.reshape(3, -1)
+    out = best.reshape(3, -1)
+    return out
 
 
 def _literal_value(logit: list[float], alpha: list[int], w: float, p: tuple[float, float, float], cost: float) -> float:
