@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from boe.core import registry as _registry
-
-__version__ = "0.1.0"
+from boe.core.version import __version__
 
 #: Names `boe` re-exports from `boe.api` (loaded on first access).
 __all__ = [

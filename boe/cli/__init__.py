@@ -9,8 +9,8 @@ import sys
 
 import typer
 
-from boe import __version__
 from boe.cli.common import Interrupted
+from boe.core.version import __version__
 from boe.errors import BoeError
 
 __all__ = ["EXIT_CODES", "app", "error_exit_code", "main", "run"]

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from boe import __version__
 from boe.core.calibration import Calibration
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import LedgerRecord, RecordDict
 from boe.core.metrics import Comparison, MetricRow, compare, summarize
 from boe.core.policies import FittablePolicy, make_policy
 from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay
+from boe.core.version import __version__
 from boe.errors import ConfigError
 
 __all__ = ["Experiment", "fit_deployable_calibration", "load_questions", "run_experiment"]

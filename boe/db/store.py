@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Connection, Select, Table, delete, func, insert, select
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 
-from boe import __version__
+from boe.core.version import __version__
 from boe.db import cache as _cache
 from boe.db import work as _work
 from boe.db.engine import display_url, make_engine, read_tx, sqlite_path, to_url, write_tx
