@@ -431,7 +431,7 @@ def register_policy(name: str, *, override: bool = False) -> Callable[[type], ty
 def register_tool(kind: str, *, override: bool = False) -> Callable[[type], type]:
     """Class decorator: the tool that runs actions of ``kind`` in the agent (a built-in kind's tool is replaced
     only with ``override``)."""
-    from boe.tools.protocol import register_tool as register
+    from boe.kinds import register_tool as register
 
     return register(kind, override=override)
 

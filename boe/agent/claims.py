@@ -28,14 +28,12 @@ from boe.vocab import CLOSED_SLOTS, SLOTS, Canon, normalise, vocabulary
 
 __all__ = [
     "analyse_question",
-    "answer_key",
     "answer_of",
     "build_graph",
     "build_menu",
     "canonicalise",
     "claim_figure",
     "claim_id",
-    "figure_context",
     "grade",
     "parse_candidate",
 ]
@@ -93,14 +91,6 @@ def _header_context(metadata: Mapping[str, str], tags: Mapping[str, str]) -> dic
             if slot in tags:
                 out[f"{slot}:tag"] = tags[slot]
     return out
-
-
-def figure_context(q: Mapping[str, Any], figure: str | None) -> dict[str, str]:
-    """The record context a check of a claim about ``figure`` reads: the question's, plus that figure's header."""
-    ctx = dict(q.get("context") or {})
-    if figure is not None:
-        ctx.update((q.get("figure_context") or {}).get(figure) or {})
-    return ctx
 
 
 def parse_candidate(index: int, raw: str | None) -> dict[str, Any]:
@@ -295,35 +285,6 @@ def _location(claim: Mapping[str, Any], supporters: Sequence[Mapping[str, Any]])
     return out
 
 
-def answer_slot(q: Mapping[str, Any]) -> str:
-    """The slot whose claims carry the answer itself (yes/no answers fill ``attribute``)."""
-    return "attribute" if q.get("closed") else str(q["slot"])
-
-
-def claim_group(channel: str, claim: Mapping[str, Any], q: Mapping[str, Any]) -> str:
-    """Calibration group of a factor action: the channel, then ``answer:SLOT`` for a claim that carries
-    the answer, or the slot of a supporting claim (their discrimination differs by far)."""
-    if claim["slot"] == answer_slot(q):
-        # attribute answers split by family: yes/no, side, vertical, size answers differ in reliability
-        kind = claim.get("family") if claim["slot"] == "attribute" and claim.get("family") else claim["slot"]
-        return f"{channel}/answer:{kind}"
-    return f"{channel}/{claim['slot']}"
-
-
-def record_states(q: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
-    """Whether the record (DICOM header, metadata, question text) states what the claim's record check reads.
-
-    Such checks form the ``record`` channel, whatever the dataset is called: their reliability is the record's.
-    """
-    from boe.tools.structured import _option_against_context
-
-    ctx = figure_context(q, claim.get("figure"))
-    if claim["slot"] == "option":
-        text = (q.get("options") or {}).get(claim.get("value")) if isinstance(q.get("options"), Mapping) else None
-        return isinstance(text, str) and _option_against_context(vocabulary(), text, ctx) is not None
-    return bool(ctx.get(claim["slot"]))
-
-
 def build_menu(
     claims: Sequence[Mapping[str, Any]],
     cands: Sequence[Mapping[str, Any]],
@@ -352,18 +313,6 @@ def build_menu(
     for s in specs:
         menu.extend(made[s.name] if s.name in made else s.menu(s.name, ctx))
     return menu
-
-
-#: An answer is short enough for an answer-level check up to this many words and characters.
-SHORT_WORDS = 5
-SHORT_CHARS = 48
-
-
-def answer_key(cand: Mapping[str, Any]) -> str | None:
-    """The normalised answer an answer-level verdict is shared by (``strip().lower()``); None if invalid."""
-    if not cand.get("valid") or cand.get("answer") is None:
-        return None
-    return str(cand["answer"]).strip().lower()
 
 
 def grade(answer: str | None, reference: str | None, q: Mapping[str, Any]) -> float | None:

@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from boe.agent.claims import build_graph as claim_graph
-from boe.agent.claims import build_menu, canonicalise, figure_context, grade, parse_candidate
+from boe.agent.claims import build_menu, canonicalise, grade, parse_candidate
 from boe.agent.costs import cost_kinds
 from boe.agent.inputs import keep_images, question_input
 from boe.agent.planner import build_record, events_of, skip_entry
@@ -43,6 +43,7 @@ from boe.core.calls import ModelCall
 from boe.core.ledger import LedgerRecord, record_data
 from boe.core.session import Session
 from boe.errors import ModelError
+from boe.kinds import figure_context
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
 from boe.tools.images import LoadedImage, open_image
 from boe.tools.parse import ReplyError, extract_json, read_figure, read_generation, read_slots
