@@ -257,9 +257,9 @@ def calibrate_command(
     ),
 ) -> None:
     """Fit the shipped simulator calibration: the agent's full ledger on fresh simulator questions, then the fit."""
+    from boe.agent.sim_calibration import simulator_calibration
     from boe.cli.common import check_outputs
     from boe.core.calibration import save_calibration
-    from boe.sim.calibrate import simulator_calibration
 
     check_outputs(("--out", out))
     command = f"boe sim calibrate --n {n} --seed {seed} --dicom-n {dicom_n} --judge-model {judge_model} --out {out}"
