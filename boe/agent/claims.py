@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from boe.agent.state import Candidate, CanonClaim, Edge
 from boe.tools.crop import LOCATION_WORDS
 from boe.tools.parse import ReplyError, read_generation
 from boe.vocab import CLOSED_SLOTS, SLOTS, Canon, normalise, vocabulary
@@ -93,7 +94,7 @@ def _header_context(metadata: Mapping[str, str], tags: Mapping[str, str]) -> dic
     return out
 
 
-def parse_candidate(index: int, raw: str | None) -> dict[str, Any]:
+def parse_candidate(index: int, raw: str | None) -> Candidate:
     """One generation reply as a candidate dict; unreadable replies become invalid candidates."""
     try:
         answer, slots, present = read_generation(raw)
@@ -167,14 +168,14 @@ def _option_letter(text: str, options: Mapping[str, str], slot: str) -> str | No
     return None
 
 
-def canonicalise(cand: dict[str, Any], q: Mapping[str, Any]) -> dict[str, Any]:
+def canonicalise(cand: Candidate, q: Mapping[str, Any]) -> Candidate:
     """Add the canonical answer and the canonical slot claims (``claims``: slot -> Canon dict) to a candidate."""
-    out = dict(cand)
+    out = cand.copy()
     if not cand["valid"]:
-        out.update(answer=None, claims={})
+        out["answer"], out["claims"] = None, {}
         return out
     vocab = vocabulary()
-    claims: dict[str, dict[str, Any]] = {}
+    claims: dict[str, CanonClaim] = {}
     for slot in SLOTS:
         c = vocab.canonical(slot, cand["slots"].get(slot))
         if c is not None:
@@ -182,16 +183,16 @@ def canonicalise(cand: dict[str, Any], q: Mapping[str, Any]) -> dict[str, Any]:
     answer, asked = answer_of(cand["answer_text"], q)
     if asked is not None:
         claims[asked.slot] = _canon_dict(asked)
-    if q.get("options") and answer in (q.get("options") or {}):
+    if q.get("options") and answer is not None and answer in (q.get("options") or {}):
         claims["option"] = {"slot": "option", "value": answer, "known": True, "family": "option"}
-    out.update(answer=answer, claims=claims)
+    out["answer"], out["claims"] = answer, claims
     if answer is None:
         out["valid"] = False
         out["error"] = "empty answer"
     return out
 
 
-def _canon_dict(c: Canon) -> dict[str, Any]:
+def _canon_dict(c: Canon) -> CanonClaim:
     return {"slot": c.slot, "value": c.value, "known": c.known, "family": c.family}
 
 
@@ -215,8 +216,8 @@ def claim_id(slot: str, value: str, figure: str | None, multi: bool) -> str:
 
 
 def build_graph(
-    cands: Sequence[Mapping[str, Any]], figure: str | None = "0", *, multi: bool = False
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    cands: Sequence[Candidate], figure: str | None = "0", *, multi: bool = False
+) -> tuple[list[dict[str, Any]], list[Edge]]:
     """Canonical claims (with figure and location words) and signed edges of a canonicalised pool.
 
     With several figures (``multi``) a claim is about the figure its
@@ -243,7 +244,7 @@ def build_graph(
                 }
             found[cid]["support"] += 1
     claims = sorted(found.values(), key=lambda c: (order[c["slot"]], -c["support"], c["value"], str(c["figure"] or "")))
-    edges: list[dict[str, Any]] = []
+    edges: list[Edge] = []
     supporters: dict[str, list[Mapping[str, Any]]] = {}
     for claim in claims:
         for cand in cands:

@@ -27,6 +27,7 @@ from boe.agent.planner import build_record, events_of, skip_entry
 from boe.agent.state import (
     AgentContext,
     AgentState,
+    Candidate,
     ClaimNode,
     EvidenceEntry,
     MenuAction,
@@ -204,7 +205,7 @@ async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         urls = [img.data_url for img in all_images(ctx, state)]
         prompt = load_prompt("claim_extraction")
 
-        async def extract(cand: dict[str, Any]) -> None:
+        async def extract(cand: Candidate) -> None:
             rendered = prompt.render(
                 question=state["question"],
                 options_block=options_block(state.get("options")),
@@ -527,12 +528,12 @@ async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     res = session.finish()
     raw, prior = session.raw_majority()
     emit(ctx, state, "selected", selected=res.selected, raw_selected=raw, cost=res.spent, scores=res.scores)
-    chosen = state["candidates"][res.selected] if res.selected >= 0 else {}
+    chosen = state["candidates"][res.selected] if res.selected >= 0 else None
     return {
         **out,
         "selected": res.selected,
-        "answer": chosen.get("answer"),
-        "answer_text": chosen.get("answer_text"),
+        "answer": None if chosen is None else chosen.get("answer"),
+        "answer_text": None if chosen is None else chosen["answer_text"],
         "scores": res.scores,
         "cost": res.spent,
         "raw_selected": raw,
