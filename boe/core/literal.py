@@ -114,74 +114,21 @@ def literal_replay(
     keys = [c.answer.strip().lower() if (c.valid and c.answer is not None) else None for c in rec.candidates]
     n = [sum(1 for kk in keys if kk is not None and kk == key) if key is not None else 0 for key in keys]
     logit = [_wt(cheap) * (n[i] - k / 2) for i in range(k)]
-
-    def params(a: int) -> tuple[float, dict[str, float]]:
-        g = groups.get(f"{rec.dataset}/{rec.actions[a].group}")
-        if g is None:
-            return 0.5, {"confirm": 1 / 3, "reject": 1 / 3, "unresolved": 1 / 3}
-        return float(g["kappa"]), dict(g["p"])  # type: ignore[call-overload, arg-type]
-
-    def updated(cur: list[float], a: int, o: str) -> list[float]:
-        kappa, _ = params(a)
-        w = _wt(kappa)
-        al = _alpha(rec, a, o)
-        return [cur[i] + al[i] * w for i in range(k)]
-
-    def select(cur: list[float]) -> int:
-        return _first_max([_s(x) for x in cur])
-
-    def evsi(cur: list[float], a: int) -> float:
-        _, p = params(a)
-        total = 0.0
-        for o in OUTCOMES:
-            total += p[o] * max(_s(x) for x in updated(cur, a, o))
-        return total - max(_s(x) for x in cur)
-
     bought: list[int] = []
     refused: list[int] = []  # skipped actions the policy proposed (spec section 10)
     spent = 0.0
     while policy != "raw":
-        feasible = [
-            a
-            for a, act in enumerate(rec.actions)
-            if not act.failed and a not in bought and a not in refused and act.cost <= budget - spent
-        ]
-        if policy in ("boe-factor", "random-factor", "label-guided"):
-            feasible = [a for a in feasible if _target(rec, rec.actions[a].kind) == "claim"]
-        elif policy == "whole":
-            feasible = [a for a in feasible if _target(rec, rec.actions[a].kind) != "claim"]
-        if not feasible:
+        feasible = _feasible(rec, policy, budget - spent, bought + refused)
+        choice = _choose(rec, groups, policy, feasible, logit, eta, rng) if feasible else None
+        if choice is None:
             break
-        if policy in ("boe", "boe-factor"):
-            values = [evsi(logit, a) / rec.actions[a].cost for a in feasible]
-            j = _first_max(values)
-            if values[j] <= eta + TOL:
-                break
-            choice = feasible[j]
-        elif policy == "random-factor":
-            assert rng is not None
-            choice = rng.choice(feasible)
-        elif policy == "whole":
-            s = [_s(x) for x in logit]
-            sc = [s[rec.actions[a].candidate] for a in feasible]  # type: ignore[index]
-            top = max(sc)
-            tied = [a for a, v in zip(feasible, sc, strict=True) if v >= top - TOL]
-            choice = min(tied, key=lambda a: (rec.actions[a].candidate, a))
-        elif policy == "label-guided":
-            utils = []
-            for a in feasible:
-                sel = select(updated(logit, a, rec.actions[a].outcome))
-                utils.append(float(rec.candidates[sel].utility))  # type: ignore[arg-type]
-            choice = feasible[_first_max(utils)]
-        else:
-            raise ValueError(policy)
         if rec.actions[choice].skipped is not None:  # refused: not bought, and the policy proposes again
             refused.append(choice)
             continue
         bought.append(choice)
         spent += rec.actions[choice].cost
-        logit = updated(logit, choice, rec.actions[choice].outcome)
-    sel = select(logit)
+        logit = _updated(rec, groups, logit, choice, rec.actions[choice].outcome)
+    sel = _select(logit)
     out: dict[str, object] = {
         "question_id": rec.question_id,
         "policy": policy,
@@ -195,3 +142,78 @@ def literal_replay(
     if refused:
         out["skipped"] = [rec.actions[a].id for a in sorted(refused)]
     return out
+
+
+Groups = dict[str, dict[str, object]]
+
+
+def _params(rec: LedgerRecord, groups: Groups, a: int) -> tuple[float, dict[str, float]]:
+    """(kappa, outcome probabilities) of action ``a``'s group; kappa 0.5 and uniform outcomes when unfitted."""
+    g = groups.get(f"{rec.dataset}/{rec.actions[a].group}")
+    if g is None:
+        return 0.5, {"confirm": 1 / 3, "reject": 1 / 3, "unresolved": 1 / 3}
+    return float(g["kappa"]), dict(g["p"])  # type: ignore[call-overload, arg-type]
+
+
+def _updated(rec: LedgerRecord, groups: Groups, cur: list[float], a: int, o: str) -> list[float]:
+    """The logits after action ``a`` revealed outcome ``o``."""
+    kappa, _ = _params(rec, groups, a)
+    w = _wt(kappa)
+    al = _alpha(rec, a, o)
+    return [cur[i] + al[i] * w for i in range(len(cur))]
+
+
+def _select(cur: list[float]) -> int:
+    return _first_max([_s(x) for x in cur])
+
+
+def _evsi(rec: LedgerRecord, groups: Groups, cur: list[float], a: int) -> float:
+    """The expected gain in the top score from revealing action ``a``."""
+    _, p = _params(rec, groups, a)
+    total = 0.0
+    for o in OUTCOMES:
+        total += p[o] * max(_s(x) for x in _updated(rec, groups, cur, a, o))
+    return total - max(_s(x) for x in cur)
+
+
+def _feasible(rec: LedgerRecord, policy: str, left: float, proposed: list[int]) -> list[int]:
+    """The actions the policy may still propose: not failed, not proposed before, within the budget ``left``,
+    of the targets the policy buys."""
+    feasible = [a for a, act in enumerate(rec.actions) if not act.failed and a not in proposed and act.cost <= left]
+    if policy in ("boe-factor", "random-factor", "label-guided"):
+        return [a for a in feasible if _target(rec, rec.actions[a].kind) == "claim"]
+    if policy == "whole":
+        return [a for a in feasible if _target(rec, rec.actions[a].kind) != "claim"]
+    return feasible
+
+
+def _choose(
+    rec: LedgerRecord,
+    groups: Groups,
+    policy: str,
+    feasible: list[int],
+    logit: list[float],
+    eta: float,
+    rng: random.Random | None,
+) -> int | None:
+    """The policy's proposal among ``feasible`` (None: it stops)."""
+    if policy in ("boe", "boe-factor"):
+        values = [_evsi(rec, groups, logit, a) / rec.actions[a].cost for a in feasible]
+        j = _first_max(values)
+        return None if values[j] <= eta + TOL else feasible[j]
+    if policy == "random-factor":
+        assert rng is not None
+        return rng.choice(feasible)
+    if policy == "whole":
+        s = [_s(x) for x in logit]
+        sc = [s[rec.actions[a].candidate] for a in feasible]  # type: ignore[index]
+        top = max(sc)
+        tied = [a for a, v in zip(feasible, sc, strict=True) if v >= top - TOL]
+        return min(tied, key=lambda a: (rec.actions[a].candidate, a))
+    if policy == "label-guided":
+        utils = []
+        for a in feasible:
+            sel = _select(_updated(rec, groups, logit, a, rec.actions[a].outcome))
+            utils.append(float(rec.candidates[sel].utility))  # type: ignore[arg-type]
+        return feasible[_first_max(utils)]
+    raise ValueError(policy)

@@ -9,7 +9,7 @@ majority, so late steps only touch live questions.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -245,10 +245,7 @@ def replay(
     opts = policy_options or {}
     built = [make_policy(p, **opts) if isinstance(p, str) else p for p in policies]
     n = len(questions)
-    for pol in built:
-        if pol.reads_labels and any(not q.labelled for q in questions):
-            missing = next(q.question_id for q in questions if not q.labelled)
-            raise ValueError(f"policy {pol.name!r} reads utilities, but question {missing!r} has none")
+    _check_labels(built, questions)
     k_max = max((q.k for q in questions), default=1)
     costs = [float(q.cost.min()) for q in questions if q.n_actions]
     a_max = max((q.n_actions for q in questions), default=1)
@@ -257,29 +254,36 @@ def replay(
     if n == 0:
         return runs
     batches = _batches(questions, np.arange(n))
-    if workers is None:
-        workers = _auto_workers(questions)
     job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan)
+    for res in _results(job, batches, _auto_workers(questions) if workers is None else workers):
+        _merge(runs, res)
+        if progress is not None:
+            progress(len(res[0]))
+    return runs
+
+
+def _check_labels(policies: Sequence[Policy], questions: Sequence[Question]) -> None:
+    """`ValueError` when a policy that reads utilities meets a question without them."""
+    for pol in policies:
+        if pol.reads_labels and any(not q.labelled for q in questions):
+            missing = next(q.question_id for q in questions if not q.labelled)
+            raise ValueError(f"policy {pol.name!r} reads utilities, but question {missing!r} has none")
+
+
+def _results(job: _Job, batches: list[npt.NDArray[np.intp]], workers: int) -> Iterator[_BatchResult]:
+    """Each batch's result: in this process, or (``workers`` > 1) from forked workers as they finish."""
     if workers <= 1 or len(batches) < 2:
-        results = (job.run(rows) for rows in batches)
-        for res in results:
-            _merge(runs, res)
-            if progress is not None:
-                progress(len(res[0]))
-        return runs
+        yield from (job.run(rows) for rows in batches)
+        return
     import multiprocessing as mp
 
     global _JOB
     _JOB = job
     try:
         with mp.get_context("fork").Pool(workers) as pool:
-            for res in pool.imap_unordered(_run_batch, batches):
-                _merge(runs, res)
-                if progress is not None:
-                    progress(len(res[0]))
+            yield from pool.imap_unordered(_run_batch, batches)
     finally:
         _JOB = None
-    return runs
 
 
 def _width(budget: float, c_min: float, a_max: int) -> int:
