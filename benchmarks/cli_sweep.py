@@ -1,25 +1,36 @@
-"""The end-to-end `boe replay` sweep against the literal reading of the spec, per question.
+"""The offline targets, each against a baseline measured in the same run: loading vs the orjson parse floor, the
+`boe replay` sweep vs the literal reading of the spec, `boe --version` vs a bare interpreter.
 
     python benchmarks/cli_sweep.py                         # 6,000 questions, K = 13 (~136 MB), 5 policies x 5 budgets
-    python benchmarks/cli_sweep.py --baseline 6aeef2c      # also the same sweep on an older commit, same run
+    python benchmarks/cli_sweep.py --policy boe,boe-factor,random-factor,whole,label-guided
+    python benchmarks/cli_sweep.py --baseline 6aeef2c      # also the same figures for an older commit, same run
     python benchmarks/cli_sweep.py --n 1000 --repeats 1    # a quicker look
 
 Generates (once, cached) a pool ledger with ``boe sim ledger --kind pool``,
 then, for this tree and (with ``--baseline REV``) the package of commit REV
-extracted to a temporary folder:
+extracted to a temporary folder, each in fresh processes, best of
+``--repeats`` (interleaved, so a change in the machine's load hits all alike):
 
-* ``boe replay LEDGER --policy ... --budget ...`` as a user runs it (a fresh
-  process, the installed console script; the baseline through the same
-  interpreter with its package first on ``PYTHONPATH``), wall time, best of
-  ``--repeats``;
-* loading alone (`boe.core.loading.load_ledgers`, default workers) in a fresh
-  process, best of ``--repeats``.
+* **parse floor**: reading the file and ``orjson.loads`` of every line, the
+  least any loader can do (imports not timed);
+* **load**: `boe.core.loading.load_ledgers` as `boe replay` calls it (imports
+  not timed), *cold* (``BOE_LEDGER_CACHE=off``: validate and build) and
+  *warm* (the ledger cache already holds the file); ratio to the parse floor;
+* **sweep**: ``boe replay LEDGER --policy ... --budget ...`` as a user runs
+  it (the installed console script; the baseline through the same
+  interpreter with its package first on ``PYTHONPATH``), wall time, cold and
+  warm. The literal reference (`boe.core.literal.literal_replay`, one
+  question and one action at a time, on records validated beforehand,
+  calibration fitted once) replays a sample of questions under the same
+  policies and budgets in this process; the ratio is literal seconds per
+  question (all runs) over the sweep's end-to-end seconds per question
+  (start-up and loading included);
+  (and the same with the sweep's CPU time, all its processes: the figure
+  a busy machine disturbs least);
+* **start-up**: ``boe --version`` wall time against ``python -c pass``.
 
-The literal reference (`boe.core.literal.literal_replay`, one question and
-one action at a time, on records validated beforehand, calibration fitted
-once) replays a sample of questions under the same policies and budgets in
-this process. The ratio is literal seconds per question (all runs) over the
-sweep's end-to-end seconds per question (start-up and loading included).
+Targets (issue 27): warm load <= 2x the parse floor, sweep >= 100x the
+literal reference, ``boe --version`` < 0.3 s.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,11 +54,22 @@ NEUTRAL = tempfile.gettempdir()
 # the current one does not come before it), ahead of the editable install's finder.
 CLI_SNIPPET = "import sys\nsys.argv[0] = 'boe'\nfrom boe.cli import main\nmain()\n"
 LOAD_SNIPPET = """
-import sys, time
-t = time.perf_counter()
+import inspect, sys, time
 from boe.core.loading import load_ledgers
-qs, groups = load_ledgers([sys.argv[1]])
+kw = {}
+if "cache" in inspect.signature(load_ledgers).parameters:  # not in a tree from before the cache
+    from boe.ledger_cache import default_ledger_cache
+    kw = {"cache": default_ledger_cache()}
+t = time.perf_counter()
+qs, groups = load_ledgers([sys.argv[1]], **kw)
 print(time.perf_counter() - t, len(qs))
+"""
+PARSE_SNIPPET = """
+import sys, time, orjson
+t = time.perf_counter()
+with open(sys.argv[1], "rb") as fh:
+    n = sum(1 for line in fh if line.strip() and orjson.loads(line) is not None)
+print(time.perf_counter() - t, n)
 """
 
 
@@ -75,23 +98,31 @@ def extract(rev: str, into: Path) -> Path:
     return into
 
 
-def env_for(src: Path | None) -> dict[str, str]:
+def env_for(src: Path | None, cache: Path | None = None) -> dict[str, str]:
+    """The environment of a run of the tree at ``src`` (None: this one) with the ledger cache in ``cache``."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
+    env["BOE_LEDGER_CACHE"] = str(cache) if cache is not None else "off"
     if src is not None:
         env["PYTHONPATH"] = str(src)
     return env
 
 
-def time_cli(cmd: list[str], env: dict[str, str]) -> float:
-    t = time.perf_counter()
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def time_cli(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (every process it ran) of a command."""
+    t, c = time.perf_counter(), children_cpu()
     subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, check=True, cwd=NEUTRAL)
-    return time.perf_counter() - t
+    return time.perf_counter() - t, children_cpu() - c
 
 
-def time_load(path: Path, env: dict[str, str]) -> float:
+def time_snippet(snippet: str, path: Path, env: dict[str, str]) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", LOAD_SNIPPET, str(path)], env=env, capture_output=True, check=True, cwd=NEUTRAL
+        [sys.executable, "-c", snippet, str(path)], env=env, capture_output=True, check=True, cwd=NEUTRAL
     )
     return float(out.stdout.split()[0])
 
@@ -99,7 +130,8 @@ def time_load(path: Path, env: dict[str, str]) -> float:
 def literal_per_question(
     path: Path, n: int, policies: list[str], budgets: list[float], sample: int, seed: int
 ) -> float:
-    """Seconds the literal implementation takes per question for every (policy, budget)."""
+    """CPU seconds the literal implementation takes per question for every (policy, budget) (one thread, so
+    also its wall time on an idle core)."""
     from boe.core.ledger import read_ledger
     from boe.core.literal import literal_calibration, literal_replay
 
@@ -108,12 +140,12 @@ def literal_per_question(
     rng = random.Random(seed)
     chosen = [records[i] for i in sorted(rng.sample(range(len(records)), min(sample, len(records))))]
     del records
-    t = time.perf_counter()
+    t = time.process_time()
     for rec in chosen:
         for p in policies:
             for b in budgets:
                 literal_replay(rec, cal, p, b, rng=random.Random(0))
-    return (time.perf_counter() - t) / len(chosen)
+    return (time.process_time() - t) / len(chosen)
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
@@ -150,7 +182,7 @@ def main() -> None:
     trees: list[tuple[str, Path | None]] = [("this tree", None)]
     tmp = tempfile.TemporaryDirectory(prefix="boe-baseline-")
     if args.baseline:
-        trees.insert(0, (f"baseline {args.baseline}", extract(args.baseline, Path(tmp.name))))
+        trees.insert(0, (f"baseline {args.baseline}", extract(args.baseline, Path(tmp.name) / "src")))
 
     lit = literal_per_question(path, args.n, policies, budgets, args.sample, args.seed)
     cmds = {}
@@ -165,42 +197,64 @@ def main() -> None:
             ).stdout.strip()
             assert where.startswith(str(src)), where
         cmds[name] = [boe_script(), *replay_args] if src is None else [sys.executable, "-c", CLI_SNIPPET, *replay_args]
-    walls: dict[str, list[float]] = {name: [] for name, _ in trees}
-    loads: dict[str, list[float]] = {name: [] for name, _ in trees}
-    for _ in range(args.repeats):  # interleaved, so that a change in the machine's load hits every tree alike
+    caches = {name: Path(tmp.name) / f"cache-{i}" for i, (name, _) in enumerate(trees)}
+    for name, src in trees:  # fill each tree's cache (a tree without one just loads)
+        time_snippet(LOAD_SNIPPET, path, env_for(src, caches[name]))
+    times: dict[tuple[str, str], list[float]] = {}
+
+    def timed(key: tuple[str, str], seconds: float) -> None:
+        times.setdefault(key, []).append(seconds)
+
+    for _ in range(args.repeats):
+        timed(("", "parse"), time_snippet(PARSE_SNIPPET, path, env_for(None)))
+        timed(("", "python"), time_cli([sys.executable, "-c", "pass"], env_for(None))[0])
         for name, src in trees:
-            walls[name].append(time_cli(cmds[name], env_for(src)))
-            loads[name].append(time_load(path, env_for(src)))
-    rows = []
-    for name, _ in trees:
-        wall, load = min(walls[name]), min(loads[name])
-        per_q = wall / args.n
-        rows.append(
-            [
-                name,
-                f"{wall:.2f}",
-                f"{statistics.median(walls[name]):.2f}",
-                f"{load:.2f}",
-                f"{wall - load:.2f}",
-                f"{per_q * 1e3:.3f}",
-                f"{lit / per_q:.0f}x",
-            ]
-        )
+            cold, warm = env_for(src), env_for(src, caches[name])
+            timed((name, "load cold"), time_snippet(LOAD_SNIPPET, path, cold))
+            timed((name, "load warm"), time_snippet(LOAD_SNIPPET, path, warm))
+            for what, env in (("sweep cold", cold), ("sweep warm", warm)):
+                wall, cpu = time_cli(cmds[name], env)
+                timed((name, what), wall)
+                timed((name, what + " cpu"), cpu)
+            version = [boe_script(), "--version"] if src is None else [sys.executable, "-c", CLI_SNIPPET, "--version"]
+            timed((name, "version"), time_cli(version, cold)[0])
     tmp.cleanup()
+    best = {key: min(v) for key, v in times.items()}
+    parse, python = best["", "parse"], best["", "python"]
     runs = len(policies) * len(budgets)
     print(
-        f"boe replay sweep: {args.n:,} questions, {size_mb:.0f} MB ledger, {len(policies)} policies x "
-        f"{len(budgets)} budgets ({runs} runs), {os.cpu_count()} cores, load average "
-        f"{os.getloadavg()[0]:.1f}; best of {args.repeats}"
+        f"{args.n:,} questions, {size_mb:.0f} MB ledger, {len(policies)} policies x {len(budgets)} budgets "
+        f"({runs} runs: {args.policy}), {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+        f"best of {args.repeats}"
     )
-    print(f"literal reference: {lit * 1e3:.1f} ms per question for all {runs} runs ({args.sample} sampled questions)")
-    print()
+    print(f"parse floor (orjson, every line): {parse:.2f} s; python -c pass: {python * 1e3:.0f} ms")
     print(
-        table(
-            rows,
-            ["tree", "sweep s", "median s", "load s", "rest s", "ms/question", "literal / sweep"],
-        )
+        f"literal reference: {lit * 1e3:.1f} ms CPU per question for all {runs} runs ({args.sample} sampled questions)"
     )
+    print()
+    rows = []
+    for name, _ in trees:
+        for what, target in (
+            ("load cold", "-"),
+            ("load warm", "<= 2x parse"),
+            ("sweep cold", ">= 100x"),
+            ("sweep warm", ">= 100x"),
+            ("version", "< 0.3 s"),
+        ):
+            sec = best[name, what]
+            if what.startswith("load"):
+                ratio = f"{sec / parse:.2f}x parse floor"
+            elif what.startswith("sweep"):
+                cpu = best[name, what + " cpu"]
+                ratio = (
+                    f"{lit / (sec / args.n):.0f}x literal ({sec / args.n * 1e3:.3f} ms/question); "
+                    f"CPU: {lit / (cpu / args.n):.0f}x ({cpu:.1f} s)"
+                )
+            else:
+                ratio = f"{sec / python:.1f}x python -c pass"
+            label = {"version": "boe --version"}.get(what, what)
+            rows.append([name, label, f"{sec:.2f}", f"{statistics.median(times[name, what]):.2f}", ratio, target])
+    print(table(rows, ["tree", "figure", "best s", "median s", "against the baseline", "target"]))
 
 
 if __name__ == "__main__":

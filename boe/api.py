@@ -206,7 +206,11 @@ def load_questions(
     questions: list[Question] = []
     sources: list[str] = []
     if paths:
-        questions, groups = load_ledgers(paths, strict=strict, on_error=skipped, groups=groups)
+        from boe.ledger_cache import default_ledger_cache
+
+        questions, groups = load_ledgers(
+            paths, strict=strict, on_error=skipped, groups=groups, cache=default_ledger_cache()
+        )
         sources += [str(p) for p in paths]
     if runs:
         from boe.db import Store

@@ -11,6 +11,22 @@ import pytest
 from boe.sim.ledgers import factor_code_ledger, pool_ledger
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _ledger_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Loaded ledgers are cached in a folder of the test session (subprocesses inherit it), not in ~/.cache."""
+    import os
+
+    from boe.ledger_cache import ENV
+
+    before = os.environ.get(ENV)
+    os.environ[ENV] = str(tmp_path_factory.mktemp("ledger-cache"))
+    yield
+    if before is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = before
+
+
 @pytest.fixture
 def sim() -> Iterator[object]:
     """A fresh simulator (fresh request counters) on a free loopback port."""

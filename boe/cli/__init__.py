@@ -1,22 +1,137 @@
-"""The `boe` command line. Subcommands live in their own modules and import heavy
-libraries only inside the command that needs them, so `boe --help` stays fast."""
+"""The `boe` command line. Each subcommand's module is imported only when that command runs (or its own help
+is asked for), so `boe --help` and `boe --version` import neither the agent, openai nor numpy."""
 
 from __future__ import annotations
 
 import importlib
 import re
 import sys
+from collections.abc import Iterator, MutableMapping
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from boe.cli.common import Interrupted
 from boe.core.version import __version__
 from boe.errors import BoeError
 
-__all__ = ["EXIT_CODES", "app", "error_exit_code", "main", "run"]
+__all__ = ["COMMANDS", "EXIT_CODES", "app", "error_exit_code", "main", "run"]
+
+#: Every command in `boe --help` order: its module (which defines `register(app)`) and its one-line help, shown
+#: without importing the module (tests/cli/test_lazy_cli.py holds each line to the command's own docstring).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "replay": (
+        "boe.cli.replay_cmd",
+        "Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp.",
+    ),
+    "import": (
+        "boe.cli.store_cmd",
+        "Store the questions of ledger files in a run; bad records are reported by line and skipped.",
+    ),
+    "export": (
+        "boe.cli.store_cmd",
+        "Write a stored run as a ledger-v1 JSONL file, one question per line in the order they were stored.",
+    ),
+    "ask": (
+        "boe.cli.agent_cmd",
+        "Answer one image question: sample K candidates, buy evidence, select, print the evidence log.",
+    ),
+    "demo": (
+        "boe.cli.agent_cmd",
+        "Run the agent against the built-in simulator on a few shipped questions; store the run in ./boe-demo.db.",
+    ),
+    "costs": (
+        "boe.cli.agent_cmd",
+        "Measure a stored agent run: tokens and seconds per action kind, and the costs they give beside design.",
+    ),
+    "report": (
+        "boe.cli.report_cmd",
+        "Write one self-contained HTML report: figures, calibration, paired intervals, costs and every question's "
+        "page.",
+    ),
+    "show": (
+        "boe.cli.report_cmd",
+        "Show one question: its image with the crops and masks used, candidates, signed graph, evidence log.",
+    ),
+    "batch": (
+        "boe.cli.batch_cmd",
+        "Answer every question of a dataset with the agent and store the run (resumable; many workers may share it).",
+    ),
+    "calibrate": (
+        "boe.cli.calibrate_cmd",
+        "Fit kappa and p per group (and the bayes model) on labelled runs: the file `boe ask --calibration` takes.",
+    ),
+    "plugins": (
+        "boe.cli.plugins_cmd",
+        "List what is registered (built-ins and plugins of the boe.plugins entry-point group) and from which package.",
+    ),
+    "sim": ("boe.cli.sim_cmd", "The built-in simulator: synthetic ledgers, synthetic scans, a simulated VLM endpoint."),
+    "theory": (
+        "boe.cli.theory_cmd",
+        "The paper's theory, checked: exact curves and Monte-Carlo replays of the policies on generated ledgers.",
+    ),
+}
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """The root group's commands: a command's module is imported when the command is first looked up."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._loaded and name in COMMANDS:
+            sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+            importlib.import_module(COMMANDS[name][0]).register(sub)
+            self._loaded.update(typer.main.get_group(sub).commands)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*COMMANDS, *self._loaded]))
+
+    def __len__(self) -> int:
+        return len(set(COMMANDS) | set(self._loaded))
+
+    def loaded(self, name: str) -> bool:
+        return name in self._loaded
+
+
+class _LazyGroup(TyperGroup):
+    """The root `boe` group: its help lists every command from `COMMANDS` without importing any of them."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _LazyCommands()
+        self._listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names only: TyperGroup's own reads every command
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        commands = self.commands
+        assert isinstance(commands, _LazyCommands)
+        if self._listing and cmd_name in COMMANDS and not commands.loaded(cmd_name):
+            return TyperCommand(name=cmd_name, help=COMMANDS[cmd_name][1])
+        return commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="boe",
+    cls=_LazyGroup,
     help="Best-of-Evidence: pick one of K sampled answers by buying evidence on the claims they share.",
     no_args_is_help=True,
     add_completion=False,
@@ -24,22 +139,6 @@ app = typer.Typer(
     epilog="Exit codes: 0 done; 1 the work ran but some of it failed (or an internal error); "
     "2 usage or configuration error; 130 interrupted.",
 )
-
-# Each module defines `register(app)`.
-COMMAND_MODULES = (
-    "boe.cli.replay_cmd",
-    "boe.cli.sim_cmd",
-    "boe.cli.theory_cmd",
-    "boe.cli.store_cmd",
-    "boe.cli.agent_cmd",
-    "boe.cli.report_cmd",
-    "boe.cli.batch_cmd",
-    "boe.cli.calibrate_cmd",
-    "boe.cli.plugins_cmd",
-)
-
-for _mod in COMMAND_MODULES:
-    importlib.import_module(_mod).register(app)
 
 
 def _version(value: bool) -> None:

@@ -1,31 +1,50 @@
-"""Load ledger files straight into compact `Question`s, in parallel for large files.
+"""Load ledger files straight into compact `Question`s, in parallel for large files, from a cache when unchanged.
 
 Large files are cut into byte ranges at line boundaries; forked workers
-validate their range and build the arrays; the parent keeps file order,
-global line numbers, calibration-group ids and the duplicate-question
-check, so the result is identical to the sequential path.
+validate their range and send its questions back packed (`boe.core.packing`);
+the parent keeps file order, global line numbers, calibration-group ids and
+the duplicate-question check, so the result is identical to the sequential
+path. Given a `LedgerCache`, a file whose every record is valid is stored
+packed, and the next load of the same contents unpacks it instead of
+validating again (the cache, outside the core, keys it by content).
 """
 
 from __future__ import annotations
 
+import heapq
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-
-import numpy as np
+from typing import Protocol
 
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import FieldRuleError, parse_record, parse_record_dict
 from boe.core.lines import STDIN, ledger_name, open_ledger
+from boe.core.packing import PackedQuestions, from_bytes, pack_questions, to_bytes, unpack_questions
 from boe.errors import LedgerError, RecordError
 
-__all__ = ["load_ledgers", "load_lines", "worker_count"]
+__all__ = ["LedgerCache", "load_ledgers", "load_lines", "worker_count"]
 
 #: Files above this size are read by several processes.
 PARALLEL_BYTES = 32 * 2**20
 CHUNK_BYTES = 8 * 2**20
 
 _Item = tuple[int, Question | RecordError]
+
+
+class LedgerCache(Protocol):
+    """Where loaded ledger files are kept packed (`boe.ledger_cache.FileLedgerCache`); every failure is a miss.
+
+    An implementation keys an entry by the file's content (and the loader's code), never by its name or time.
+    """
+
+    def get(self, path: Path) -> bytes | None:
+        """What `put` stored for exactly these file contents, or None."""
+        ...
+
+    def put(self, path: Path, data: bytes) -> None:
+        """Store ``data`` for the contents ``get`` last saw at ``path`` (silently not, when they changed)."""
+        ...
 
 
 def load_ledgers(
@@ -35,6 +54,7 @@ def load_ledgers(
     on_error: Callable[[RecordError], None] | None = None,
     workers: int | None = None,
     groups: GroupIndex | None = None,
+    cache: LedgerCache | None = None,
 ) -> tuple[list[Question], GroupIndex]:
     """Validated questions of all files in order; bad records go to ``on_error`` (or raise with ``strict``)."""
     groups = GroupIndex() if groups is None else groups
@@ -42,7 +62,8 @@ def load_ledgers(
     seen: set[tuple[str, str]] = set()
     for src in sources:
         path = Path(src)
-        if str(src) == STDIN:
+        stdin = str(src) == STDIN
+        if stdin:
             size = 0
         else:
             open_ledger(path).close()  # names a missing file or a folder before any work
@@ -50,11 +71,20 @@ def load_ledgers(
                 size = path.stat().st_size
             except OSError as exc:
                 raise LedgerError(f"cannot open ledger {path}: {exc.strerror}") from exc
-        n_workers = worker_count(workers)
-        if n_workers > 1 and size > PARALLEL_BYTES:
-            items = _parallel_items(path, size, n_workers, groups)
+        use_cache = None if stdin else cache
+        packed = _cached(use_cache, path)
+        file_items: list[_Item] | None = None
+        found = _Found()
+        if packed is not None:
+            items: Iterable[_Item] = zip(packed.arrays["line"].tolist(), unpack_questions(packed, groups), strict=True)
         else:
-            items = _sequential_items(str(src), groups)
+            n_workers = worker_count(workers)
+            if n_workers > 1 and size > PARALLEL_BYTES:
+                items = _parallel_items(path, size, n_workers, groups, found)
+            else:
+                items = _sequential_items(str(src), groups, found)
+            if use_cache is not None:
+                items = file_items = list(items)
         for line, item in items:
             if isinstance(item, Question):
                 key = (item.dataset, item.question_id)
@@ -73,7 +103,31 @@ def load_ledgers(
                 raise item
             if on_error is not None:
                 on_error(item)
+        if use_cache is not None and file_items is not None and not found.plugin_kinds:
+            _store(use_cache, path, file_items, groups.keys)
     return questions, groups
+
+
+def _cached(cache: LedgerCache | None, path: Path) -> PackedQuestions | None:
+    if cache is None:
+        return None
+    data = cache.get(path)
+    if data is None:
+        return None
+    try:
+        return from_bytes(data)
+    except ValueError:
+        return None  # damaged: loaded afresh and stored again
+
+
+def _store(cache: LedgerCache, path: Path, items: list[_Item], group_keys: list[str]) -> None:
+    """Cache a file whose every record loaded, with no plugin kind and no question twice."""
+    if not items or any(not isinstance(q, Question) for _, q in items):
+        return
+    questions: list[Question] = [q for _, q in items]  # type: ignore[misc]
+    if len({(q.dataset, q.question_id) for q in questions}) < len(questions):
+        return
+    cache.put(path, to_bytes(pack_questions(questions, group_keys, lines=[line for line, _ in items])))
 
 
 def load_lines(
@@ -126,14 +180,20 @@ def worker_count(workers: int | None = None) -> int:
     return min(2, os.cpu_count() or 1)
 
 
-def _sequential_items(src: str, groups: GroupIndex) -> Iterable[_Item]:
+class _Found:
+    """What loading a file found besides its questions."""
+
+    plugin_kinds = False  # a record declares plugin kinds: its load depends on the plugins installed
+
+
+def _sequential_items(src: str, groups: GroupIndex, found: _Found) -> Iterator[_Item]:
     fh, name = open_ledger(src), ledger_name(src)
     try:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
             try:
-                yield (lineno, _question(raw, name, lineno, groups))
+                yield (lineno, _question(raw, name, lineno, groups, found))
             except RecordError as err:
                 yield (lineno, err)
     finally:
@@ -141,30 +201,34 @@ def _sequential_items(src: str, groups: GroupIndex) -> Iterable[_Item]:
             fh.close()
 
 
-def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex) -> Iterable[_Item]:
+def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex, found: _Found) -> Iterator[_Item]:
     import multiprocessing as mp
 
     n_chunks = max(n_workers, -(-size // CHUNK_BYTES))
     bounds = [(str(path), size * i // n_chunks, size * (i + 1) // n_chunks) for i in range(n_chunks)]
     offset = 0
     with mp.get_context("fork").Pool(n_workers) as pool:
-        for n_lines, keys, items in pool.imap(_load_range, bounds):
-            remap = np.array([groups.id(k) for k in keys], dtype=np.int32)
-            for line, item in items:
-                if isinstance(item, Question):
-                    if item.n_actions:
-                        item.group = remap[item.group]
-                else:
-                    item.line = offset + line
-                    item.source = str(path)
-                    item.args = (item.describe(),)
-                yield (offset + line, item)
+        for n_lines, packed, errors, plugin_kinds in pool.imap(_load_range, bounds):
+            found.plugin_kinds |= plugin_kinds
+            good: Iterator[_Item] = zip(
+                (offset + line for line in packed.arrays["line"].tolist()),
+                unpack_questions(packed, groups),
+                strict=True,
+            )
+            for err in errors:
+                err.line = offset + (err.line or 0)
+                err.source = str(path)
+                err.args = (err.describe(),)
+            bad: Iterator[_Item] = ((err.line or 0, err) for err in errors)
+            yield from heapq.merge(good, bad, key=lambda item: item[0])
             offset += n_lines
 
 
-def _question(raw: str | bytes, source: str, line: int, groups: GroupIndex) -> Question:
+def _question(raw: str | bytes, source: str, line: int, groups: GroupIndex, found: _Found | None = None) -> Question:
     """Validate one line and build its arrays (the graph rules are checked while building)."""
     rec = parse_record_dict(raw, source=source, line=line, keep_unknown=False, check=False)
+    if found is not None and rec.get("kinds"):
+        found.plugin_kinds = True
     try:
         return Question.from_dict(rec, groups, check=True)
     except FieldRuleError:
@@ -172,11 +236,14 @@ def _question(raw: str | bytes, source: str, line: int, groups: GroupIndex) -> Q
         raise AssertionError("the graph check and the record model disagree") from None
 
 
-def _load_range(bound: tuple[str, int, int]) -> tuple[int, list[str], list[_Item]]:
+def _load_range(bound: tuple[str, int, int]) -> tuple[int, PackedQuestions, list[RecordError], bool]:
     """Parse the lines that start in [start, end) of a file; line numbers relative to the range."""
     path, start, end = bound
     local = GroupIndex()
-    items: list[_Item] = []
+    found = _Found()
+    questions: list[Question] = []
+    lines: list[int] = []
+    errors: list[RecordError] = []
     n_lines = 0
     with open(path, "rb") as fh:
         if start > 0:
@@ -190,7 +257,8 @@ def _load_range(bound: tuple[str, int, int]) -> tuple[int, list[str], list[_Item
             if not raw.strip():
                 continue
             try:
-                items.append((n_lines, _question(raw, path, n_lines, local)))
+                questions.append(_question(raw, path, n_lines, local, found))
+                lines.append(n_lines)
             except RecordError as err:
-                items.append((n_lines, err))
-    return n_lines, local.keys, items
+                errors.append(err)
+    return n_lines, pack_questions(questions, local.keys, lines=lines), errors, found.plugin_kinds

@@ -383,9 +383,14 @@ def _selection_after(state: EvidenceState, step: npt.NDArray[np.float64], mask: 
     candidate at least 1e-3 below in logit and the scores not saturated, so
     that no score is within 1e-12 of the best -- the first holder of the
     maximum is the selection. Other entries of ``mask`` are decided exactly on
-    the probability scale.
+    the probability scale; entries outside ``mask`` (infeasible actions) are
+    -1 and cost nothing.
     """
-    part = state.partition  # (3, K, M, Q)
+    sel = np.full(mask.shape, -1, dtype=np.intp)
+    q, a = np.nonzero(mask)  # only these: most actions are infeasible or not factors
+    if not q.size:
+        return sel
+    part = state.partition  # (3, K, M, Q): per claim and part, one pass over K slabs that stay in cache
     lt = state.logit.T
     best = part[:, 0] + lt[0]
     first = np.zeros(best.shape, dtype=np.intp)
@@ -396,24 +401,21 @@ def _selection_after(state: EvidenceState, step: npt.NDArray[np.float64], mask: 
         second = np.where(up, best, np.where(v < best, np.maximum(second, v), second))
         first = np.where(up, k, first)
         best = np.where(up, v, best)
-    n = state.n
-    flat = np.maximum(state.claim, 0) * n + np.arange(n)[:, None]
-    b = best.reshape(3, -1)[:, flat]  # (3, Q, A)
+    flat = np.maximum(state.claim[q, a], 0) * state.n + q  # each masked action's (claim, question)
+    st = step[q, a]
+    shift = np.stack([st, np.zeros_like(st), -st])
+    b = best.reshape(3, -1)[:, flat] + shift  # (3, P)
+    s2 = second.reshape(3, -1)[:, flat] + shift
     f = first.reshape(3, -1)[:, flat]
-    s2 = second.reshape(3, -1)[:, flat]
-    shift = np.stack([step, np.zeros_like(step), -step])
-    b = b + shift
-    s2 = s2 + shift
     top = b.max(axis=0)
     holds = b == top  # parts whose best reaches the new maximum exactly
     clear = (np.abs(top) < _SAFE_LOGIT) & np.all(holds | (b < top - _GAP), axis=0) & np.all(s2 < top - _GAP, axis=0)
-    sel = np.where(holds, f, np.iinfo(np.intp).max).min(axis=0)
-    sel = np.where(mask, sel, -1)
-    todo = np.nonzero(mask & ~clear)
-    if todo[0].size:
-        q, a = todo
-        x = state.logit[q] + state.alpha[q, a] * step[q, a][:, None]
-        sel[q, a] = first_max(sigmoid(x), state.candidate[q])
+    sel[q, a] = np.where(holds, f, np.iinfo(np.intp).max).min(axis=0)
+    todo = ~clear
+    if todo.any():
+        qt, at = q[todo], a[todo]
+        x = state.logit[qt] + state.alpha[qt, at] * step[qt, at][:, None]
+        sel[qt, at] = first_max(sigmoid(x), state.candidate[qt])
     return sel
 
 

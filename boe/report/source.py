@@ -180,11 +180,12 @@ def open_source(
         raise ConfigError("give --ledger FILE (repeatable) or --db URL --run NAME")
     from boe.core.lines import STDIN, open_ledger
     from boe.core.loading import load_ledgers
+    from boe.ledger_cache import default_ledger_cache
 
     if any(str(p) == STDIN for p in ledgers):
         raise ConfigError("--ledger -: a report reads its ledgers twice, so it needs files, not standard input")
     paths = [Path(p) for p in ledgers]
-    questions, groups = load_ledgers(paths, on_error=note)
+    questions, groups = load_ledgers(paths, on_error=note, cache=default_ledger_cache())
 
     def lines() -> Iterator[bytes]:
         for p in paths:
