@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from boe import logs as _logs  # noqa: F401  (the `boe` logger's NullHandler)
 from boe.core import registry as _registry
 from boe.core.version import __version__
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from boe.errors import ConfigError
+from boe.logs import get_logger
 
 if TYPE_CHECKING:
     from boe.agent.api import AskResult
@@ -55,6 +56,8 @@ __all__ = [
     "save_calibration",
     "write_ledger",
 ]
+
+_log = get_logger("api")
 
 PathLike = str | Path
 
@@ -192,6 +195,7 @@ def load_questions(
 
     def skipped(err: RecordError) -> None:
         bad.append(err.describe())
+        _log.debug("skipped a bad record: %s", bad[-1])
         if on_error is not None:
             on_error(err)
 
@@ -335,15 +339,24 @@ def replay(
     resamples: int = 2000,
     strict: bool = False,
     progress: Callable[[int], None] | None = None,
+    pool: str = "fixed",
+    pool_start: int | None = None,
+    pool_round: int | None = None,
+    sample_cost: float | None = None,
 ) -> ReplayResult:
     """Replay ledgers (files, a stored run, or questions already loaded) under policies and budgets.
 
     ``calibration`` is ``crossfit[:K]``, ``fit``, ``run`` (the stored run's own) or a file path; None picks
     the default (`boe.calibrations.choose_calibration`: crossfit:5, or the run's for an online run).
+    ``pool`` is ``fixed`` (every candidate), ``fixed:K`` (the first K), ``adaptive`` (sample and verify under
+    one budget: start with ``pool_start`` candidates, draw ``pool_round`` at a time) or ``greedy`` (draw a
+    round whenever the policy stops); candidates whose record has no sample cost (formats before 1.3) cost
+    ``sample_cost`` (spec section 12).
     """
     from boe.calibrations import choose_calibration
     from boe.core.experiment import run_experiment
     from boe.core.policies import POLICIES, _load_plugins
+    from boe.core.pool import DEFAULT_SAMPLE_COST, DEFAULT_START, DEFAULT_STEP, parse_pool
 
     loaded = (
         source if isinstance(source, LoadedQuestions) else load_questions(source or (), db=db, run=run, strict=strict)
@@ -356,6 +369,12 @@ def replay(
     if cheap_kappa is not None and not 0 < cheap_kappa < 1:
         raise ConfigError(f"cheap_kappa must lie in (0, 1), got {cheap_kappa}")
     amounts = [float(budgets)] if isinstance(budgets, (int, float)) else [float(b) for b in budgets]
+    spec = parse_pool(
+        pool,
+        start=DEFAULT_START if pool_start is None else pool_start,
+        step=DEFAULT_STEP if pool_round is None else pool_round,
+        sample_cost=DEFAULT_SAMPLE_COST if sample_cost is None else sample_cost,
+    )
     choice = choose_calibration(
         calibration, loaded.questions, run_calibration=loaded.run_calibration, online=loaded.online
     )
@@ -371,6 +390,7 @@ def replay(
         compare_pairs=list(compare),
         resamples=resamples,
         progress=progress,
+        pool=spec,
     )
     exp.settings["inputs"] = loaded.inputs
     exp.settings["bad_records"] = len(loaded.bad)

@@ -57,6 +57,7 @@ def choose_calibration(
 ) -> CalibrationChoice:
     """Resolve ``--calibration`` (None: the default above) against the questions it will evaluate."""
     from boe.core.calibration import Calibration, describe_calibration, load_calibration
+    from boe.core.channels import calibration_warnings
 
     datasets = sorted({q.dataset for q in questions})
     n = len(questions)
@@ -105,6 +106,7 @@ def choose_calibration(
         cal = load_calibration(arg)
         label = describe_calibration(cal)
     warnings += coverage_warnings(cal, datasets)
+    warnings += calibration_warnings(cal)
     return CalibrationChoice(cal, label, warnings, default, from_run=arg == "run")
 
 

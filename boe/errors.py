@@ -17,6 +17,9 @@ Third-party errors are converted at the boundary with
     ├── ModelError           the model endpoint failed after retries, or replied badly
     ├── ToolError            an evidence tool failed (becomes an `unresolved` outcome)
     └── MissingExtraError    an optional extra (sam, postgres, agent) is not installed
+
+    KeyboardInterrupt
+    └── Terminated           the process was asked to stop (SIGTERM); whatever handles Ctrl-C handles it
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "RecordError",
     "SchemaVersionError",
     "StoreError",
+    "Terminated",
     "ToolError",
 ]
 
@@ -130,3 +134,7 @@ class MissingExtraError(BoeError, ImportError):
         self.extra = extra
         self.package = package
         super().__init__(f"{purpose} needs the '{package}' package: pip install 'best-of-evidence[{extra}]'")
+
+
+class Terminated(KeyboardInterrupt):
+    """The process was asked to stop (SIGTERM: systemd, Kubernetes, Slurm) and stopped as on Ctrl-C."""

@@ -123,7 +123,7 @@ def test_seeing_the_evidence_after_the_demo(fresh: Fresh, sim_url: str) -> None:
     report, show = run_commands(doc_block("seeing-the-evidence").commands(), cwd=fresh.root, env=fresh.env)
     assert "accuracy at budget" in report and (fresh.root / "report.html").is_file()
     assert any(p.suffix == ".png" for p in (fresh.root / "figs").iterdir())
-    assert "boe-sim / sim-0-00027: What part of the body is imaged?" in show, show
+    assert "boe-sim / sim-0-00003: What imaging modality is this?" in show, show
     assert "note: showing run demo-same-judge-" in show and "also in demo-" in show, show
 
 
@@ -154,7 +154,7 @@ def test_the_example_commands_against_the_simulator(fresh: Fresh) -> None:
     port = str(free_port())
     commands = [c.replace("8011", port) for c in doc_block("chartqa-live").commands()]
     _serve, ask, batch, replay = run_commands(commands, cwd=fresh.root, env=fresh.env)
-    assert "selected: normal" in ask  # what the README says the simulator answers a chart question
+    assert "raw majority: normal" in ask  # what the README says the simulator answers a chart question
     assert "stored 6" in batch
     assert "chartqa: N=6" in replay
     lines = _ledger(fresh.root / "runs.db", "charts")
@@ -177,7 +177,7 @@ def test_the_plugin_is_used_and_its_ledgers_need_it(fresh: Fresh, sim_url: str, 
     common = ["--base-url", sim_url, "--model", "boe-sim", "--k", "4", "--db", str(db)]
     chart = example / "data" / "charts" / "visitors.png"
     res = fresh.boe("ask", str(chart), "How many thousand visitors came in 2020?", *common, "--run", "ask",
-                    "--policy", "random-factor", "--budget", "64", "--json")  # fmt: skip
+                    "--policy", "random-factor", "--budget", "64", "--ledger", "full", "--json")  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     assert "chart_value" in [e["kind"] for e in json.loads(res.stdout)["evidence"]]
     (rec,) = _ledger(db, "ask")

@@ -120,7 +120,7 @@ def test_bought_online_with_its_prior_stored_and_replayed(site: Path, tmp_path: 
     run = ["--db", str(tmp_path / "r.db"), "--run", "r"]
     res = boe(
         "batch", str(data), *run, "--base-url", sim.base_url, "--model", "boe-sim", "--judge-model", "boe-sim-judge",
-        "--ledger", "online", "--policy", "boe", "--budget", "4", "--limit", "3", "--k", "6", "--no-progress",
+        "--ledger", "online", "--policy", "boe", "--budget", "4", "--k", "6", "--no-progress",
         site=site, cwd=tmp_path, BOE_KINDS=json.dumps([NAME]),
     )  # fmt: skip
     assert res.returncode == 0, res.stderr

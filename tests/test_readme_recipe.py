@@ -33,7 +33,13 @@ def substitute(line: str, base_url: str, data: Path) -> str:
         out = []
         for assign in line.split()[1:]:
             name, _, _ = assign.partition("=")
-            value = {"BOE_BASE_URL": base_url, "BOE_MODEL": "boe-sim", "BOE_API_KEY": "sk-test-recipe"}[name]
+            value = {
+                "BOE_BASE_URL": base_url,
+                "BOE_MODEL": "boe-sim",
+                "BOE_JUDGE_BASE_URL": base_url,
+                "BOE_JUDGE_MODEL": "boe-sim-judge",
+                "BOE_API_KEY": "sk-test-recipe",
+            }[name]
             out.append(f"{name}={value}")
         return "export " + " ".join(out)
     if line.startswith("DATA="):
@@ -46,7 +52,9 @@ def test_recipe_lines_are_the_documented_steps():
     verbs = [ln.split()[1] for ln in lines if ln.startswith("boe ")]
     assert verbs == ["batch", "batch", "replay", "report", "calibrate", "ask"]
     assert "--dry-run" in lines[[i for i, ln in enumerate(lines) if ln.startswith("boe batch")][0]]
-    assert [ln.split()[:2] for ln in doc_block("your-endpoint-your-dataset").skipped()] == [["vllm", "serve"]]
+    skipped = [ln.split()[:2] for ln in doc_block("your-endpoint-your-dataset").skipped()]
+    assert skipped == [["vllm", "serve"]] * 2  # the generator and a separate judge
+    assert any(ln.startswith("export BOE_JUDGE_BASE_URL=") for ln in lines)
 
 
 def test_readme_recipe_runs_on_vqa_rad_images(sim, tmp_path):
@@ -65,7 +73,11 @@ def test_readme_recipe_runs_on_vqa_rad_images(sim, tmp_path):
         script.append(run)
     bindir = Path(sys.executable).parent
     assert (bindir / "boe").is_file(), "the boe console script is not installed next to this python"
-    env = {k: v for k, v in os.environ.items() if k not in ("BOE_BASE_URL", "BOE_MODEL", "OPENAI_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("BOE_BASE_URL", "BOE_MODEL", "BOE_JUDGE_BASE_URL", "BOE_JUDGE_MODEL", "OPENAI_API_KEY")
+    }
     env.update(PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}", COLUMNS="80", BOE_WORKER_LOCKS=str(tmp_path / "l"))
     res = subprocess.run(
         ["bash", "-c", "\n".join(script)], cwd=work, env=env, capture_output=True, text=True, timeout=900

@@ -33,7 +33,10 @@ from boe.agent.inputs import (
 )
 from boe.agent.settings import make_config
 from boe.agent.state import evidence_log
-from boe.core.calibration import Calibration, with_prior
+from boe.core.bayes import BAYES_KEY, with_prior_model
+from boe.core.calibration import Calibration
+from boe.core.policies import FittablePolicy, make_policy
+from boe.core.prior import with_prior
 from boe.errors import ConfigError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -150,7 +153,8 @@ def prior_note(channels: Mapping[str, tuple[float, Any]], dataset: str) -> str:
     chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in channels.items() if k != 0.5)  # kappa 0.5: never bought
     return (
         f"the calibration does not cover dataset {dataset!r}: its checks are weighted by the PRIOR calibration "
-        f"(channel kappa {chans}; of the order the paper reports, not fitted on your data). Fit one on a "
+        f"(channel kappa {chans}, and for bayes channels of that accuracy with the raw majority as its prior; "
+        f"of the order the paper reports, not fitted on your data). Fit one on a "
         f"labelled full-ledger run (boe batch DATA --ledger full --db runs.db --run NAME): boe calibrate --db "
         f"runs.db --run NAME --out {dataset}-calibration.json, then pass --calibration {dataset}-calibration.json"
     )
@@ -224,23 +228,28 @@ class Agent:
             self._add_priors(config)
 
     def _add_priors(self, config: AgentConfig) -> None:
-        """Each kind's declared prior where the calibration says nothing of its checks, and a note saying so."""
+        """Each kind's declared prior where the calibration says nothing of its checks (and the prior `bayes`
+        model where it has none), a note saying so, and the channels the calibration says are weak or reversed."""
         from boe.kinds import kind_priors, kind_spec, prior_channels
 
         channels = prior_channels(config.kinds)
         priors = kind_priors(config.kinds)
         new = [ch for ch, (kind, _) in priors.items() if kind_spec(kind).ledger is None]  # kinds a fit may not know
         before = self.calibration
+        had_model = BAYES_KEY in before.extra
         self.calibration, uncovered = with_prior(before, config.dataset, channels, new)
         if uncovered:
             self.notes.append(prior_note(channels, config.dataset))
-            if config.policy.startswith("bayes"):
-                self.notes.append(
-                    f"the {config.policy} policy reads its own observation model (extra.bayes), which has no "
-                    f"channel of dataset {config.dataset!r}: its checks carry no weight until boe calibrate "
-                    "fits one (the prior above serves the boe policies)"
-                )
             return
+        fittable = isinstance(make_policy(config.policy), FittablePolicy)
+        if not had_model and fittable:
+            extra = with_prior_model(self.calibration.extra, channels)
+            self.calibration = self.calibration.model_copy(update={"extra": extra})
+            self.notes.append(
+                f"the calibration {self.calibration.source} has no {config.policy} observation model "
+                "(extra.bayes): its checks are weighted by the PRIOR model (channels of the accuracy the paper "
+                "reports, not fitted on your data); refit the file with boe calibrate"
+            )
         for ch in (ch for ch in new if ch in self.calibration.defaults and ch not in before.defaults):
             kind, prior = priors[ch]
             self.notes.append(
@@ -248,6 +257,14 @@ class Agent:
                 f"{ch}) carry the kind's declared prior kappa {prior.kappa:.2f}, not fitted on your data, until boe "
                 "calibrate fits one on a full-ledger run that includes it"
             )
+        from boe.core.channels import calibration_warnings
+
+        self.notes += [
+            f"calibration channels of {config.dataset!r}: {w}"
+            for w in calibration_warnings(
+                self.calibration, datasets=[config.dataset], reader="bayes" if fittable else "kappa"
+            )
+        ]
 
     async def __aenter__(self) -> Agent:
         await self.open()
@@ -289,12 +306,13 @@ class Agent:
     def connect(self) -> None:
         """Create the clients, tools and store run (`open` without the checkpointer; `make_graph` calls it)."""
         try:
-            from boe.tools.client import ModelClient
+            from boe.tools.client import ModelClient, Servers
         except ImportError as exc:
             raise MissingExtraError("agent", exc.name or "langgraph", "the agent") from exc
         cfg = self.config
         self._stack = AsyncExitStack()
         cache = self._cache_arg
+        self.servers = Servers()  # the run's servers: their load and health, what each was found to accept
         if self._store_arg is not None:
             from boe.agent.persist import open_store
 
@@ -319,7 +337,7 @@ class Agent:
             "top_p": cfg.top_p,
             "top_k": cfg.top_k,
             "min_p": cfg.min_p,
-            "endpoints": {},  # what an endpoint accepts is learnt once for both clients
+            "endpoints": self.servers,  # what each server accepts is learnt once for both clients
         }
         self.generator = ModelClient(
             base_url=cfg.base_url, model=cfg.model, role="generator", extra_body=cfg.extra_body, **common
@@ -373,17 +391,21 @@ class Agent:
 
     def endpoint_notes(self) -> list[str]:
         """What the endpoints were found to accept, when it differs from what was asked (one line each)."""
+        from boe.util import redact_url
+
         out: list[str] = []
-        seen: set[int] = set()
-        for c in self._clients():
-            ep = c.endpoint
-            if id(ep) in seen:
-                continue
-            seen.add(id(ep))
+        servers = getattr(self, "servers", None)
+        for url, model, ep in servers.states() if servers is not None else []:
+            where = f"{redact_url(url)} ({model})"
             if ep.n is False:
-                out.append(f"{c.safe_url} ({c.model}) does not take n > 1: K samples are K requests ({ep.n_reason})")
-            out.extend(f"{c.safe_url} ({c.model}): {note}" for note in ep.notes)
+                out.append(f"{where} does not take n > 1: K samples are K requests ({ep.n_reason})")
+            out.extend(f"{where}: {note}" for note in ep.notes)
         return out
+
+    def server_shares(self) -> list[dict[str, Any]]:
+        """Each server's share of the requests sent so far (requests, errors, times marked down)."""
+        servers = getattr(self, "servers", None)
+        return servers.shares() if servers is not None else []
 
     def question_costs(self) -> QuestionCosts:
         """The costs the next question is planned with: the design costs, or costs measured so far (see
@@ -410,12 +432,20 @@ class Agent:
         return {"configurable": {"thread_id": thread}, "recursion_limit": self._recursion_limit(costs)}
 
     def _thread(self, question_id: str) -> str:
-        blob = json.dumps(
-            [self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
-            sort_keys=True,
-            default=str,
-        )
-        return f"{question_id}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+        return f"{question_id}:{self._settings_hash()}"
+
+    def _settings_hash(self) -> str:
+        """A hash of the configuration and calibration (computed once per pair, not per question)."""
+        pair = (self.config, self.calibration)
+        memo = getattr(self, "_settings_memo", None)
+        if memo is None or memo[0] is not pair[0] or memo[1] is not pair[1]:
+            blob = json.dumps(
+                [self.config.public(), self.calibration.model_dump(mode="json", exclude={"source"})],
+                sort_keys=True,
+                default=str,
+            )
+            memo = self._settings_memo = (*pair, hashlib.sha256(blob.encode()).hexdigest()[:16])
+        return str(memo[2])
 
     def _recursion_limit(self, costs: dict[str, float] | None = None) -> int:
         from boe.agent.nodes import recursion_limit
@@ -424,7 +454,8 @@ class Agent:
         min_cost = min(((costs or {}).get(k, cfg.costs.of(k)) for k in cfg.kinds), default=1.0)
         if math.isinf(cfg.budget) or cfg.approve:  # vetoes take steps the budget does not bound
             return 100_000
-        return recursion_limit(10**9, cfg.budget, min_cost)
+        rounds = cfg.k if cfg.pool == "adaptive" else 0  # a draw takes generate, parse, claims, menu, plan
+        return recursion_limit(10**9, cfg.budget, min_cost) + 5 * rounds
 
     async def ask(
         self,

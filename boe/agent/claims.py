@@ -37,6 +37,7 @@ __all__ = [
     "claim_id",
     "grade",
     "parse_candidate",
+    "sampled_order",
 ]
 
 _LETTER = re.compile(r"^\(?(?:option\s+)?([a-z])\s*[).:\-]?(?:\s|$)", re.IGNORECASE)
@@ -216,16 +217,21 @@ def claim_id(slot: str, value: str, figure: str | None, multi: bool) -> str:
 
 
 def build_graph(
-    cands: Sequence[Candidate], figure: str | None = "0", *, multi: bool = False
+    cands: Sequence[Candidate], figure: str | None = "0", *, multi: bool = False, sampled: bool = False
 ) -> tuple[list[dict[str, Any]], list[Edge]]:
     """Canonical claims (with figure and location words) and signed edges of a canonicalised pool.
 
     With several figures (``multi``) a claim is about the figure its
     candidate named: the same value on two figures makes two claims, and
-    only claims about the same figure are rivals.
+    only claims about the same figure are rivals. A fixed pool orders claims
+    by slot, then support; a ``sampled`` pool (spec section 12) by the first
+    candidate asserting them, then slot and value, and takes a claim's
+    location words from that candidate, so the graph of the first k
+    candidates is the graph of the pool of k (prefix-consistent).
     """
     order = {s: i for i, s in enumerate((*SLOTS, "option"))}
     found: dict[str, dict[str, Any]] = {}
+    first: dict[str, int] = {}  # claim id -> the first candidate asserting it
     for cand in cands:
         if not cand["valid"]:
             continue
@@ -242,8 +248,16 @@ def build_graph(
                     "family": c["family"],
                     "support": 0,
                 }
+                first[cid] = int(cand["index"])
             found[cid]["support"] += 1
-    claims = sorted(found.values(), key=lambda c: (order[c["slot"]], -c["support"], c["value"], str(c["figure"] or "")))
+    if sampled:
+        claims = sorted(
+            found.values(), key=lambda c: (first[c["id"]], order[c["slot"]], c["value"], str(c["figure"] or ""))
+        )
+    else:
+        claims = sorted(
+            found.values(), key=lambda c: (order[c["slot"]], -c["support"], c["value"], str(c["figure"] or ""))
+        )
     edges: list[Edge] = []
     supporters: dict[str, list[Mapping[str, Any]]] = {}
     for claim in claims:
@@ -259,7 +273,10 @@ def build_graph(
             elif _rivals(mine, claim):
                 edges.append({"candidate": cand["index"], "claim": claim["id"], "sign": -1})
     for claim in claims:
-        claim["location"] = _location(claim, supporters.get(claim["id"], [])) if claim["slot"] in _LOCATED else []
+        backers = supporters.get(claim["id"], [])
+        if sampled:
+            backers = backers[:1]  # the first candidate asserting it: what any pool holding the claim has
+        claim["location"] = _location(claim, backers) if claim["slot"] in _LOCATED else []
     return claims, edges
 
 
@@ -314,6 +331,24 @@ def build_menu(
     for s in specs:
         menu.extend(made[s.name] if s.name in made else s.menu(s.name, ctx))
     return menu
+
+
+def sampled_order(menu: Sequence[Mapping[str, Any]], edges: Sequence[Edge]) -> list[dict[str, Any]]:
+    """A menu in the order of a sampled pool (spec section 12): by the first candidate that makes each action
+    available (a claim's first asserting candidate, a response's candidate, an answer's representative), then
+    as `build_menu` made it (kind, claim). Drawing more candidates then only adds actions at the end."""
+    first: dict[str, int] = {}
+    for e in edges:
+        if e["sign"] == 1:
+            first[e["claim"]] = min(first.get(e["claim"], e["candidate"]), int(e["candidate"]))
+    big = 1 << 30
+
+    def need(a: Mapping[str, Any]) -> int:
+        if a.get("claim") is not None:
+            return first.get(str(a["claim"]), big)
+        return int(a["candidate"]) if a.get("candidate") is not None else big
+
+    return [dict(a) for a in sorted(menu, key=need)]
 
 
 def grade(answer: str | None, reference: str | None, q: Mapping[str, Any]) -> float | None:

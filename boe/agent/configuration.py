@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from boe.core.calibration import Calibration, load_calibration
-from boe.util import redact_url
+from boe.util import redact_urls, split_urls
 
 __all__ = ["DEFAULT_CALIBRATION", "FLAGS", "NEUTRAL", "AgentConfig", "Costs", "default_calibration"]
 
@@ -36,7 +36,25 @@ DEFAULT_CALIBRATION = "sim-calibration.json"
 NEUTRAL = "neutral"
 #: Options whose flag is not ``--field-name``.
 FLAGS = {"grounded_view": "--view", "dicom_frame": "--frame"}
+
+
+class Several:
+    """Marks a field the command line takes more than once (``--base-url A --base-url B``)."""
+
+
+SEVERAL = Several()
+
+
+def _urls(v: Any) -> Any:
+    """One base URL or several (a list, or one text separated by spaces or commas) as one text, each URL once."""
+    if isinstance(v, (list, tuple)):
+        v = " ".join(str(u) for u in v)
+    return " ".join(split_urls(v)) if isinstance(v, str) else v
+
+
 Cost = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: The key of `Costs` that prices one sample (an adaptive pool draws and pays for samples, spec section 12).
+SAMPLE = "sample"
 
 
 def _bounded(default: Any, low: float, high: float, *, above: bool = False, text: str | None = None) -> Any:
@@ -50,7 +68,9 @@ def _bounded(default: Any, low: float, high: float, *, above: bool = False, text
 
 class Costs(RootModel[dict[str, Cost]]):
     """Design cost of each action kind: kind -> cost, every built-in kind's default filled in (the paper's 1 / 4 /
-    4 / 8; an answer-level check 8: one judge call on one response); other kinds keep their default unless given."""
+    4 / 8; an answer-level check 8: one judge call on one response); other kinds keep their default unless given.
+    ``sample`` prices one sample of an adaptive pool (default `boe.core.pool.DEFAULT_SAMPLE_COST`; kept only when
+    given)."""
 
     model_config = ConfigDict(frozen=True)
     root: dict[str, Cost] = Field(default_factory=dict, validate_default=True)
@@ -60,14 +80,18 @@ class Costs(RootModel[dict[str, Cost]]):
     def _known(cls, v: dict[str, float]) -> dict[str, float]:
         from boe.kinds import builtin_kinds, kind_names, kind_spec
 
-        _known_kinds(tuple(v))
-        return {k: float(v[k]) if k in v else kind_spec(k).cost for k in kind_names() if k in builtin_kinds() or k in v}
+        _known_kinds(tuple(k for k in v if k != SAMPLE))
+        out = {k: float(v[k]) if k in v else kind_spec(k).cost for k in kind_names() if k in builtin_kinds() or k in v}
+        return out | ({SAMPLE: float(v[SAMPLE])} if SAMPLE in v else {})
 
     def of(self, kind: str) -> float:
-        """The cost of ``kind`` (a registered kind not given keeps its spec's default)."""
+        """The cost of ``kind`` (a registered kind not given keeps its spec's default) or of one ``sample``."""
+        from boe.core.pool import DEFAULT_SAMPLE_COST
         from boe.kinds import kind_spec
 
-        return self.root[kind] if kind in self.root else kind_spec(kind).cost
+        if kind in self.root:
+            return self.root[kind]
+        return DEFAULT_SAMPLE_COST if kind == SAMPLE else kind_spec(kind).cost
 
     def as_dict(self) -> dict[str, float]:
         """Kind -> cost, in menu order."""
@@ -125,13 +149,29 @@ class AgentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    base_url: Annotated[str, "Required: the generator's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."] = (
-        Field(min_length=1)
-    )
+    base_url: Annotated[
+        str,
+        "Required: the generator's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1; given more than once, "
+        "requests go to the least loaded server (one server's limits are learnt on their own, one that goes away is "
+        "routed around).",
+        SEVERAL,
+        BeforeValidator(_urls),
+    ] = Field(min_length=1)
     model: Annotated[str, "Required: the generator model name."] = Field(min_length=1)
-    judge_base_url: Annotated[str | None, "Judge endpoint. [--base-url]"] = None
+    judge_base_url: Annotated[
+        str | None, "Judge endpoint (more than once: several servers). [--base-url]", SEVERAL, BeforeValidator(_urls)
+    ] = None
     judge_model: Annotated[str | None, "Judge model. [the generator]"] = None
-    k: Annotated[int, "Candidates sampled per question."] = _bounded(16, 1, 256)
+    k: Annotated[int, "Candidates sampled per question (at most, with an adaptive pool)."] = _bounded(16, 1, 256)
+    # the candidate pool: fixed (k samples up front) or adaptive (start with pool_start, draw pool_round at a time
+    # up to k while a sample is worth more than a check; samples paid from the budget, spec section 12)
+    pool: Annotated[
+        Literal["fixed", "adaptive"],
+        "fixed: sample k up front; adaptive: sample in rounds and buy checks under one budget, each step whichever "
+        "is worth more per unit cost (a sample costs --costs sample=X).",
+    ] = "fixed"
+    pool_start: Annotated[int, "Adaptive pool: candidates sampled first."] = _bounded(4, 1, 256)
+    pool_round: Annotated[int, "Adaptive pool: candidates sampled per later round."] = _bounded(2, 1, 256)
     temperature: Annotated[float, "Generator temperature."] = _bounded(1.1, 0, 2)
     judge_temperature: Annotated[float, "Judge temperature."] = _bounded(0.0, 0, 2)
     max_tokens: Annotated[int, "Reply tokens asked for at most."] = _bounded(512, 16, 2**20)
@@ -139,12 +179,18 @@ class AgentConfig(BaseModel):
         0, -(2**63), 2**63 - 1, text="a 64-bit integer (as vLLM takes it)"
     )
     budget: Annotated[float, "Evidence budget in design-cost units."] = _bounded(16.0, 0, 1_000_000)
-    policy: Annotated[str, "Selection policy: {policies}, or a plugin's.", AfterValidator(_policy)] = "boe"
+    policy: Annotated[
+        str,
+        "Selection policy: {policies}, or a plugin's (bayes: the strongest deployable; boe: the paper's literal "
+        "controller).",
+        AfterValidator(_policy),
+    ] = "bayes"
     eta: Annotated[float, "boe stops when the best value per cost is <= eta."] = Field(0.0, allow_inf_nan=False)
     policy_seed: Annotated[int, "Seed of random-factor's draws."] = _bounded(0, 0, 2**63 - 1, text="0 to 2^63-1")
     costs: Annotated[Costs, "Costs by kind ({kinds}): kind=cost pairs (the kinds not named keep theirs); the paper's "
                      "kinds' costs by position (1,4,4,8,8); measured (measured:seconds for time); or a FILE (boe costs "
-                     "--out FILE). [paper]"] = Field(default_factory=Costs)  # fmt: skip
+                     "--out FILE); with any of them sample=X prices one sample of an adaptive pool. [paper]"
+                     ] = Field(default_factory=Costs)  # fmt: skip
     kinds: Annotated[tuple[str, ...], AfterValidator(_known_kinds)] = Field(default_factory=_default_kinds)
     calibration: Annotated[
         str | None,
@@ -162,7 +208,9 @@ class AgentConfig(BaseModel):
     )
     extract_claims: bool = True
     concurrency: Annotated[int, "Model requests in flight at most."] = _bounded(8, 1, 256)
-    timeout: Annotated[float, "Seconds per request."] = _bounded(60.0, 0, 86_400, above=True)
+    timeout: Annotated[float, "Seconds one model request may take in all, its retries included."] = _bounded(
+        60.0, 0, 86_400, above=True
+    )
     max_retries: Annotated[int, "Retries of a failed request (429, 5xx, timeouts)."] = _bounded(4, 0, 20)
     backoff: float = _bounded(0.5, 0, 600)
     use_n: bool = True
@@ -243,15 +291,15 @@ class AgentConfig(BaseModel):
     def load_calibration(self) -> Calibration:
         """The calibration this run scores with (the file given, or the shipped default)."""
         if self.calibration == NEUTRAL:
-            return Calibration(source="neutral (every group kappa 0.5: checks carry no weight)")
+            return Calibration(source="neutral (every group kappa 0.5: checks carry no weight)", extra={"bayes": {}})
         return default_calibration() if self.calibration is None else load_calibration(self.calibration)
 
     def public(self) -> dict[str, Any]:
         """The configuration as stored with a run: URLs redacted, nothing secret."""
         data = self.model_dump(mode="json")
-        data["base_url"] = redact_url(self.base_url)
+        data["base_url"] = redact_urls(self.base_url)
         if self.judge_base_url is not None:
-            data["judge_base_url"] = redact_url(self.judge_base_url)
+            data["judge_base_url"] = redact_urls(self.judge_base_url)
         return data
 
 

@@ -21,11 +21,19 @@ its design cost. With the paper's 1/4/4/8 and a whole-response judgement
 that reads all K candidates' worth of text, say, the whole response may
 come out at 6 and a grounded check at 5.
 
+**Samples** (an adaptive pool, spec section 12). One sample is measured
+by the completion tokens (and seconds) of the generation calls divided by
+the samples they returned: its prompt is shared by the samples of a call
+and served from the prefix cache in later rounds. Its measured cost is what
+a judge call of that many tokens costs at the measured kinds' rate,
+``c_sample = m_sample * sum_K d_k / sum_K m_k``.
+
 **Costs as text** (``--costs``, ``BOE_COSTS``, ``costs = "..."`` in a file; `costs_fields`): ``paper`` (each kind's
 design cost), ``kind=cost`` pairs (``vlm_factor=4,whole_response=8``: the kinds named, every other its default),
 ``measured[:tokens|:seconds]``, a FILE, a JSON object, or the paper's kinds' numbers by position (``1,4,4,8`` or
 ``1,4,4,8,8``), read so only while the built-in kinds are exactly the paper's: with one more, a number could be read
-for another kind, so a list by position is refused with the names to use.
+for another kind, so a list by position is refused with the names to use. Any of them may carry ``sample=X`` (one
+sample of an adaptive pool: ``measured,sample=0.5``, ``1,4,4,8,sample=0.5``, ``sample=0.5``).
 
 Where measurements come from: ``measured`` uses this run's earlier
 questions (the first question is planned at design costs, each later one
@@ -44,6 +52,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from boe.errors import ConfigError
+
+#: The measurement row of one sample (`boe.agent.configuration.SAMPLE`).
+SAMPLE = "sample"
 
 __all__ = [
     "COST_FORMAT",
@@ -83,6 +94,15 @@ def costs_fields(text: str) -> dict[str, Any]:
     from boe.kinds import builtin_kinds, kind_spec
 
     text, kinds = text.strip(), builtin_kinds()
+    items = [p.strip() for p in text.split(",")]
+    if any(p.startswith(SAMPLE + "=") for p in items) and not all("=" in p for p in items):
+        # the cost of one sample beside a form that is not kind=cost pairs (measured, numbers by position, a FILE)
+        samples = [p for p in items if p.startswith(SAMPLE + "=")]
+        if len(samples) > 1:
+            raise ConfigError(f"{text!r} gives {SAMPLE}= {len(samples)} times")
+        sample = samples[0]
+        rest = costs_fields(",".join(p for p in items if p != sample))
+        return {**rest, "costs": {**rest.get("costs", {}), SAMPLE: sample.partition("=")[2]}}
     mode, _, basis = text.partition(":")
     named = ",".join(f"{k}={kind_spec(k).cost:g}" for k in kinds)
     parts = [p.partition("=") for p in text.split(",")]
@@ -145,6 +165,20 @@ class CostMeter:
         s.tokens += float(tokens)
         s.seconds += float(seconds)
 
+    def add_samples(self, calls: Iterable[Mapping[str, Any]]) -> int:
+        """Add the samples of every generation call (completion tokens and seconds shared by its samples)."""
+        n = 0
+        for c in calls:
+            k = c.get("n") or 0
+            if c.get("purpose") != "generation" or not k or c.get("completion_tokens") is None:
+                continue
+            s = self.sums.setdefault(SAMPLE, _Sum())
+            s.actions += int(k)
+            s.tokens += float(c["completion_tokens"])
+            s.seconds += float(c.get("latency_ms") or 0.0) / 1000.0
+            n += int(k)
+        return n
+
     def add_actions(self, actions: Iterable[Mapping[str, Any]]) -> int:
         """Add every action that records a measurement (``tokens`` / ``seconds``); returns how many."""
         n = 0
@@ -171,7 +205,7 @@ class CostMeter:
     def from_table(cls, kinds: Mapping[str, Mapping[str, Any]]) -> CostMeter:
         """A meter holding the means of a measurement table."""
         meter = cls()
-        known = cost_kinds()
+        known = (*cost_kinds(), SAMPLE)
         for kind, row in kinds.items():
             if kind not in known:
                 raise ConfigError(f"cost file: unknown action kind {kind!r}; known: {', '.join(known)}")
@@ -202,6 +236,8 @@ def measured_costs(design: Mapping[str, float], meter: CostMeter, basis: Basis =
         return out
     for k in measured:
         out[k] = round(base + scale * meter.sums[k].mean(basis), 4)
+    if SAMPLE in meter.sums and meter.sums[SAMPLE].actions:  # a sample at the measured judges' rate
+        out[SAMPLE] = round(meter.sums[SAMPLE].mean(basis) * sum(float(design[k]) for k in measured) / total, 4)
     return out
 
 
@@ -254,6 +290,7 @@ def measure_run(store: Any, run: str) -> CostMeter:
     for line in store.iter_ledger_lines(run):
         rec = json.loads(line)
         meter.add_actions(a for a in rec.get("actions", []) if a.get("observed", True))
+        meter.add_samples(rec.get("model_calls") or [])
     return meter
 
 

@@ -23,12 +23,16 @@ __all__ = ["DEMO_QUESTIONS", "DemoRun", "demo_questions", "run_questions", "simu
 
 #: The demo questions, in order (``ID:dicom`` asks with the question's DICOM file,
 #: whose tags the cost-1 record check reads; calibration namespace ``boe-sim-dicom``).
-#: ``sim-0-00020:dicom`` is included because its raw majority is wrong (most
-#: samples read the pelvis as abdomen) and the record checks of the DICOM
-#: ``BodyPartExamined`` tag recover the reference. It was picked to show this:
-#: the demo is a demonstration, not a measurement (benchmarks/agent_accuracy.py
-#: measures; on the 30 shipped PNG questions BoE and the raw majority tie).
-DEMO_QUESTIONS: tuple[str, ...] = ("sim-0-00012", "sim-0-00027", "sim-0-00024", "sim-0-00020:dicom")
+#: Picked from the 30 shipped questions (and their DICOM files) to show what the
+#: default controller (`bayes`, the shipped calibration) does, not to measure it:
+#: ``sim-0-00003`` is a rescue of a clear wrong majority (ct 10 against us 5; the
+#: judge rejects ct and confirms us); ``sim-0-00016:dicom`` overturns a 13 against 3
+#: majority; ``sim-0-00026`` is a pool with one answer, on which no check could change
+#: anything and nothing is bought; ``sim-0-00020:dicom`` shows the record checks of
+#: the DICOM ``BodyPartExamined`` tag settling a 6 against 6 tie. On all 30 PNG
+#: questions `bayes` rescues 4 wrong majorities and harms none (a demonstration:
+#: benchmarks/agent_accuracy.py measures).
+DEMO_QUESTIONS: tuple[str, ...] = ("sim-0-00003", "sim-0-00016:dicom", "sim-0-00026", "sim-0-00020:dicom")
 
 SIM_MODEL = "boe-sim"
 #: The demo's judge: the simulator's second model, which looks for itself (`boe.sim.judge`); the generator's own
@@ -138,7 +142,7 @@ def demo_data() -> Path:
 
 
 def demo_config(base_url: str, **overrides: Any) -> AgentConfig:
-    """The demo's configuration: K=16, budget 16, `boe`, the independent judge, the shipped calibration, the demo
+    """The demo's configuration: K=16, budget 16, `bayes`, the independent judge, the shipped calibration, the demo
     folder as root (``judge_model="same"`` judges with the generator)."""
     values: dict[str, Any] = {
         "base_url": base_url,

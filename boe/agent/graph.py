@@ -1,7 +1,11 @@
 """The agent as a LangGraph `StateGraph`, and the factory to embed it.
 
     intake -> generate -> parse -> claims -> menu -> [ledger]
-        -> (plan -> approve -> act -> update)* -> select -> persist
+        -> (plan -> approve -> act -> update | plan -> generate -> parse -> claims -> menu)* -> select -> persist
+
+The edge back to `generate` is an adaptive pool's draw (``pool="adaptive"``): its policy weighs drawing more
+candidates against buying a check under one budget, and a draw samples the next round, reads and links it,
+grows the menu at its end, and plans again from the same session (spec section 12).
 
 `plan` calls the same policy objects as `boe replay`; `act` runs the
 evidence tool where the replay reads a stored outcome. In full-ledger mode
@@ -67,6 +71,7 @@ STUDIO_FIELDS = [
     "judge_model",
     "k",
     "budget",
+    "pool",
     "policy",
     "approve",
     "dataset",

@@ -20,10 +20,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from boe.agent.claims import build_graph as claim_graph
-from boe.agent.claims import build_menu, canonicalise, grade, parse_candidate
+from boe.agent.claims import build_menu, canonicalise, grade, parse_candidate, sampled_order
 from boe.agent.costs import cost_kinds
 from boe.agent.inputs import keep_images, question_input
-from boe.agent.planner import build_record, events_of, skip_entry
+from boe.agent.planner import build_record, draw_entry, events_of, skip_entry
 from boe.agent.state import (
     AgentContext,
     AgentState,
@@ -42,7 +42,9 @@ from boe.agent.state import (
 )
 from boe.core.calls import ModelCall
 from boe.core.ledger import LedgerRecord, record_data
-from boe.core.session import Session
+from boe.core.pool import PoolSpec
+from boe.core.relevance import IRRELEVANT
+from boe.core.session import Session, drawn
 from boe.errors import ModelError
 from boe.kinds import figure_context
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
@@ -155,8 +157,25 @@ def all_images(ctx: AgentContext, state: AgentState) -> list[LoadedImage]:
     return [image_of(ctx, state, f) for f in figure_ids(state)]
 
 
+def drawing(cfg: Any) -> bool:
+    """Whether the run samples in rounds (an adaptive pool answered online; a full ledger samples all k at once)."""
+    return bool(cfg.pool == "adaptive" and cfg.ledger == "online")
+
+
+def pool_spec(ctx: AgentContext, state: AgentState) -> PoolSpec | None:
+    """The adaptive pool of this run (None: a fixed pool): its rounds and the planned cost of one sample."""
+    cfg = ctx.config
+    if cfg.pool != "adaptive":
+        return None
+    used = (state.get("costs") or {}).get("used") or {}
+    cost = float(used.get("sample", cfg.costs.of("sample")))
+    return PoolSpec("adaptive", start=min(cfg.pool_start, cfg.k), step=cfg.pool_round, sample_cost=cost)
+
+
 async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
-    """Sample K candidates in one request (n=K; the client falls back to K requests)."""
+    """Sample K candidates in one request (n=K; the client falls back to K requests); an adaptive pool samples
+    its first round, and later the round its policy asked for, each with a fresh seed (the prompt is the same,
+    so a server's prefix cache serves it)."""
     ctx = context_of(runtime)
     cfg = ctx.config
     images = all_images(ctx, state)
@@ -166,17 +185,29 @@ async def generate(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         options_block=options_block(state.get("options")),
         figures_block=figures_block(ids, ask=True),
     )
+    have = list(state.get("replies") or [])
+    draws = list(state.get("draws") or [])
+    n, seed, out = cfg.k, cfg.seed, {}
+    if drawing(cfg):
+        m = drawn(state.get("next_action", -1)) if have else 0
+        n = m if have else min(cfg.pool_start, cfg.k)
+        if have:
+            if m < 1 or len(have) + m > cfg.k:
+                raise RuntimeError(f"generate was reached without a draw of at most {cfg.k - len(have)} proposed")
+            seed = None if cfg.seed is None else cfg.seed + len(draws) + 1  # a fresh seed per round
+            draws.append(draw_entry(m, len(state.get("bought") or []), len(state.get("skipped") or [])))
+            out = {"draws": draws, "next_action": -1, "planned": -1}
     comp = await ctx.generator.complete(
         with_figure_key(prompt, ids),
         [img.data_url for img in images],
-        n=cfg.k,
+        n=n,
         temperature=cfg.temperature,
-        seed=cfg.seed,
+        seed=seed,
         tags={"question_id": state["question_id"]},
         accept=_generation_problem,
     )
-    emit(ctx, state, "generated", k=len(comp.texts))
-    return {"replies": comp.texts, "calls": [comp.call.as_dict()]}
+    emit(ctx, state, "generated", k=len(comp.texts), **({"drawn": len(have) + len(comp.texts)} if have else {}))
+    return {"replies": have + comp.texts, "calls": [comp.call.as_dict()], **out}
 
 
 def _generation_problem(texts: list[str | None]) -> str | None:
@@ -195,11 +226,13 @@ async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Read every reply; unreadable ones stay as invalid candidates; slot-less ones get claim extraction."""
     ctx = context_of(runtime)
     ids = figure_ids(state)
-    cands = [parse_candidate(i, raw) for i, raw in enumerate(state["replies"])]
+    old = list(state.get("candidates") or [])  # an adaptive pool's earlier rounds, read already
+    new = [parse_candidate(i, raw) for i, raw in enumerate(state["replies"]) if i >= len(old)]
+    cands = old + new
     if len(ids) > 1:
-        for c in cands:
+        for c in new:
             c["figure"] = read_figure(c["raw_text"], ids) if c["valid"] else None
-    need = [c for c in cands if c["valid"] and not c["slots_present"]]
+    need = [c for c in new if c["valid"] and not c["slots_present"]]
     calls: list[dict[str, Any]] = []
     if need and ctx.config.extract_claims:
         urls = [img.data_url for img in all_images(ctx, state)]
@@ -248,7 +281,8 @@ async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     for c in cands:
         c["utility"] = grade(c["answer"], state.get("reference"), q)
     ids = figure_ids(state)
-    claim_list, edges = claim_graph(cands, figure=ids[0], multi=len(ids) > 1)
+    sampled = context_of(runtime).config.pool == "adaptive"
+    claim_list, edges = claim_graph(cands, figure=ids[0], multi=len(ids) > 1, sampled=sampled)
     claim_list = [ClaimNode.model_validate(c).as_dict() for c in claim_list]  # checked once here, stored plain
     return {"candidates": cands, "claims": claim_list, "edges": edges}
 
@@ -260,8 +294,12 @@ async def menu(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     used = (state.get("costs") or {}).get("used") or design
     claim_list = [c.as_dict() for c in claim_nodes(state)]  # menu rules read mappings
     made = build_menu(claim_list, state["candidates"], used, cfg.kinds, state["analysis"], design)
+    if cfg.pool == "adaptive":  # grows at the end as rounds are drawn (spec section 12)
+        made = sampled_order(made, state["edges"])
     actions = [MenuAction.model_validate(a).as_dict() for a in made]  # the menu rules' dicts, checked once here
-    return {"actions": actions, "bought": [], "skipped": [], "pending": None, "mode": cfg.ledger}
+    if "bought" in state:  # a later round of an adaptive pool: the purchases so far stand
+        return {"actions": actions}
+    return {"actions": actions, "bought": [], "skipped": [], "draws": [], "pending": None, "mode": cfg.ledger}
 
 
 def route_after_menu(state: AgentState) -> str:
@@ -342,26 +380,34 @@ def session_for(state: AgentState, ctx: AgentContext) -> Session:
         cfg = ctx.config
         rec = _state_record(state, ctx, [a.as_dict() for a in menu_actions(state)])
         options = {"eta": cfg.eta, "seed": cfg.policy_seed}
-        session = Session.from_record(rec, ctx.calibration, cfg.policy, cfg.budget, options=options)
+        session = Session.from_record(
+            rec, ctx.calibration, cfg.policy, cfg.budget, options=options, pool=pool_spec(ctx, state), limit=cfg.k
+        )
         ctx.planners.pop(qid, None)
         ctx.planners[qid] = (parts, session)
         while len(ctx.planners) > MAX_SESSIONS:
             del ctx.planners[next(iter(ctx.planners))]
     bought = [{"action": b.action, "outcome": b.outcome} for b in evidence_log(state)]
-    session.advance(events_of(bought, state.get("skipped") or []))
+    session.advance(events_of(bought, state.get("skipped") or [], state.get("draws") or []))
     return session
 
 
 def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any) -> LedgerRecord:
-    """The question's ledger record with these actions (``outcomes`` and ``extra`` as `build_record` takes them)."""
+    """The question's ledger record with these actions (``outcomes`` and ``extra`` as `build_record` takes them);
+    an adaptive pool's candidates carry their sample cost (format 1.3)."""
+    spec = pool_spec(ctx, state)
+    cands = _ledger_candidates(state)
+    if spec is not None:
+        cands = [{**c, "cost": spec.sample_cost} for c in cands]
     return build_record(
+        sampled=spec is not None,
         question_id=state["question_id"],
         dataset=state.get("dataset") or ctx.config.dataset,
         question=state["question"],
         image=state["image"]["path"],
         options=state.get("options"),
         reference=state.get("reference"),
-        candidates=_ledger_candidates(state),
+        candidates=cands,
         claims=[c.as_dict() for c in claim_nodes(state)],
         edges=state["edges"],
         actions=actions,
@@ -370,12 +416,37 @@ def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, 
 
 
 async def plan(state: AgentState, runtime: Ctx) -> dict[str, Any]:
-    """Ask the policy for the next action (value per cost for `boe`), -1 to stop."""
-    choice = session_for(state, context_of(runtime)).next_action()
-    return {"next_action": choice, "planned": choice}
+    """Ask the policy for the next action (value per cost for `boe`), -1 to stop, or (an adaptive pool) a draw:
+    sampled by `generate` online, revealed here when the candidates are there already (a full ledger).
+
+    Online, a proposal that no outcome of the affordable checks could turn into another answer is skipped
+    (spec section 10, so the stored record replays exactly); a full ledger keeps every check on the menu.
+    """
+    ctx = context_of(runtime)
+    session = session_for(state, ctx)
+    full = ctx.config.ledger == "full"
+    out: dict[str, Any] = {}
+    draws = list(state.get("draws") or [])
+    skipped = list(state.get("skipped") or [])
+    actions, after = menu_actions(state), len(state.get("bought") or [])
+    while True:
+        choice, irrelevant = (session.next_action(), []) if full else session.next_relevant()
+        skipped += [skip_entry(actions[a], a, IRRELEVANT, after) for a in irrelevant]
+        if choice > -3 or drawing(ctx.config):
+            break
+        m = drawn(choice)
+        draws.append(draw_entry(m, after, len(skipped)))
+        session.draw(m)
+        emit(ctx, state, "generated", k=m, drawn=session.samples)
+        out["draws"] = draws
+    if len(skipped) > len(state.get("skipped") or []):
+        out["skipped"] = skipped
+    return {**out, "next_action": choice, "planned": choice}
 
 
 def route_after_plan(state: AgentState) -> str:
+    if state["next_action"] <= -3:
+        return "generate"
     return "approve" if state["next_action"] >= 0 else "select"
 
 
@@ -520,13 +591,14 @@ async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     ctx = context_of(runtime)
     session = session_for(state, ctx)
     out: dict[str, Any] = {}
-    if state.get("next_action", -1) < 0 and session.next_action() >= 0:
+    if state.get("next_action", -1) == -1 and session.next_action() != -1:  # (a check, or a draw, still proposed)
         after = len(state.get("bought") or [])
         actions = menu_actions(state)
         entries = [skip_entry(actions[a], a, "stopped", after) for a in session.stop("stopped")]
         out["skipped"] = [*(state.get("skipped") or []), *entries]
     res = session.finish()
-    raw, prior = session.raw_majority()
+    raw, _ = session.raw_majority()
+    prior = session.initial_scores()
     emit(ctx, state, "selected", selected=res.selected, raw_selected=raw, cost=res.spent, scores=res.scores)
     chosen = state["candidates"][res.selected] if res.selected >= 0 else None
     return {
@@ -607,6 +679,19 @@ def final_record(state: AgentState, ctx: AgentContext) -> LedgerRecord:
                 "cost": state["cost"],
                 "scores": state["scores"],
                 "prior_scores": state["prior_scores"],
+                **(
+                    {
+                        "pool": {
+                            "mode": cfg.pool,
+                            "start": cfg.pool_start,
+                            "round": cfg.pool_round,
+                            "limit": cfg.k,
+                            "draws": state.get("draws") or [],
+                        }
+                    }
+                    if cfg.pool == "adaptive"
+                    else {}
+                ),
             },
             "evidence_log": [b.logged() for b in bought],
             # every model call with its prompt version (the store's call table has no column for it)
@@ -673,7 +758,7 @@ def build_graph(
     g.add_edge("claims", "menu")
     g.add_conditional_edges("menu", route_after_menu, ["ledger", "plan"])
     g.add_edge("ledger", "plan")
-    g.add_conditional_edges("plan", route_after_plan, ["approve", "select"])
+    g.add_conditional_edges("plan", route_after_plan, ["approve", "select", "generate"])
     g.add_conditional_edges("approve", route_after_approve, ["act", "plan", "select"])
     g.add_edge("act", "update")
     g.add_edge("update", "plan")

@@ -241,8 +241,10 @@ class AgentState(TypedDict, total=False):
     outcomes: dict[str, dict[str, Any]]  # full-ledger mode: every action's Observation dump, by action id
     bought: list[dict[str, Any]]  # the evidence log: one EvidenceEntry dump per bought action, in order
     skipped: list[dict[str, Any]]  # purchases refused when proposed (planner.skip_entry): action, id, reason, after
+    draws: list[dict[str, Any]]  # an adaptive pool's draws after its first round (planner.draw_entry): m, after, skips
     pending: dict[str, Any] | None  # the Purchase dump of the action being bought (between act and update)
-    next_action: int  # index into actions, -1: stop (set to -1 with `update_state` to stop the question there)
+    next_action: int  # index into actions, -1: stop (set to -1 with `update_state` to stop the question there);
+    # an adaptive pool's draw proposal is `boe.core.session.draw_code(m)` (<= -3)
     planned: int  # the policy's proposal, as `plan` wrote it (only -1 may be set over it)
     selected: int
     answer: str | None  # the selected candidate's canonical answer (None: no candidate selected)

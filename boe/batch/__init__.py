@@ -8,7 +8,8 @@
 Modules: `plan` (which questions; the ``--dry-run`` estimate), `runner`
 (claims, answers, stores), `cache` (gathered request-cache writes), `http`
 (one bound on the requests in flight), `identity` (a worker's name across
-restarts), `grading` (utilities from the dataset's evaluator), `progress`.
+restarts), `grading` (utilities from the dataset's evaluator), `progress`,
+`files` (the run's requests as OpenAI batch files, their results read back).
 The agent, LangGraph, openai and SQLAlchemy load when a batch runs.
 """
 

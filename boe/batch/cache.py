@@ -27,7 +27,7 @@ class WriteBehindCache(StoreCache):
         self.hits = 0
         self.lookups = 0
         self.written = 0
-        self.read_cpu = 0.0  # CPU seconds spent reading the store (on the caller's thread)
+        self.read_cpu = 0.0  # seconds spent reading the store on the caller's thread (it waits for nothing else)
         self._oldest: float | None = None  # when the oldest pending reply arrived
 
     def get(self, key: str) -> dict[str, Any] | None:
@@ -36,9 +36,9 @@ class WriteBehindCache(StoreCache):
         if entry is not None:
             hit: dict[str, Any] | None = dict(entry["response"])
         else:
-            t0 = time.thread_time()
+            t0 = time.perf_counter()  # (a clock read in user space: thread_time() is a system call)
             hit = super().get(key)
-            self.read_cpu += time.thread_time() - t0
+            self.read_cpu += time.perf_counter() - t0
         self.hits += hit is not None
         return hit
 
@@ -73,6 +73,14 @@ class WriteBehindCache(StoreCache):
         self._pending = {}
         self._oldest = None
         return entries
+
+    def put_back(self, entries: list[dict[str, Any]]) -> None:
+        """A write of these replies failed: they wait for the next one."""
+        for e in entries:
+            self._writing.pop(e["key"], None)
+            self._pending.setdefault(e["key"], e)
+        if self._pending and self._oldest is None:
+            self._oldest = time.monotonic()
 
     def mark_written(self, entries: list[dict[str, Any]]) -> None:
         """The writer stored these replies: the store answers for them from now on."""

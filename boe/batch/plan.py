@@ -14,13 +14,17 @@ the tokens of one call of each purpose come from one of two places:
   simulator questions) and, assuming short answers, no whole-response call
   (a candidate whose answer has an answer check gets none; without answer
   checks, one whole-response call per candidate), one generation call
-  (``n = K``). Prompt tokens are the prompt text
-  (generation 229, factor 159, grounded 159, whole 174, answer 214 as the simulator
-  counts 1.3 tokens a word) plus ``ceil(w/28) * ceil(h/28)`` per image, from
-  the mean size of up to 32 of the batch's images (a grounded crop counted
-  at half the image). Completion tokens: 80 per sampled candidate and 40 per
-  verdict, above what the simulator writes (17 and 22), as real models say
-  more. Each kind's numbers are its spec's `boe.kinds.TokenEstimate`.
+  (``n = K``). Prompt tokens are each purpose's prompt rendered for (up to
+  32 of) the batch's own questions, counted at 1.3 tokens a word (the usual
+  rule for English BPE vocabularies; the simulator counts the same), plus 11
+  tokens of chat template (Qwen's role markers), plus ``ceil(w/28) * ceil(h/28)``
+  per image from the mean size of up to 32 of the batch's images: every figure
+  of the question in every request (they are its shared prefix), and a
+  grounded crop counted at half a figure. Completion tokens are a typical
+  reply of each prompt's reply schema as models write JSON: each enum's first
+  value, each string's first ``e.g.`` example, a dozen words where the schema
+  asks for a sentence (per sampled candidate for generation). A kind's
+  `boe.kinds.TokenEstimate` gives its purpose, images and calls.
 
 ``--ledger full`` runs the whole menu; ``online`` buys at most
 ``floor(budget / cheapest model-judged cost)`` judge calls per question,
@@ -48,6 +52,8 @@ _GENERATION_TOKENS = 80  # per sampled candidate
 _VERDICT_TOKENS = 40
 _SLOTS = 5
 _SAMPLE_IMAGES = 32
+_CHAT_TOKENS = 11  # a chat template's role markers: two messages and the assistant's turn (Qwen's: 4 + 4 + 3)
+_SENTENCE_WORDS = 12  # a schema's "one sentence": about a dozen words
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,13 @@ def image_tokens(width: int, height: int) -> int:
     return max(4, math.ceil(width / 28) * math.ceil(height / 28))
 
 
-def _mean_image_tokens(items: Sequence[BatchItem]) -> tuple[float, float, int]:
+def _sent_tokens(width: int, height: int, max_pixels: int) -> int:
+    """Tokens of an image as sent: downscaled to at most ``max_pixels`` (0: no limit) first, as the agent does."""
+    scale = math.sqrt(max_pixels / (width * height)) if max_pixels and width * height > max_pixels else 1.0
+    return image_tokens(max(1, int(width * scale)), max(1, int(height * scale)))
+
+
+def _mean_image_tokens(items: Sequence[BatchItem], max_pixels: int = 0) -> tuple[float, float, int]:
     """(mean tokens of a question's images, mean figures per question, images read) from a sample."""
     import cv2
     import numpy as np
@@ -136,7 +148,7 @@ def _mean_image_tokens(items: Sequence[BatchItem]) -> tuple[float, float, int]:
         if arr is None:  # DICOM and the like: count a common 512 x 512 scan
             tokens.append(image_tokens(512, 512))
         else:
-            tokens.append(image_tokens(arr.shape[1], arr.shape[0]))
+            tokens.append(_sent_tokens(arr.shape[1], arr.shape[0], max_pixels))
     figures = sum(len(it.item.images) for it in items) / max(len(items), 1)
     return (sum(tokens) / len(tokens) if tokens else image_tokens(512, 512)), figures, len(tokens)
 
@@ -177,6 +189,140 @@ class Estimate:
         }
 
 
+def _example_reply(schema: Mapping[str, Any]) -> str:
+    """A typical reply of a reply schema, written as models write JSON (``json.dumps`` spacing): each enum's
+    first value, a string's first ``e.g.`` example, a sentence where the schema asks for one."""
+    import json
+
+    out: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        desc = str(prop.get("description") or "")
+        if prop.get("enum"):
+            out[name] = prop["enum"][0]
+        elif "e.g." in desc:
+            out[name] = desc.split("e.g.", 1)[1].split(",")[0].strip()
+        elif "sentence" in desc:
+            out[name] = " ".join(["word"] * _SENTENCE_WORDS)
+        else:
+            out[name] = "example"
+    return json.dumps(out)
+
+
+def _rendered_tokens(prompt: str, item: DatasetItem, candidate: str) -> float:
+    """Tokens of one call's prompt text as rendered for ``item`` (chat-template tokens included)."""
+    from boe.prompts import figures_block, load_prompt, options_block
+
+    tmpl = load_prompt(prompt)
+    ids = [im.figure for im in item.images]
+    known: dict[str, object] = {
+        "question": item.question,
+        "options_block": options_block(item.options),
+        "figures_block": figures_block(ids, ask=prompt == "generation"),
+        "figure": ids[0] if ids else "1",
+        "candidate": candidate,
+        "slot": "finding",
+        "value": "mass",
+        "view_kind": "crop",
+        "view_image": str(len(ids) + 1),
+        "view_text": f"a crop of figure {ids[0] if ids else 1} around the named part of the imaged body",
+    }
+    r = tmpl.render(**{k: known.get(k, "example") for k in tmpl.placeholders})
+    return text_tokens(r.system) + text_tokens(r.user) + _CHAT_TOKENS
+
+
+def text_tokens(text: str) -> int:
+    """Tokens of a text by the usual rule for English BPE vocabularies (about 1.3 a word), line by line."""
+    return sum(math.ceil(1.3 * len(line.split())) for line in text.split("\n"))
+
+
+def _text_tokens(items: Sequence[BatchItem], specs: Sequence[Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """(prompt text tokens, completion tokens) of one call of each purpose: the prompts rendered for a sample of
+    the batch's questions, the replies a typical instance of each prompt's reply schema."""
+    from boe.prompts import load_prompt
+
+    reply = _example_reply(load_prompt("generation").schema)
+    prompts = {"generation": "generation"} | {s.estimate.purpose: s.prompt for s in specs if s.estimate is not None}
+    step = max(1, len(items) // _SAMPLE_IMAGES)
+    sample = [it.item for it in items[::step][:_SAMPLE_IMAGES]]
+    text: dict[str, float] = {}
+    completion: dict[str, float] = {}
+    for purpose, name in prompts.items():
+        counts = [_rendered_tokens(name, it, reply) for it in sample] or [0.0]
+        text[purpose] = sum(counts) / len(counts)
+        completion[purpose] = float(text_tokens(_example_reply(load_prompt(name).schema)))
+    return text, completion
+
+
+def _measured_calls(
+    measured: Measured, config: Any, judge_purposes: set[str], max_judged: float, semantic_grader: bool
+) -> tuple[dict[str, float], str, list[str]]:
+    """Calls per question of purposes measured on a stored run (judge calls scaled to an online budget)."""
+    notes: list[str] = []
+    per_q = {p: v for p, v in measured.calls.items() if p != "answer_grading" or semantic_grader}
+    basis = f"measured on {measured.source} ({measured.questions} stored questions, ledger {measured.ledger})"
+    if measured.ledger != config.ledger:
+        notes.append(f"the measured run used ledger {measured.ledger!r}, this batch {config.ledger!r}")
+    if config.ledger == "online" and measured.ledger == "full":
+        per_q = _scaled(per_q, judge_purposes, max_judged)
+    return per_q, basis, notes
+
+
+def _scaled(per_q: dict[str, float], judged: set[str], max_judged: float) -> dict[str, float]:
+    """Judge calls scaled down to at most ``max_judged`` a question."""
+    n = sum(v for p, v in per_q.items() if p in judged)
+    scale = min(1.0, max_judged / n) if n else 1.0
+    return {p: v * scale if p in judged else v for p, v in per_q.items()}
+
+
+def _default_calls(specs: Sequence[Any], k: int, config: Any, max_judged: float) -> dict[str, float]:
+    """Calls per question of each purpose from each kind's `TokenEstimate` (no stored run to measure)."""
+    targets = {s.name: s.target for s in specs}
+    per_q = {"generation": 1.0}
+    for spec in specs:
+        n = None if spec.estimate is None else spec.estimate.calls(k, targets)
+        if n is not None:
+            per_q[spec.estimate.purpose] = n
+    if config.ledger == "online":
+        per_q = _scaled(per_q, set(per_q) - {"generation"}, max_judged)
+    return per_q
+
+
+def _default_tokens(
+    items: Sequence[BatchItem], specs: Sequence[Any], k: int, max_pixels: int
+) -> tuple[dict[str, float], dict[str, float], str, list[str]]:
+    """Prompt and completion tokens of one call of each purpose, from the rendered prompts and the images."""
+    img, figures, read = _mean_image_tokens(items, max_pixels) if items else (image_tokens(512, 512), 1.0, 0)
+    text, reply = _text_tokens(items, specs) if items else ({}, {})
+    claims = 5.0 + 2.5 * math.log2(k)
+    basis = (
+        f"defaults (claims per question 5 + 2.5 log2 K = {claims:.1f}, fitted on the simulator; prompts rendered "
+        f"for the batch's questions; image tokens {img:.0f} from {read} of the batch's images)"
+    )
+    share = {"figure": 1.0, "figures": figures, "half": 0.5}
+    prompt = {"generation": text.get("generation", _GENERATION_TEXT_TOKENS) + img * figures}
+    completion = {"generation": reply.get("generation", _GENERATION_TOKENS) * k}
+    for spec in specs:
+        est = spec.estimate
+        if est is not None:
+            # every figure of the question is sent first (one shared prefix), then the judged view
+            extra = img * share[est.images] if est.images == "half" else 0.0
+            prompt[est.purpose] = text.get(est.purpose, est.text_tokens) + img * figures + extra
+            completion[est.purpose] = reply.get(est.purpose, _VERDICT_TOKENS)
+    targets = {s.name: s.target for s in specs}
+    notes = ["slot-less replies add a claim-extraction call per candidate (not counted)"]
+    notes += [n for n in (None if s.estimate is None else s.estimate.note(targets) for s in specs) if n]
+    return prompt, completion, basis, notes
+
+
+def _upper_bound(specs: Sequence[Any], k: int, todo: int, config: Any, max_judged: float, grader: bool) -> float:
+    """A bound on the calls: every candidate asserts its own value in every slot (each judged claim kind checks
+    all of them), and a candidate gets one response-level check (its own, or a share of its answer's)."""
+    menu = sum(_SLOTS * k for s in specs if s.target == "claim" and s.estimate is not None)
+    menu += k if any(s.target != "claim" and s.estimate is not None for s in specs) else 0
+    upper = todo * (1 + (menu if config.ledger == "full" else min(max_judged, menu)))
+    return float(upper + (todo * k if grader else 0))
+
+
 def estimate(
     items: Sequence[BatchItem],
     stored: int,
@@ -186,80 +332,34 @@ def estimate(
     semantic_grader: bool = False,
 ) -> Estimate:
     """Expected calls and tokens for ``items`` (``stored`` of them already done) under an `AgentConfig`."""
-    todo = max(len(items) - stored, 0)
-    k = int(config.k)
-    kinds = tuple(config.kinds)
-    notes: list[str] = []
     from boe.kinds import KINDS
 
-    specs = [KINDS.get_obj(kd) for kd in kinds]
-    judge_purposes = {s.estimate.purpose for s in (KINDS.get_obj(n) for n in KINDS) if s.estimate is not None}
-    targets = {s.name: s.target for s in specs}
-    model_kinds = [s.name for s in specs if s.estimate is not None]
-    if config.ledger == "online":
-        cheapest = min((config.costs.of(kd) for kd in model_kinds), default=math.inf)
+    todo = max(len(items) - stored, 0)
+    k = int(config.k)
+    specs = [KINDS.get_obj(kd) for kd in config.kinds]
+    max_judged: float = 10**9
+    if config.ledger == "online" and not math.isinf(config.budget):
+        cheapest = min((config.costs.of(s.name) for s in specs if s.estimate is not None), default=math.inf)
         max_judged = 0 if math.isinf(cheapest) else math.floor(config.budget / cheapest)
-        if math.isinf(config.budget):
-            max_judged = 10**9
-    per_q: dict[str, float]
     if measured is not None:
-        per_q = {p: v for p, v in measured.calls.items() if p != "answer_grading" or semantic_grader}
-        basis = f"measured on {measured.source} ({measured.questions} stored questions, ledger {measured.ledger})"
-        if measured.ledger != config.ledger:
-            notes.append(f"the measured run used ledger {measured.ledger!r}, this batch {config.ledger!r}")
-        if config.ledger == "online" and measured.ledger == "full":
-            judged = sum(v for p, v in per_q.items() if p in judge_purposes)
-            scale = min(1.0, max_judged / judged) if judged else 1.0
-            per_q = {p: v * scale if p in judge_purposes else v for p, v in per_q.items()}
-        prompt = measured.prompt
-        completion = measured.completion
+        judge_purposes = {s.estimate.purpose for s in (KINDS.get_obj(n) for n in KINDS) if s.estimate is not None}
+        per_q, basis, notes = _measured_calls(measured, config, judge_purposes, max_judged, semantic_grader)
+        prompt, completion = measured.prompt, measured.completion
     else:
-        claims = 5.0 + 2.5 * math.log2(k)
-        per_q = {"generation": 1.0}
-        for spec in specs:
-            est = spec.estimate
-            n = None if est is None else est.calls(k, targets)
-            if est is not None and n is not None:
-                per_q[est.purpose] = n
-        if config.ledger == "online":
-            judged = sum(v for p, v in per_q.items() if p != "generation")
-            scale = min(1.0, max_judged / judged) if judged else 1.0
-            per_q = {p: v * scale if p != "generation" else v for p, v in per_q.items()}
-        img, figures, read = _mean_image_tokens(items) if items else (image_tokens(512, 512), 1.0, 0)
-        basis = (
-            f"defaults (claims per question 5 + 2.5 log2 K = {claims:.1f}, fitted on the simulator; "
-            f"image tokens {img:.0f} from {read} of the batch's images)"
-        )
-        share = {"figure": 1.0, "figures": figures, "half": 0.5}
-        prompt = {"generation": _GENERATION_TEXT_TOKENS + img * figures}
-        completion = {"generation": float(_GENERATION_TOKENS * k)}
-        for spec in specs:
-            if spec.estimate is not None:
-                prompt[spec.estimate.purpose] = spec.estimate.text_tokens + img * share[spec.estimate.images]
-                completion[spec.estimate.purpose] = float(_VERDICT_TOKENS)
-        notes.append("slot-less replies add a claim-extraction call per candidate (not counted)")
-        for spec in specs:
-            note = None if spec.estimate is None else spec.estimate.note(targets)
-            if note:
-                notes.append(note)
+        per_q = _default_calls(specs, k, config, max_judged)
+        prompt, completion, basis, notes = _default_tokens(items, specs, k, int(getattr(config, "max_pixels", 0) or 0))
     if semantic_grader and "answer_grading" not in per_q:
         notes.append(f"the LLM grader adds up to {k} calls per question for undecided open answers (not counted)")
     calls = {p: v * todo for p, v in per_q.items()}
     pt = sum(calls[p] * prompt.get(p, 0.0) for p in calls)
     ct = sum(calls[p] * completion.get(p, 0.0) for p in calls)
-    # every candidate asserts its own value in every slot: each judged claim kind checks all of them; a candidate
-    # gets one response-level check (its own, or a share of its answer's)
-    menu = sum(_SLOTS * k for s in specs if s.target == "claim" and s.estimate is not None)
-    menu += k if any(s.target != "claim" and s.estimate is not None for s in specs) else 0
-    upper = todo * (1 + (menu if config.ledger == "full" else min(max_judged, menu)))
-    if semantic_grader:
-        upper += todo * k
+    upper = _upper_bound(specs, k, todo, config, max_judged, semantic_grader)
     if config.ledger == "online":
         notes.append(f"online: at most {max_judged} judge calls a question (budget {config.budget:g})")
-    costs = {kd: config.costs.of(kd) for kd in kinds}
+    costs = {kd: config.costs.of(kd) for kd in config.kinds}
     if config.cost_mode == "measured":
         notes.append(f"costs are measured as the run goes ({config.cost_basis}); these are the design costs")
-    return Estimate(len(items), stored, todo, calls, pt, ct, float(upper), basis, notes, costs)
+    return Estimate(len(items), stored, todo, calls, pt, ct, upper, basis, notes, costs)
 
 
 def describe_dataset(ds: Dataset, path: str | Path) -> dict[str, Any]:

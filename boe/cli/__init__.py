@@ -3,8 +3,8 @@ is asked for), so `boe --help` and `boe --version` import neither the agent, ope
 
 from __future__ import annotations
 
+import errno
 import importlib
-import re
 import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -15,6 +15,7 @@ from typer.core import TyperCommand, TyperGroup
 from boe.cli.common import Interrupted
 from boe.core.version import __version__
 from boe.errors import BoeError
+from boe.logs import redact_text
 
 __all__ = ["COMMANDS", "EXIT_CODES", "app", "error_exit_code", "main", "run"]
 
@@ -137,7 +138,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     epilog="Exit codes: 0 done; 1 the work ran but some of it failed (or an internal error); "
-    "2 usage or configuration error; 130 interrupted.",
+    "2 usage or configuration error; 130 interrupted; 143 terminated (SIGTERM; boe batch stops as on Ctrl-C).",
 )
 
 
@@ -150,8 +151,20 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="Log more on standard error: -v retries and fallbacks, -vv debug."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only results (stdout) and errors: no progress, no notes."),
 ) -> None:
     """Best-of-Evidence."""
+    from boe.cli.common import set_quiet
+    from boe.errors import ConfigError
+    from boe.logs import configure_cli
+
+    if verbose and quiet:
+        raise ConfigError("-v and -q contradict each other; give one")
+    configure_cli(verbose, quiet)
+    set_quiet(quiet)
 
 
 EXIT_CODES = (
@@ -159,6 +172,7 @@ EXIT_CODES = (
     (1, "the work ran but some of it failed, or an internal error (its traceback is in a log file)"),
     (2, "usage or configuration error (unknown option, missing argument, bad value, unreadable input)"),
     (130, "interrupted (Ctrl-C)"),
+    (143, "terminated (SIGTERM): boe batch stops as on Ctrl-C, giving its questions back"),
 )
 
 
@@ -168,15 +182,15 @@ def main() -> None:
 
 
 def run(argv: list[str]) -> int:
-    """Run the CLI on ``argv`` and return the exit code (0 done, 1 failed, 2 usage, 130 interrupted)."""
+    """Run the CLI on ``argv`` and return the exit code (0 done, 1 failed, 2 usage, 130 interrupted, 143 terminated)."""
     try:
         rv = app(args=argv, prog_name="boe", standalone_mode=False)  # click returns typer.Exit's code here
         code = rv if isinstance(rv, int) else 0
         if code == 130:  # typer turns KeyboardInterrupt into Exit(130)
             _error("interrupted")
         return code
-    except Interrupted:
-        return 130
+    except Interrupted as exc:
+        return exc.code
     except BoeError as exc:
         _error(str(exc))
         return error_exit_code(exc)
@@ -196,6 +210,10 @@ def run(argv: list[str]) -> int:
             if getattr(exc, "ctx", False) is None:  # raised before a command context existed: no usage line shown
                 sys.stderr.write(f"Try '{_command_line(argv)} --help' for help.\n")
             return usage_code
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL:  # the disk's state, not a bug: no crash log
+            what = f" writing {exc.filename}" if exc.filename else ""
+            _error(f"{exc.strerror or 'no space left on device'}{what}: free some space and run the command again")
+            return 1
         log = _crash_log(exc)
         where = f"; the traceback is in {log}" if log else ""
         _error(f"internal error ({type(exc).__name__}: {_one_line(str(exc))}){where}")
@@ -210,10 +228,10 @@ def error_exit_code(exc: BoeError) -> int:
 def _error(message: str) -> None:
     from rich.markup import escape
 
-    from boe.cli.common import err_console
+    from boe.cli.common import alert_console
 
     # escaped: messages hold brackets ("pip install 'best-of-evidence[sam]'") that rich would eat as markup
-    err_console().print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    alert_console().print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def _command_line(argv: list[str]) -> str:
@@ -232,13 +250,7 @@ def _one_line(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
-_KEYS = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}")  # API-key shaped words, not identifiers such as token_count
-
-
-def _redact(text: str) -> str:
-    """Credentials never reach a log: ``scheme://user:secret@host`` loses its user part, key-like words are masked."""
-    return _KEYS.sub("***", _CREDENTIALS.sub(r"\g<scheme>***@", text))
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # no space left, quota exceeded, file-size limit
 
 
 def _crash_log(exc: BaseException) -> str | None:
@@ -248,8 +260,8 @@ def _crash_log(exc: BaseException) -> str | None:
     import time
     import traceback
 
-    text = _redact("".join(traceback.format_exception(exc)))
-    header = _redact(f"boe {__version__} {time.strftime('%Y-%m-%dT%H:%M:%S')} argv={sys.argv!r}\n")
+    text = redact_text("".join(traceback.format_exception(exc)))
+    header = redact_text(f"boe {__version__} {time.strftime('%Y-%m-%dT%H:%M:%S')} argv={sys.argv!r}\n")
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     for folder in (os.path.join(cache, "boe", "logs"), os.path.join(tempfile.gettempdir(), "boe-logs")):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from boe.cli.agent_options import AgentOptions, agent_options
-from boe.cli.common import err_console, out_console
+from boe.cli.common import err_console, out_console, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -69,8 +69,37 @@ def _narration(result: AskResult) -> Any:
             return None
         o = {"confirm": 1, "reject": -1}.get(str(e.get("outcome")), 0)
         steps.append((q.action_ids.index(e["id"]), o, float(e.get("kappa") or 0.5)))
-    cheap = (result.record.get("agent") or {}).get("cheap_kappa")
-    return narrate(q, steps, float(cheap) if cheap else 0.55)
+    agent = result.record.get("agent") or {}
+    cheap = agent.get("cheap_kappa")
+    posteriors = None
+    if not _scores_by_kappa(result.policy) and agent.get("prior_scores"):
+        posteriors = [agent["prior_scores"], *(e.get("scores") or [] for e in result.evidence)]
+    return narrate(q, steps, float(cheap) if cheap else 0.55, posteriors=posteriors, settled=_settled(result))
+
+
+def _scores_by_kappa(policy: str) -> bool:
+    """Whether a policy scores by the spec's kappa-weighted logits (the paper's policies) or by its own."""
+    from boe.core.policies import POLICIES, ScorePolicy
+
+    if policy not in POLICIES:  # an uninstalled plugin's policy: narrate by kappa, as the log records it
+        return True
+    factory = POLICIES.get_obj(policy)
+    return isinstance(factory, type) and issubclass(factory, ScorePolicy)
+
+
+def _settled(result: AskResult) -> int:
+    """Proposals skipped because no outcome could change the answer, or -1 when the checks left within the
+    budget could not change it (a policy that never proposes such a check), else 0."""
+    from boe.core.relevance import IRRELEVANT
+
+    actions = result.record.get("actions") or []
+    skipped = sum(1 for a in actions if a.get("skipped") == IRRELEVANT)
+    if skipped or _scores_by_kappa(result.policy) or result.record.get("ledger") == "full":
+        return skipped
+    bought = {e.get("id") for e in result.evidence}
+    left = result.budget - result.cost
+    open_ = [a for a in actions if a.get("id") not in bought and not a.get("skipped") and a.get("cost", 0) <= left]
+    return -1 if open_ else 0
 
 
 def _with_words(result: AskResult) -> dict[str, Any]:
@@ -203,13 +232,16 @@ def _print_evidence(result: AskResult, console: Console, multi: bool) -> None:
         f"spent {_num(result.cost)})",
         highlight=False,
     )
+    _print_draws(result, console)
     colours = {"confirm": "green", "reject": "red", "unresolved": "dim"}
     narration = _narration(result)
+    by_kappa = _scores_by_kappa(result.policy)  # a posterior policy's weights are its channel tables, not kappa
     for n, e in enumerate(result.evidence):
         kind, where = _evidence_where(result, e, KINDS.get(e["kind"]), multi)
+        kappa = f", κ {e['kappa']:.3f}" if by_kappa else ""
         console.print(
             f" {e['step']:>2}. [bold]{escape(e['id'])}[/] ({escape(kind)}{escape(where)}) "
-            f"cost {_num(e['cost'])}{_cost_note(e)}, κ {e['kappa']:.3f} → [{colours[e['outcome']]}]{e['outcome']}[/]",
+            f"cost {_num(e['cost'])}{_cost_note(e)}{kappa} → [{colours[e['outcome']]}]{e['outcome']}[/]",
             highlight=False,
         )
         if narration is not None and n < len(narration.steps):
@@ -222,14 +254,42 @@ def _print_evidence(result: AskResult, console: Console, multi: bool) -> None:
             console.print(f"     [red]error:[/] {escape(_short(e['error'], 160))}", highlight=False)
         elif e.get("rationale"):
             console.print(f"     [dim]{escape(_short(e['rationale'], 160))}[/]", highlight=False)
-    skipped = list((result.transcript or {}).get("skipped") or [])
-    if skipped:
-        shown = ", ".join(skipped[:6]) + (f" and {len(skipped) - 6} more" if len(skipped) > 6 else "")
-        console.print(f"  [yellow]vetoed (not bought):[/] {escape(shown)}", highlight=False)
+    _print_vetoes(result, console)
     if narration is not None:
         console.print(f"  [bold]{escape(narration.closing)}[/]", highlight=False)
     elif not result.evidence:
         console.print("  [dim](nothing bought)[/]", highlight=False)
+
+
+def _print_draws(result: AskResult, console: Console) -> None:
+    """An adaptive pool's line: the candidates drawn, in which rounds, at what cost each (nothing otherwise)."""
+    draws = (result.transcript or {}).get("draws")
+    if not draws:
+        return
+    pool = (result.record.get("agent") or {}).get("pool") or {}
+    rounds = " + ".join(
+        str(b - a) for a, b in zip([0] + [d[1] for d in draws[:-1]], [d[1] for d in draws], strict=True)
+    )
+    cost = (result.record.get("candidates") or [{}])[0].get("cost")
+    console.print(
+        f"  drew {draws[-1][1]} of at most {pool.get('limit', '?')} candidates in rounds of {rounds}"
+        + (f", {_num(cost)} each" if cost is not None else "")
+        + "; each step drew or checked, whichever was worth more per unit cost",
+        highlight=False,
+    )
+
+
+def _print_vetoes(result: AskResult, console: Console) -> None:
+    """The proposals a veto refused (not those skipped as irrelevant to the answer)."""
+    from rich.markup import escape
+
+    from boe.core.relevance import IRRELEVANT
+
+    irrelevant = {a.get("id") for a in result.record.get("actions") or [] if a.get("skipped") == IRRELEVANT}
+    skipped = [a for a in (result.transcript or {}).get("skipped") or [] if a not in irrelevant]
+    if skipped:
+        shown = ", ".join(skipped[:6]) + (f" and {len(skipped) - 6} more" if len(skipped) > 6 else "")
+        console.print(f"  [yellow]vetoed (not bought):[/] {escape(shown)}", highlight=False)
 
 
 def _print_outcome(result: AskResult, console: Console, prior: Mapping[str, Any]) -> None:
@@ -349,7 +409,7 @@ def ask_command(
         approver=terminal_approver if cfg.approve else None,
     )
     if as_json:
-        sys.stdout.write(json.dumps(_with_words(result), indent=2, default=str) + "\n")
+        print_json("ask", _with_words(result))
     else:
         render_result(result, out_console())
         if db is not None:
@@ -506,7 +566,7 @@ def demo_command(
         }
     if as_json:
         out = {"summary": summary, "results": [_with_words(r) for r in run.results]}
-        sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
+        print_json("demo", out)
         return
     _render_summary(console, run, summary, cfg)
 
@@ -609,11 +669,13 @@ def costs_command(
     kinds = cost_kinds()
     design = {k: Costs().of(k) for k in kinds}
     used = measured_costs(design, meter, basis)  # type: ignore[arg-type]
+    design["sample"] = Costs().of("sample")
+    kinds = (*kinds, "sample")
     data = meter.to_json(basis)  # type: ignore[arg-type]
     if out is not None:
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if as_json:
-        sys.stdout.write(json.dumps({**data, "design": design, "measured_costs": used}, indent=2) + "\n")
+        print_json("costs", {**data, "design": design, "measured_costs": used})
         return
     table = meter.table()
     t = Table(title=f"measured costs of run {escape(run)} (basis {basis})", title_justify="left", pad_edge=False)
@@ -627,13 +689,14 @@ def costs_command(
             f"{row['tokens']:.0f}" if row else "-",
             f"{row['seconds']:.3f}" if row else "-",
             _num(design[k]),
-            _num(used[k]),
+            _num(used.get(k, design[k])),
         )
     console = out_console()
     console.print(t)
     console.print(
         f"[dim]tokens, seconds: mean per action; design: the paper's cost; measured cost: the measured model "
-        f"kinds share their design total by mean {basis} (record checks and unmeasured kinds keep design)[/]",
+        f"kinds share their design total by mean {basis} (record checks and unmeasured kinds keep design); "
+        f"sample: one generated candidate (completion {basis} per sample), priced at the measured judges' rate[/]",
         highlight=False,
     )
     if out is not None:

@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional, TypeVar
 
 import typer
 
-from boe.agent.configuration import FLAGS, AgentConfig
+from boe.agent.configuration import FLAGS, AgentConfig, Several
 
 __all__ = ["OPTIONS", "AgentOptions", "agent_options", "flag"]
 
@@ -80,8 +80,11 @@ def _option(name: str, default: Any, shown: str | None) -> tuple[Any, type]:
     )
     choices = tuple(map(str, typing.get_args(ann))) if typing.get_origin(ann) is Literal else ()
     nullable = type(None) in typing.get_args(AgentConfig.model_fields[name].annotation) and "none:" in OPTIONS[name]
-    # a list, mapping, costs or a number that may be the word none: text the settings read
+    # a list, mapping, costs or a number that may be the word none: text the settings read; a field given more than
+    # once (--base-url A --base-url B): a list of texts
     kind: Any = ann if ann in (int, float, str, bool) and not nullable else str
+    if any(isinstance(m, Several) for m in AgentConfig.model_fields[name].metadata):
+        kind = list[str]
     text, _, own = OPTIONS[name].removesuffix("]").partition(" [")  # "help [the default --help shows]"
     live = registered(POLICIES, lambda cls: not getattr(cls, "reads_labels", False))
     specs = sorted((KINDS.get_obj(k) for k in KINDS.names(discover=False)), key=lambda spec: spec.order)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from boe.cli.agent_options import AgentOptions, agent_options
-from boe.cli.common import Interrupted, err_console, out_console, registered
+from boe.cli.common import Interrupted, alert_console, err_console, out_console, print_json, quiet, registered
 from boe.datasets._registry import FORMATS
 
 if TYPE_CHECKING:
@@ -70,11 +69,24 @@ def batch_command(
         None, "--progress/--no-progress", help="Progress bar.", show_default="on a terminal"
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or estimate) as JSON."),
+    write_requests: Optional[Path] = typer.Option(
+        None,
+        "--write-requests",
+        help="Batch files: write the requests this stage needs to FILE (OpenAI batch JSONL) instead of sending them.",
+        metavar="FILE",
+    ),
+    read_replies: Optional[list[Path]] = typer.Option(
+        None,
+        "--read-replies",
+        help="Batch files: store a batch runner's results FILE (repeatable) in the request cache first, then continue.",
+        metavar="FILE",
+    ),
     *,
     agent: AgentOptions,
 ) -> None:
     """Answer every question of a dataset with the agent and store the run (resumable; many workers may share it)."""
     from boe.batch import BatchConfig
+    from boe.batch.files import check_files
     from boe.cli.common import check_store
     from boe.datasets import detect_format
     from boe.datasets._hf import parse_columns
@@ -86,6 +98,7 @@ def batch_command(
         mapping = parse_columns(columns) or None
     except ConfigError as exc:
         raise ConfigError(f"--{exc}") from None
+    check_files(None if write_requests is None else str(write_requests), [str(p) for p in read_replies or ()])
     fmt = fmt or detect_format(dataset, option="--format")
     config = BatchConfig(
         dataset=str(dataset),
@@ -104,32 +117,38 @@ def batch_command(
         cpu_workers=cpu_workers,
         max_failures=max_failures,
         wait=wait,
+        write_requests=None if write_requests is None else str(write_requests),
+        read_replies=tuple(str(p) for p in read_replies or ()),
     )
     if dry_run:
         est = dry_run_estimate(config, estimate_from)
         if as_json:
-            sys.stdout.write(json.dumps(est.as_dict(), indent=2) + "\n")
+            print_json("batch.dry-run", est.as_dict())
         else:
             render_estimate(est, config, out_console())
         return
     try:
-        summary = _run(config, progress if progress is not None else sys.stderr.isatty())
-    except KeyboardInterrupt:
-        err_console().print(
-            "\n[yellow]interrupted[/]: every question already stored is kept. Resume with the same command:\n  "
-            + _resume_command(),
+        show_progress = progress if progress is not None else sys.stderr.isatty()
+        summary = _run(config, show_progress and not quiet())
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the held questions were given back
+        from boe.errors import Terminated
+
+        term = isinstance(exc, Terminated)
+        alert_console().print(
+            f"\n[yellow]{'terminated (SIGTERM)' if term else 'interrupted'}[/]: every question already stored is "
+            "kept. Resume with the same command:\n  " + _resume_command(),
             highlight=False,
             soft_wrap=True,
         )
-        raise Interrupted from None
+        raise Interrupted(143 if term else 130) from None
     evaluation = _evaluate(summary, config) if summary.complete else None
     if as_json:
         data = summary.as_dict()
         data["evaluation"] = evaluation
         data["next"] = _next_commands(summary, config)
-        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        print_json("batch", data)
     else:
-        render_summary(summary, err_console(), evaluation, _next_commands(summary, config))
+        render_summary(summary, out_console(), evaluation, _next_commands(summary, config))
     if summary.failed:
         raise typer.Exit(1)
 
@@ -182,6 +201,8 @@ def _evaluate(summary: Any, config: Any) -> dict[str, Any] | None:
 def _next_commands(summary: Any, config: Any) -> list[str]:
     """What to run after this batch."""
     db, run = summary.store, summary.run
+    if summary.files.get("written"):
+        return _next_stage(summary, config)
     if not summary.complete:
         return [_resume_command()]
     a = config.agent
@@ -196,6 +217,33 @@ def _next_commands(summary: Any, config: Any) -> list[str]:
         name = config.namespace or Path(config.dataset).name or "dataset"
         out.append(f"boe calibrate --db {db} --run {run} --out {name}-calibration.json")
     return out
+
+
+def _next_stage(summary: Any, config: Any) -> list[str]:
+    """Batch files: how to run the written requests and read their results back."""
+    import shlex
+
+    from boe.util import redact_url
+
+    written = summary.files["written"]
+    results = [str(Path(w["path"]).with_name(Path(w["path"]).stem + "-results.jsonl")) for w in written]
+    runs = [
+        f"vllm run-batch -i {shlex.quote(w['path'])} -o {shlex.quote(r)} --model {shlex.quote(w['model'])}"
+        for w, r in zip(written, results, strict=True)
+    ]
+    args, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+            continue
+        if a in ("--read-replies", "--write-requests"):
+            skip = True
+            continue
+        if not a.startswith(("--read-replies=", "--write-requests=")):
+            args.append(redact_url(a) if "@" in a and "://" in a else a)
+    reads = [x for r in results for x in ("--read-replies", r)]
+    again = ["boe", *args, *reads, "--write-requests", str(config.write_requests)]  # the next stage, same name
+    return [*runs, shlex.join(again)]
 
 
 def _db_url(text: str) -> str:
@@ -296,7 +344,13 @@ def render_summary(
     from boe.batch.progress import human
 
     rate = f"{s.per_minute:.1f} questions/min" if s.stored else "-"
-    cpu = f"{s.cpu_ms_per_question:.0f} ms CPU per question" if s.stored else ""
+    seg = s.segmentation_ms_per_question
+    cpu = (
+        f"{s.cpu_ms_per_question:.0f} ms CPU per question (framework {s.cpu_ms_per_question - seg:.0f}, "
+        f"segmentation {seg:.0f})"
+        if s.stored
+        else ""
+    )
     console.print(
         f"[bold]{escape(s.run)}[/] [{escape(s.worker)}]: stored {s.stored} this session "
         f"({s.stored_before} before; {s.selected} selected), {len(s.failed)} failed, {s.lost} lost; "
@@ -309,9 +363,18 @@ def render_summary(
         f"{human(s.completion_tokens)} completion; peak {s.peak_in_flight} requests in flight",
         highlight=False,
     )
+    if len(s.servers) > 1:
+        shares = "; ".join(
+            f"{escape(x['base_url'])} {human(x['requests'])} requests, {x['errors']} errors"
+            + (f", down {x['down']}x" if x["down"] else "")
+            for x in s.servers
+        )
+        console.print(f"servers: {shares}", highlight=False)
     left = s.remaining
     state = "complete" if s.complete else f"{left.get('pending', 0)} pending, {left.get('claimed', 0)} held by workers"
     console.print(f"run queue: {left.get('done', 0)} done, {state}", highlight=False)
+    if s.files:
+        _render_files(s, console)
     for qid, err in s.failed[:5]:
         console.print(f"[red]failed[/] {escape(qid)}: {escape(err)}", highlight=False)
     if len(s.failed) > 5:
@@ -337,3 +400,31 @@ def render_summary(
 
 def register(app: typer.Typer) -> None:
     app.command("batch")(batch_command)
+
+
+def _render_files(s: BatchSummary, console: Console) -> None:
+    """Batch files: what was read, what was written, and each failed result line."""
+    from rich.markup import escape
+
+    f = s.files
+    read = f.get("read")
+    if read:
+        console.print(
+            f"read {read['lines']} result line(s) from {len(read['files'])} file(s): {read['stored']} replies stored, "
+            f"{len(read['errors'])} failed ({read['expired']} expired), {len(read['unreadable'])} unreadable",
+            highlight=False,
+        )
+        for e in read["errors"][:10]:
+            why = f"{e['code'] or e['status']}: {e['message']}"
+            console.print(
+                f"[red]result failed[/] {escape(e['where'])} {escape(e['custom_id'])}: {escape(why)} (written again)",
+                highlight=False,
+            )
+    if f.get("written"):
+        console.print(
+            f"[bold]{f['requests']} request(s)[/] for {s.parked} waiting question(s) written to "
+            + ", ".join(f"{escape(w['path'])} ({w['requests']}, {escape(w['model'])})" for w in f["written"]),
+            highlight=False,
+        )
+    elif s.complete:
+        console.print("no requests left to write: the run is complete", highlight=False)

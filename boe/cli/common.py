@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -13,20 +15,70 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
 __all__ = [
+    "JSON_SCHEMAS",
     "Interrupted",
+    "alert_console",
     "check_outputs",
     "check_store",
     "err_console",
     "out_console",
     "parse_budgets",
     "parse_list",
+    "print_json",
     "progress_bar",
+    "quiet",
     "registered",
+    "set_quiet",
 ]
+
+#: The ``schema`` of each ``--json`` document: ``boe.<name>/<version>``. A version changes when a key is removed,
+#: renamed or changes meaning (added keys keep it). docs/json-output.md says what each version holds.
+JSON_SCHEMAS = {
+    "ask": 1,
+    "batch": 1,
+    "batch.dry-run": 1,
+    "calibrate": 1,
+    "costs": 1,
+    "demo": 1,
+    "import": 1,
+    "plugins": 1,
+    "replay": 1,
+    "report": 1,
+    "show": 1,
+    "theory.factor-code": 1,
+    "theory.noisy": 1,
+}
+
+_QUIET = [False]
+
+
+def set_quiet(value: bool) -> None:
+    """``boe -q``: no progress bars, status lines or notes on standard error (errors still show)."""
+    _QUIET[0] = value
+    err_console().quiet = value
+
+
+def quiet() -> bool:
+    """True under ``boe -q``."""
+    return _QUIET[0]
+
+
+def print_json(name: str, data: dict[str, Any], *, indent: int | None = 2) -> None:
+    """Write a ``--json`` document to standard output, its ``schema`` key (``boe.<name>/<version>``) first."""
+    doc = {"schema": f"boe.{name}/{JSON_SCHEMAS[name]}", **data}
+    sys.stdout.write(json.dumps(doc, indent=indent, default=str) + "\n")
 
 
 @cache
 def err_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@cache
+def alert_console() -> Console:
+    """Standard error for what ``-q`` never hides (errors)."""
     from rich.console import Console
 
     return Console(stderr=True)
@@ -164,4 +216,9 @@ def _probe_folder(option: str, value: str | Path, folder: Path) -> None:
 
 
 class Interrupted(Exception):
-    """Ctrl-C that a command has already explained (what was kept, how to resume): exit 130, nothing more printed."""
+    """Ctrl-C (exit 130) or SIGTERM (exit 143) that a command has already explained (what was kept, how to
+    resume): nothing more is printed."""
+
+    def __init__(self, code: int = 130) -> None:
+        super().__init__(code)
+        self.code = code

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
-
 import typer
 
 
@@ -15,7 +12,7 @@ def plugins_command(
     from rich.markup import escape
     from rich.table import Table
 
-    from boe.cli.common import out_console
+    from boe.cli.common import out_console, print_json
     from boe.registry import listing, plugins
 
     found = listing()
@@ -25,7 +22,7 @@ def plugins_command(
             "registries": found,
             "plugins": [{"name": p.name, "value": p.value, "dist": p.dist, "error": p.error} for p in eps],
         }
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        print_json("plugins", data)
         return
     console = out_console()
     t = Table(title="registered (boe plugins --json for more)", title_justify="left", pad_edge=False)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console, parse_budgets, parse_list, progress_bar, registered
+from boe.cli.common import (
+    alert_console,
+    err_console,
+    out_console,
+    parse_budgets,
+    parse_list,
+    print_json,
+    progress_bar,
+    registered,
+)
 from boe.core.policies import POLICIES
 
 if TYPE_CHECKING:
@@ -61,11 +68,26 @@ def replay_command(
         None, "--compare", help="A:B - paired 95% interval and McNemar p of policy A vs B (repeatable)."
     ),
     strict: bool = typer.Option(False, "--strict", help="A bad record is fatal."),
-    resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples for --compare."),
+    resamples: int = typer.Option(2000, "--resamples", min=0, help="Bootstrap resamples for --compare."),
     db: Optional[str] = typer.Option(
         None, "--db", help="Replay a stored run instead of files (sqlite:///file.db, postgresql+psycopg://...)."
     ),
     run: Optional[str] = typer.Option(None, "--run", help="Run name in --db."),
+    pool: str = typer.Option(
+        "fixed",
+        "--pool",
+        help="fixed (every candidate), fixed:K (the first K), adaptive (sample and verify under one budget: draw "
+        "candidates in ledger order or buy checks, whichever is worth more per unit cost) or greedy (draw a "
+        "round whenever the policy stops).",
+    ),
+    pool_start: int = typer.Option(4, "--pool-start", min=1, help="Adaptive pool: candidates drawn first."),
+    pool_round: int = typer.Option(2, "--pool-round", min=1, help="Adaptive pool: candidates drawn per round."),
+    sample_cost: Optional[float] = typer.Option(
+        None,
+        "--sample-cost",
+        help="Cost of one sample in the budget's units, for records that carry none (formats before 1.3).",
+        show_default="0.25",
+    ),
 ) -> None:
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
     from boe.api import load_questions, replay
@@ -80,6 +102,9 @@ def replay_command(
         if p not in POLICIES:
             raise ConfigError(f"--policy: unknown policy {p!r}; known: {', '.join(sorted(POLICIES))}")
     budgets = parse_budgets(budget)
+    from boe.core.pool import parse_pool
+
+    parse_pool(pool, start=pool_start, step=pool_round, sample_cost=0.0 if sample_cost is None else sample_cost)
     pairs = []
     for c in compare or []:
         a, sep, b = c.partition(":")
@@ -102,7 +127,7 @@ def replay_command(
         prog.add_task("loading", total=None)
         loaded = load_questions(ledgers or [], db=db, run=run, strict=strict, on_error=on_error)
         if not loaded.questions:
-            console.print("[bold red]error:[/] nothing could be replayed (no valid record)")
+            alert_console().print("[bold red]error:[/] nothing could be replayed (no valid record)")
             raise typer.Exit(1)
         t_rep = prog.add_task("replaying", total=len(loaded.questions))
         result = replay(
@@ -116,6 +141,10 @@ def replay_command(
             compare=pairs,
             resamples=resamples,
             progress=lambda n: prog.advance(t_rep, n),
+            pool=pool,
+            pool_start=pool_start,
+            pool_round=pool_round,
+            sample_cost=sample_cost,
         )
 
     if transcripts_out is not None:
@@ -123,7 +152,7 @@ def replay_command(
     if save_calibration is not None:
         result.save_calibration(save_calibration)
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        print_json("replay", result.to_json())
     else:
         _print_tables(result.experiment, loaded.bad, result.calibration.label)
     for warning in result.warnings:
@@ -134,7 +163,8 @@ def replay_command(
 LEGEND = (
     "B budget; acc accuracy; rescue share of raw-majority failures fixed; corr/harm questions the policy made "
     "right/wrong vs raw; ΔAcc accuracy minus raw (percentage points); cost mean spent; Sharp mean drop in the "
-    "candidates' binary score entropy (the paper's score proxy; > 0: evidence sharpened the scores)"
+    "candidates' binary score entropy (the paper's score proxy; > 0: evidence sharpened the scores); with "
+    "--pool, samples (candidates drawn per question) and total (mean cost of samples and checks) replace Sharp"
 )
 
 
@@ -158,10 +188,12 @@ def _print_tables(exp: Experiment, bad: list[str], calibration_label: str) -> No
             pad_edge=False,
             title_justify="left",
         )
-        for col in ("policy", "B", "acc", "rescue", "corr", "harm", "ΔAcc pp", "cost", "Sharp"):
+        drawn = exp.settings.get("pool", "fixed") != "fixed"
+        cols = ("policy", "B", "acc", "rescue", "corr", "harm", "ΔAcc pp", "cost")
+        for col in (*cols, "samples", "total") if drawn else (*cols, "Sharp"):
             t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
         for r in rows:
-            t.add_row(
+            cells = [
                 r.policy,
                 _fmt_budget(r.budget),
                 _fmt_num(r.accuracy),
@@ -170,8 +202,8 @@ def _print_tables(exp: Experiment, bad: list[str], calibration_label: str) -> No
                 str(r.harms),
                 f"{100 * r.delta_acc:+.2f}",
                 _fmt_num(r.mean_cost, 2),
-                f"{r.sharp:+.3f}",
-            )
+            ]
+            t.add_row(*cells, *((f"{r.samples:.2f}", _fmt_num(r.total_cost, 2)) if drawn else (f"{r.sharp:+.3f}",)))
         out.print(t)
     out.print(f"[dim]{LEGEND}[/]", highlight=False)
     if exp.comparisons:

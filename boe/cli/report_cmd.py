@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from boe.cli.common import err_console, out_console, parse_budgets, parse_list, progress_bar
+from boe.cli.common import err_console, out_console, parse_budgets, parse_list, print_json, progress_bar
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from boe.errors import RecordError
 
 __all__ = ["register"]
@@ -63,7 +65,7 @@ def report_command(
     calibration: Optional[str] = typer.Option(None, "--calibration", help=_CAL_HELP),
     png: Optional[Path] = typer.Option(None, "--png", help="Also write every figure as a PNG into this folder."),
     title: Optional[str] = typer.Option(None, "--title", help="The report's title."),
-    resamples: int = typer.Option(2000, "--resamples", help="Bootstrap resamples of the paired intervals."),
+    resamples: int = typer.Option(2000, "--resamples", min=0, help="Bootstrap resamples of the paired intervals."),
     seed: int = typer.Option(0, "--seed", help="Seed of random-factor, cross-fit folds and the bootstrap."),
     image_root: Optional[Path] = typer.Option(
         None,
@@ -122,30 +124,28 @@ def report_command(
         )
     rep = files.report
     shown = sum(1 for e in rep.images.values() if e.src)
-    console.print(f"[bold]calibration:[/] {escape(rep.settings.calibration_label)}", highlight=False, soft_wrap=True)
+    result = console if as_json else out_console()  # standard output holds the JSON document alone
+    result.print(f"[bold]calibration:[/] {escape(rep.settings.calibration_label)}", highlight=False, soft_wrap=True)
     for w in rep.settings.calibration_warnings:
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     if as_json:
-        import json
-        import sys
-
-        sys.stdout.write(json.dumps(report_json(rep, str(files.html)), indent=2, default=str) + "\n")
-    console.print(
+        print_json("report", report_json(rep, str(files.html)))
+    result.print(
         f"wrote {escape(str(files.html))}: {files.size / 2**20:.1f} MB, {len(rep.questions):,} questions, "
         f"{shown:,} image(s); policies {', '.join(rep.settings.policies)} at budgets "
         f"{', '.join(f'{b:g}' for b in rep.settings.budgets)}",
         highlight=False,
         soft_wrap=True,
     )
-    _print_accuracy(rep)
+    _print_accuracy(rep, result)
     for p in files.pngs:
-        console.print(f"wrote {escape(str(p))}", highlight=False, soft_wrap=True)
+        result.print(f"wrote {escape(str(p))}", highlight=False, soft_wrap=True)
     for w in rep.warnings:
         if w not in rep.settings.calibration_warnings:
             console.print(f"[yellow]note[/] {escape(w)}", highlight=False, soft_wrap=True)
 
 
-def _print_accuracy(rep: Any) -> None:
+def _print_accuracy(rep: Any, console: Console) -> None:
     """The report's accuracy table at its main budget, on the terminal (80 columns; the HTML has every budget)."""
     from rich import box
     from rich.table import Table
@@ -176,7 +176,7 @@ def _print_accuracy(rep: Any) -> None:
             f"{r.corrections}/{r.harms}",
             _num(None if r.delta_acc is None else 100 * r.delta_acc, "{:+.2f}"),
         )
-    err_console().print(t)
+    console.print(t)
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -262,14 +262,11 @@ def show_command(
             soft_wrap=True,
         )
     if as_json:
-        import json
-        import sys
-
-        sys.stdout.write(json.dumps(show_json(page), indent=2, default=str) + "\n")
+        print_json("show", show_json(page))
         return
     if html is not None:
         html.write_text(page.html, encoding="utf-8")
-        err_console().print(f"wrote {escape(str(html))} ({len(page.html.encode()) / 1024:.0f} KB)", highlight=False)
+        out_console().print(f"wrote {escape(str(html))} ({len(page.html.encode()) / 1024:.0f} KB)", highlight=False)
         return
     _print_question(page)
 

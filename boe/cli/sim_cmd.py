@@ -35,7 +35,7 @@ def ledger_command(
         "default",
         "--profile",
         help="pool: default | easy | hard | weak-judge | strong-structured | whole-strong | answers | echo | "
-        "echo-answers",
+        "echo-answers | misread | misread-coherent | flat | flat-weak-judge",
     ),
     k: Optional[int] = typer.Option(None, "--k", help="pool: candidates per question [16]."),
     structured_acc: Optional[float] = typer.Option(None, "--structured-acc"),
@@ -52,9 +52,21 @@ def ledger_command(
     echo: Optional[float] = typer.Option(
         None, "--echo", help="pool: P(a model channel reports what most candidates say instead of looking) [0]."
     ),
+    misread: Optional[float] = typer.Option(
+        None,
+        "--misread",
+        help="pool: P(a wrong candidate repeats the question's one coherent misreading: the same wrong answer and "
+        "wrong slot values) [0].",
+    ),
     unresolved: Optional[float] = typer.Option(None, "--unresolved", help="pool: unresolved rate of every channel."),
     costs: Optional[str] = typer.Option(None, "--costs", help="pool: structured,vlm,grounded,whole costs [1,4,4,8]."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Dataset name written in each record."),
+    sample_cost: Optional[float] = typer.Option(
+        None,
+        "--sample-cost",
+        help="pool: write each candidate's sample cost (format 1.3: the first k candidates replay as a pool of k, "
+        "for --pool adaptive).",
+    ),
 ) -> None:
     """Write a synthetic ledger (JSONL; format 1.1 where a record has answer-level checks) to stdout."""
     from boe.errors import ConfigError
@@ -79,7 +91,8 @@ def ledger_command(
         )
     elif kind == "pool":
         accs = {"structured": structured_acc, "vlm": vlm_acc, "grounded": grounded_acc, "whole": whole_acc}
-        spec = _pool_spec(profile, k, dataset, costs, accs, unresolved, answer_acc, answer_cost, echo)
+        spec = _pool_spec(profile, k, dataset, costs, accs, unresolved, answer_acc, answer_cost)
+        spec = _pool_shape(spec, {"echo": echo, "misread": misread}, sample_cost)
         recs = pool_ledger(n, seed=seed, spec=spec)
     else:
         raise ConfigError(f"--kind must be factor-code or pool, got {kind!r}")
@@ -95,9 +108,8 @@ def _pool_spec(
     unresolved: float | None,
     answer_acc: float | None,
     answer_cost: float | None,
-    echo: float | None,
 ) -> PoolSpec:
-    """The `PoolSpec` of ``boe sim ledger --kind pool``: the profile with the options given over it."""
+    """The `PoolSpec` of ``boe sim ledger --kind pool``: the profile with the channel options given over it."""
     from dataclasses import replace
 
     from boe.errors import ConfigError
@@ -117,11 +129,25 @@ def _pool_spec(
     if answer_acc is not None or answer_cost is not None or (unresolved is not None and spec.answer):
         base = spec.answer or ChannelSpec(0.8, 0.05, 8)
         spec = replace(spec, answer=_channel("answer", base, answer_acc, unresolved, answer_cost))
-    if echo is not None:
-        if not 0 <= echo <= 1:
-            raise ConfigError("--echo must lie in [0, 1]")
-        spec = replace(spec, echo=echo)
     return spec
+
+
+def _pool_shape(spec: PoolSpec, rates: dict[str, float | None], sample_cost: float | None) -> PoolSpec:
+    """The pool with the ``rates`` given (``echo``, ``misread``: probabilities; None keeps the profile's) and
+    each candidate's ``sample_cost`` (format 1.3) when given."""
+    from dataclasses import replace
+
+    from boe.errors import ConfigError
+
+    for name, value in rates.items():
+        if value is not None and not 0 <= value <= 1:
+            raise ConfigError(f"--{name} must lie in [0, 1]")
+    changed: dict[str, Any] = {name: value for name, value in rates.items() if value is not None}
+    if sample_cost is not None:
+        if not (sample_cost >= 0 and sample_cost < float("inf")):
+            raise ConfigError("--sample-cost must be a finite number >= 0")
+        changed["sample_cost"] = sample_cost
+    return replace(spec, **changed)
 
 
 def _channel(
@@ -155,12 +181,12 @@ def dataset_command(
     ),
 ) -> None:
     """Generate synthetic scans and questions in the boe-sim layout (see boe/sim/README.md)."""
-    from boe.cli.common import check_outputs, err_console
+    from boe.cli.common import check_outputs, out_console
     from boe.sim.dataset import generate_dataset
 
     check_outputs(("--out", out), folders=("--out",))
     root = generate_dataset(out, n, seed, size=size, per_image=per_image, dicom=dicom)
-    err_console().print(f"wrote {n} questions to {root}", highlight=False)
+    out_console().print(f"wrote {n} questions to {root}", highlight=False)
 
 
 @sim_app.command("serve")

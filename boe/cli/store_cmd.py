@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from boe.cli.common import err_console
+from boe.cli.common import alert_console, err_console, out_console, print_json
 
 __all__ = ["register"]
 
@@ -66,12 +66,9 @@ def import_command(
         )
         total = store.count_questions(run)
     if as_json:
-        import json
-        import sys
-
         counts = {"run": run, "stored": report.stored, "already_there": report.skipped, "bad": report.bad}
-        sys.stdout.write(json.dumps({**counts, "run_holds": total, "seconds": report.seconds}) + "\n")
-    console.print(
+        print_json("import", {**counts, "run_holds": total, "seconds": report.seconds}, indent=None)
+    (console if as_json else out_console()).print(
         f"run {run!r}: stored {report.stored} question(s), {report.skipped} already there, "
         f"{report.bad} bad record(s); the run holds {total} "
         f"({report.seconds:.1f} s, writer {report.cpu_seconds:.1f} s CPU)",
@@ -79,7 +76,7 @@ def import_command(
         soft_wrap=True,
     )
     if report.bad and not report.stored and not report.skipped:
-        console.print(f"[bold red]error:[/] no question could be stored: all {report.bad} record(s) were bad")
+        alert_console().print(f"[bold red]error:[/] no question could be stored: all {report.bad} record(s) were bad")
         raise typer.Exit(1)
 
 
@@ -98,7 +95,7 @@ def export_command(
     with Store(db, create=False) as store:
         store.get_run(run)  # a clear error before any file is written
         n = export_ledger(store, run, sys.stdout if out == "-" else Path(out))
-    err_console().print(
+    (err_console() if out == "-" else out_console()).print(  # "-": standard output holds the ledger
         f"exported {n} question(s) of run {run!r}" + ("" if out == "-" else f" to {out}"),
         highlight=False,
         soft_wrap=True,

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from boe.cli.common import out_console, parse_budgets, parse_list
+from boe.cli.common import out_console, parse_budgets, parse_list, print_json
 
 if TYPE_CHECKING:
     from boe.core.theory import MonteCarlo
@@ -122,7 +120,7 @@ def factor_code_command(
         "rows": rows,
     }
     if as_json:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        print_json("theory.factor-code", summary)
     else:
         # two tables, not one: the exact columns beside the replays would not fit 80 columns
         exact = _table(f"factor-code model: M={m}, K={k}: exact curves")
@@ -281,7 +279,7 @@ def noisy_command(
         "rows": rows,
     }
     if as_json:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        print_json("theory.noisy", summary)
     else:
         exact = _table(f"noisy factor model: M={m}, K={k}, budget {budget:g} ({m} checks): exact")
         for col in ("rho", "exact rho^M", "gain rho^M-1/K", "I (bits)", "Lambda (nats)", "ceiling sqrt(L/2)"):

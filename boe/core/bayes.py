@@ -107,7 +107,7 @@ and after (what the evidence log prints).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast
 
@@ -115,9 +115,11 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from boe.core.calibration import Calibration
+from boe.core.calibration import Calibration, Priors, crossfit_folds, default_names
 from boe.core.graph import Question
+from boe.core.monotone import monotone_tables
 from boe.core.policies import IntArr, Policy, register_policy
+from boe.core.relevance import posterior_relevance
 from boe.core.scoring import first_max
 from boe.core.state import EvidenceState, bind_questions
 from boe.errors import CalibrationError, ConfigError
@@ -132,6 +134,8 @@ __all__ = [
     "PriorParams",
     "fit_bayes_model",
     "model_of",
+    "prior_model",
+    "with_prior_model",
     "prior_log",
     "stance_counts",
 ]
@@ -197,8 +201,9 @@ class ClaimParams(BaseModel):
         ((1 / 3, 1 / 3, 1 / 3), (1 / 3, 1 / 3, 1 / 3)),
     )
     claims: float = 0.0  # training claims (diagnostic)
-    # weight of the stance evidence log P(stances_j | H) (a calibrated composite likelihood, see `_fit_stance_weight`)
-    stance_weight: float = Field(default=1.0, ge=0.0)
+    # weight of the stance evidence log P(stances_j | H) in the prior (a calibrated composite likelihood, see
+    # `_fit_stance_weight`): 0 ignores the pool's structure, below 0 reads it against its face
+    stance_weight: float = Field(default=1.0, ge=-5.0, le=5.0)
     # tempering w of every channel table, P(o | t, s)^w normalised over o (see `_fit_check_weight`); 1 = untempered
     check_weight: float = Field(default=1.0, gt=0.0, le=1.0)
 
@@ -215,6 +220,8 @@ class ChannelTable(BaseModel):
     actions: float = 0.0  # training actions (diagnostic)
     standing: list[tuple[Triple, Triple]] | None = None  # (given_true, given_false) per standing bin
     standing_actions: list[float] | None = None  # training actions per standing bin (diagnostic)
+    # expected outcome counts of the training checks on a true and on a false latent (the table's sample size)
+    counts: tuple[Triple, Triple] | None = None
 
     def at(self, standing: int) -> tuple[Triple, Triple]:
         """(given_true, given_false) for a latent of this standing (the group table without standings)."""
@@ -233,6 +240,16 @@ class BayesModel(BaseModel):
     claims: dict[str, ClaimParams] = Field(default_factory=dict)  # by dataset
     factor_channels: dict[str, ChannelTable] = Field(default_factory=dict)  # by group key "dataset/group"
     whole_channels: dict[str, ChannelTable] = Field(default_factory=dict)
+    # dataset-free channel tables for groups the model has none of ("channel/slot", "channel/answer" or
+    # "channel", as calibration defaults): the hand-set prior (`prior_model`)
+    defaults: dict[str, ChannelTable] = Field(default_factory=dict)
+
+    def table(self, key: str, response: bool) -> ChannelTable | None:
+        """The channel table of a group key: fitted for it, else its dataset-free default, else None."""
+        found = (self.whole_channels if response else self.factor_channels).get(key)
+        if found is None:
+            found = next((self.defaults[n] for n in default_names(key) if n in self.defaults), None)
+        return found
 
 
 def model_of(cal: Calibration) -> BayesModel:
@@ -253,7 +270,33 @@ def model_of(cal: Calibration) -> BayesModel:
 UNINFORMATIVE: tuple[Triple, Triple] = ((1 / 3, 1 / 3, 1 / 3), (1 / 3, 1 / 3, 1 / 3))
 DEFAULT_PRIOR = PriorParams()
 #: Unseen dataset: aligned claims keep their meaning, free claims carry no stance evidence.
-DEFAULT_CLAIMS = ClaimParams()
+DEFAULT_CLAIMS = ClaimParams(stance_weight=0.0)
+
+
+def prior_table(kappa: float, masses: Triple) -> ChannelTable:
+    """A channel of accuracy ``kappa`` on resolved verdicts with the outcome masses' unresolved rate."""
+    u = masses[2]
+    r = 1.0 - u
+    return ChannelTable(given_true=(kappa * r, (1 - kappa) * r, u), given_false=((1 - kappa) * r, kappa * r, u))
+
+
+def prior_model(channels: Priors) -> BayesModel:
+    """The hand-set prior observation model: a table per channel of the kinds' priors (not fitted on data)."""
+    return BayesModel(defaults={ch: prior_table(k, p) for ch, (k, p) in channels.items()})
+
+
+def with_prior_model(extra: Mapping[str, Any], channels: Priors) -> dict[str, Any]:
+    """``extra`` whose `bayes` model has the prior tables of ``channels`` where it has no default of its own."""
+    data = extra.get(BAYES_KEY)
+    try:
+        model = BayesModel() if data is None else BayesModel.model_validate(data)
+    except ValidationError:
+        return dict(extra)  # reported when the policy reads it
+    add = {k: v for k, v in prior_model(channels).defaults.items() if k not in model.defaults}
+    if not add:
+        return dict(extra)
+    model = model.model_copy(update={"defaults": {**add, **model.defaults}})
+    return {**extra, BAYES_KEY: model.model_dump(mode="json")}
 
 
 def standing_bin(n_assert: npt.ArrayLike, top: npt.ArrayLike, n_valid: npt.ArrayLike) -> I64:
@@ -635,10 +678,10 @@ def _triple(x: F64) -> Triple:
     return (float(x[0]), float(x[1]), float(x[2]))
 
 
-def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, steps: int = 60) -> F64:
+def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, steps: int = 42) -> F64:
     """Per class k, argmax_t sum_r w_r log(t L1_r + (1 - t) L0_r) + s log t + s log(1 - t) (s = SMOOTHING).
 
-    The objective is concave in t, so its derivative is bisected on (0, 1).
+    The objective is concave in t, so its derivative is bisected on (0, 1), to 2^-42 (far below any tolerance).
     """
     a = np.exp(loglik - loglik.max(axis=1, keepdims=True))  # (R, 2)
     lo, hi = np.zeros(n_cls), np.ones(n_cls)
@@ -687,27 +730,36 @@ def _evidence(m: F64, parent: F64, owner: I64, n_owner: int) -> F64:
     return out
 
 
-def _shrink(m: F64, chan_of_cell: I64, par_of_chan: I64, n_chan: int, tau_g: F64, tau_s: F64) -> tuple[F64, F64]:
-    """Outcome tables of standing cells and of their channels from expected counts ``m`` (cells, 3).
+def _tables(
+    m1: F64, m0: F64, chan_of_cell: I64, par_of_chan: I64, n_chan: int, tau_g: F64, tau_s: F64
+) -> tuple[F64, F64, F64, F64]:
+    """Outcome tables of standing cells and of their channels, given a true and a false latent, from the
+    expected cell counts ``m1``, ``m0`` (cells, 3).
 
-    Partial pooling: kind -> group -> standing cell, each level the posterior mean of a Dirichlet
-    around its parent with ``tau_g`` (per kind) and ``tau_s`` (per channel) pseudo-actions.
+    Partial pooling: kind -> group -> standing cell, each level the posterior mean of a Dirichlet around
+    its parent with ``tau_g`` (per kind) and ``tau_s`` (per channel) pseudo-actions, at most as many as the
+    parent has checks; at every level a verdict that points the wrong way without confidence is pooled
+    across the latent (`boe.core.monotone.monotone_tables`).
     """
-    mc, tp = _parents(m, chan_of_cell, par_of_chan, n_chan)
-    tg = tau_g[par_of_chan][:, None]
-    tc = (mc + tg * tp[par_of_chan]) / (mc.sum(axis=1, keepdims=True) + tg)
-    ts = tau_s[chan_of_cell][:, None]
-    cell: F64 = (m + ts * tc[chan_of_cell]) / (m.sum(axis=1, keepdims=True) + ts)
-    return cell, tc
+    mc1, mp1 = _parents(m1, chan_of_cell, par_of_chan, n_chan)
+    mc0, mp0 = _parents(m0, chan_of_cell, par_of_chan, n_chan)
+    k1, k0, _ = monotone_tables(mp1 + SMOOTHING, mp0 + SMOOTHING)
+    n_kind = (mp1 + mp0).sum(axis=1)
+    tg = np.minimum(tau_g[par_of_chan], n_kind[par_of_chan])[:, None]
+    g1, g0, _ = monotone_tables(mc1 + tg * k1[par_of_chan] + 1e-12, mc0 + tg * k0[par_of_chan] + 1e-12)
+    n_chan_data = (mc1 + mc0).sum(axis=1)
+    ts = np.minimum(tau_s[chan_of_cell], n_chan_data[chan_of_cell])[:, None]
+    c1, c0, _ = monotone_tables(m1 + ts * g1[chan_of_cell] + 1e-12, m0 + ts * g0[chan_of_cell] + 1e-12)
+    return c1, c0, g1, g0
 
 
 def _parents(m: F64, chan_of_cell: I64, par_of_chan: I64, n_chan: int) -> tuple[F64, F64]:
-    """Channel counts (channels, 3) and the kind tables (kinds, 3) of cell counts ``m``."""
+    """Channel counts (channels, 3) and kind counts (kinds, 3) of cell counts ``m``."""
     mc = np.zeros((n_chan, 3))
     np.add.at(mc, chan_of_cell, m)
     mp = np.zeros((N_KINDS, 3))
     np.add.at(mp, par_of_chan, mc)
-    return mc, _normalise(mp)
+    return mc, mp
 
 
 def _pooling(ms: list[F64], chan_of_cell: I64, par_of_chan: I64, n_chan: int) -> tuple[F64, F64]:
@@ -716,8 +768,8 @@ def _pooling(ms: list[F64], chan_of_cell: I64, par_of_chan: I64, n_chan: int) ->
     ev_g = np.zeros((TAU_GRID.size, N_KINDS))
     ev_s = np.zeros((TAU_GRID.size, n_chan))
     for m in ms:
-        mc, tp = _parents(m, chan_of_cell, par_of_chan, n_chan)
-        ev_g += _evidence(mc, tp[par_of_chan], par_of_chan, N_KINDS)
+        mc, mp = _parents(m, chan_of_cell, par_of_chan, n_chan)
+        ev_g += _evidence(mc, _normalise(mp)[par_of_chan], par_of_chan, N_KINDS)
         ev_s += _evidence(m, _normalise(mc)[chan_of_cell], chan_of_cell, n_chan)
     return TAU_GRID[np.argmax(ev_g, axis=0)], TAU_GRID[np.argmax(ev_s, axis=0)]
 
@@ -733,6 +785,27 @@ class _Channels:
     standing_true: F64  # (C, N_STANDING, 3)
     standing_false: F64
     standing_actions: F64  # (C, N_STANDING)
+    counts_true: F64  # (C, 3) expected outcome counts of the training checks on a true latent
+    counts_false: F64
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """A sparse (rows, cols) count matrix, one unit entry per (row, col) pair (repeats add up)."""
+
+    row: I64
+    col: I64
+    n_rows: int
+    n_cols: int
+
+    def dot(self, y: F64) -> F64:
+        """``X @ y`` for y of shape (n_cols, 2)."""
+        cols = [np.bincount(self.row, weights=y[self.col, j], minlength=self.n_rows) for j in range(y.shape[1])]
+        return np.stack(cols, axis=1).astype(np.float64, copy=False)
+
+    def rdot(self, t: F64) -> F64:
+        """``t @ X`` for t of shape (n_rows,)."""
+        return np.bincount(self.col, weights=t[self.row], minlength=self.n_cols).astype(np.float64, copy=False)
 
 
 def _fit_claims(
@@ -743,7 +816,7 @@ def _fit_claims(
     Channels are indexed by group id, response-check groups after the factor
     ones (id + n_groups), and split by the standing of the latent they read;
     the M-step pools cells towards their channel and channels towards their
-    kind (`_shrink`).
+    kind (`_tables`).
     """
     idx = np.nonzero(claim_rows)[0]
     remap = np.full(claim_rows.size, -1, dtype=np.int64)
@@ -757,14 +830,18 @@ def _fit_claims(
     tally = np.zeros((n_chan, N_KINDS))
     np.add.at(tally, (chan_of_cell[cidx], np.clip(data.f_kind[act_rows], 0, N_KINDS - 1)), 1.0)
     par_of_chan = tally.argmax(axis=1)
-    # outcome counts of each latent by (cell, outcome): the sufficient statistic of the channels
-    x = np.zeros((idx.size, nc * 3))
-    np.add.at(x, (arow, cidx * 3 + data.f_out[act_rows]), 1.0)
+    # outcome counts of each latent by (cell, outcome), the sufficient statistic of the channels: a sparse
+    # latent x (cell, outcome) matrix, one entry per action, for the free and the aligned latents
     w = data.c_w[idx]
     aligned = data.c_aligned[idx]
     fr, al = np.nonzero(~aligned)[0], np.nonzero(aligned)[0]
-    counts_f, x_f, w_f = data.c_counts[idx][fr].reshape(-1, 6), x[fr], w[fr]
-    cls_a, x_a, w_a = data.c_cls[idx][al], x[al], w[al]
+    pos = np.empty(idx.size, dtype=np.int64)
+    pos[fr], pos[al] = np.arange(fr.size), np.arange(al.size)
+    col, on_al = cidx * 3 + data.f_out[act_rows], aligned[arow]
+    x_f = _Counts(pos[arow[~on_al]], col[~on_al], fr.size, nc * 3)
+    x_a = _Counts(pos[arow[on_al]], col[on_al], al.size, nc * 3)
+    counts_f, w_f = data.c_counts[idx][fr].reshape(-1, 6), w[fr]
+    cls_a, w_a = data.c_cls[idx][al], w[al]
     # start: assertions by correct candidates and confirmations go with truth
     c1 = np.tile([0.6, 0.2, 0.2], (nc, 1))
     c0 = np.tile([0.2, 0.6, 0.2], (nc, 1))
@@ -783,23 +860,24 @@ def _fit_claims(
         prev = -math.inf
         for _ in range(iters):
             logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3 nc, 2)
-            a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f @ logc
-            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a @ logc
+            a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f.dot(logc)
+            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a.dot(logc)
             ll = float(w_f @ np.logaddexp(a_f[:, 0], a_f[:, 1]) + w_a @ np.logaddexp(a_a[:, 0], a_a[:, 1]))
             g_f = _sigmoid(a_f[:, 0] - a_f[:, 1])
             g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
             # M-step: every table in closed form from expected counts
             t_f, t_a = w_f * g_f, w_a * g_a
-            m1 = t_f @ x_f + t_a @ x_a
-            m0 = (w_f - t_f) @ x_f + (w_a - t_a) @ x_a
-            c1, g1 = _shrink(m1.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s)
-            c0, g0 = _shrink(m0.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s)
+            m1 = x_f.rdot(t_f) + x_a.rdot(t_a)
+            m0 = x_f.rdot(w_f - t_f) + x_a.rdot(w_a - t_a)
+            c1, c0, g1, g0 = _tables(
+                m1.reshape(nc, 3), m0.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s
+            )
             free_true = (float(t_f.sum()) + SMOOTHING) / (float(w_f.sum()) + 2 * SMOOTHING)
             theta = _normalise(np.stack([t_f @ counts_f, (w_f - t_f) @ counts_f]).reshape(2, 2, 3).swapaxes(0, 1))
             # aligned truth rates: the exact maximiser of the observed likelihood given the new
             # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
             logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
-            al_true = _mixture_weights(x_a @ logc, cls_a, w_a, 5)
+            al_true = _mixture_weights(x_a.dot(logc), cls_a, w_a, 5)
             if ll - prev <= tol * max(1.0, abs(ll)):
                 break
             prev = ll
@@ -818,23 +896,70 @@ def _fit_claims(
         stance=((_triple(theta[0, 0]), _triple(theta[0, 1])), (_triple(theta[1, 0]), _triple(theta[1, 1]))),
         claims=float(w.sum()),
     )
-    return params, _Channels(chans, g1, g0, st_n.sum(axis=1), st1, st0, st_n)
+    mc1, _ = _parents(m1.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan)
+    mc0, _ = _parents(m0.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan)
+    return params, _Channels(chans, g1, g0, st_n.sum(axis=1), st1, st0, st_n, mc1, mc0)
 
 
-#: Candidate stance weights (`_fit_stance_weight`).
-STANCE_WEIGHTS = np.round(np.arange(0.0, 1.501, 0.05), 2)
+#: Candidate stance weights (`_fit_stance_weight`); ties go to the weight nearest 0.
+STANCE_WEIGHTS = np.round(np.arange(-1.0, 1.501, 0.05), 2)
 
 
-def _fit_stance_weight(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> float:
-    """The weight lambda of the claims' stance evidence that best predicts the true answer.
+#: Inner folds of the stance weight's cross-fit (`_fit_stance_weight`).
+STANCE_FOLDS = 3
+
+
+def _fit_stance_weight(
+    questions: Sequence[Question], data: _FitData, rows: B_, n_groups: int, claims: ClaimParams
+) -> float:
+    """The weight lambda of the pool's structure (the claims' stance evidence) in the prior, cross-fitted.
 
     The stance model treats the claims of a question as independent given H, but
     the stances of one candidate on related claims (the values of one slot) are
-    not, so the summed evidence counts some of it more than once. The posterior
-    uses P(H) P(stances | H)^lambda, a calibrated composite likelihood: lambda
-    maximises sum_q log P(true H_q | all stances of q) on the training questions
-    (over `STANCE_WEIGHTS`); lambda = 1 when the claims are independent.
+    not, so the summed evidence counts some of it more than once; and where the
+    candidates' agreement does not predict the truth the model's differences are
+    noise. The prior is P(H) P(stances | H)^lambda, a calibrated composite
+    likelihood: lambda maximises sum_q log P(true H_q | all stances of q) over
+    `STANCE_WEIGHTS`, each question scored under a prior and stance model fitted
+    on the other `STANCE_FOLDS` - 1 folds of the training questions (held out:
+    lambda is 0, or negative, where the structure does not carry over), and
+    lambda stays 0 unless it beats 0 by a likelihood-ratio test at 5% (`LR_TEST`).
+    With too few questions to split, ``claims`` is scored in-sample.
     """
+    idx = np.nonzero(rows)[0]
+    labelled = [int(i) for i in idx if questions[int(i)].labelled]
+    if len(labelled) < 2 * STANCE_FOLDS:
+        prior = _fit_prior(data, rows[data.pq]) if rows[data.pq].any() else DEFAULT_PRIOR
+        return _significant(STANCE_WEIGHTS, _stance_loglik([questions[i] for i in labelled], prior, claims))
+    folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in labelled], STANCE_FOLDS)
+    total = np.zeros(STANCE_WEIGHTS.size)
+    for f in range(STANCE_FOLDS):
+        train = np.zeros(rows.size, dtype=bool)
+        train[[i for i, k in zip(labelled, folds, strict=True) if k != f]] = True
+        crow = train[data.cq]
+        frow = crow[data.f_row]
+        if not (crow.any() and frow.any() and train[data.pq].any()):
+            continue
+        fold_claims, _ = _fit_claims(data, crow, frow, n_groups)
+        held = [questions[i] for i, k in zip(labelled, folds, strict=True) if k == f]
+        total += _stance_loglik(held, _fit_prior(data, train[data.pq]), fold_claims)
+    return _significant(STANCE_WEIGHTS, total)
+
+
+#: Half the 95% point of chi-square with one degree of freedom: a weight is kept only if its held-out
+#: log likelihood beats weight 0 by more than a likelihood-ratio test at 5% would ask.
+LR_TEST = 1.92
+
+
+def _significant(grid: F64, score: F64) -> float:
+    """The best weight of ``grid`` by ``score`` (a log likelihood), or 0 when it does not beat 0 significantly."""
+    best = _nearest_zero_max(grid, score)
+    zero = int(np.argmin(np.abs(grid)))
+    return best if score.max() - score[zero] > LR_TEST else float(grid[zero])
+
+
+def _stance_loglik(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> F64:
+    """sum_q log P(true H_q | stances of q) for every weight of `STANCE_WEIGHTS`."""
     pri = np.array([[prior.count_coef, prior.log_count_coef, prior.none_intercept, prior.none_slope]])
     theta = _stance_matrix(np.log(np.clip(np.array(claims.stance), EPS, 1.0)))
     al = np.clip(np.array(claims.aligned_true), EPS, 1 - EPS)
@@ -863,7 +988,13 @@ def _fit_stance_weight(questions: Sequence[Question], prior: PriorParams, claims
         lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
         for t in right if right else [d]:
             total += weight * (z[:, t] - lse)
-    return float(STANCE_WEIGHTS[int(np.argmax(total))])
+    return total
+
+
+def _nearest_zero_max(grid: F64, score: F64) -> float:
+    """The grid value of the highest score, the one nearest 0 among ties (no evidence: no weight)."""
+    best = score >= score.max() - 1e-9 * max(1.0, abs(float(score.max())))
+    return float(grid[best][np.argmin(np.abs(grid[best]))])
 
 
 def fit_bayes_model(
@@ -871,11 +1002,13 @@ def fit_bayes_model(
     group_keys: Sequence[str],
     train: npt.NDArray[np.bool_] | None = None,
     *,
+    stance_weights: Mapping[str, float] | None = None,
     _data: _FitData | None = None,
 ) -> BayesModel:
     """Fit the prior, claim model and channels on the labelled questions selected by ``train``.
 
-    ``group_keys[g]`` names the group id g of the questions' actions ("dataset/group").
+    ``group_keys[g]`` names the group id g of the questions' actions ("dataset/group"); ``stance_weights``
+    (by dataset) are taken as given instead of cross-fitted.
     """
     data = _data if _data is not None else _fit_data(questions)
     n = len(questions)
@@ -892,9 +1025,10 @@ def fit_bayes_model(
         frow = crow[data.f_row]
         if crow.any() and frow.any():
             claims, ch = _fit_claims(data, crow, frow, n_groups)
-            claims.stance_weight = _fit_stance_weight(
-                [questions[int(i)] for i in np.nonzero(in_ds)[0]], model.priors.get(ds, DEFAULT_PRIOR), claims
-            )
+            if stance_weights is not None and ds in stance_weights:
+                claims.stance_weight = float(stance_weights[ds])
+            else:
+                claims.stance_weight = _fit_stance_weight(questions, data, in_ds, n_groups, claims)
             model.claims[ds] = claims
             for c, g in enumerate(ch.ids.tolist()):
                 table = ChannelTable(
@@ -905,6 +1039,7 @@ def fit_bayes_model(
                         (_triple(ch.standing_true[c, b]), _triple(ch.standing_false[c, b])) for b in range(N_STANDING)
                     ],
                     standing_actions=[float(x) for x in ch.standing_actions[c]],
+                    counts=(_triple(ch.counts_true[c]), _triple(ch.counts_false[c])),
                 )
                 if g < n_groups:
                     model.factor_channels[group_keys[g]] = table
@@ -914,7 +1049,7 @@ def fit_bayes_model(
 
 
 #: Candidate check weights (`_fit_check_weight`), largest first (ties keep the larger weight).
-CHECK_WEIGHTS: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4)
+CHECK_WEIGHTS: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4, 0.3, 0.2)
 #: Budget at which the check weight is fitted (the policy is run on the training questions at it).
 CHECK_WEIGHT_BUDGET = 16.0
 #: At most this many training questions (evenly spaced) fit the check weight: one number needs few.
@@ -922,18 +1057,23 @@ CHECK_WEIGHT_QUESTIONS = 1000
 
 
 def _fit_check_weight(
-    questions: Sequence[Question], train: B_, calibration: Calibration, group_keys: Sequence[str], model: BayesModel
+    questions: Sequence[Question],
+    train: B_,
+    calibration: Calibration,
+    group_keys: Sequence[str],
+    model: BayesModel,
+    data: _FitData | None = None,
 ) -> None:
-    """Set each dataset's ``check_weight`` in ``model``: the weight that best predicts the true answer.
+    """Set each dataset's ``check_weight`` in ``model``: the weight that best predicts the true answer, cross-fitted.
 
-    The policy is run at `CHECK_WEIGHT_BUDGET` on the training questions (at most
-    `CHECK_WEIGHT_QUESTIONS`, evenly spaced) once per weight of `CHECK_WEIGHTS`,
-    all in one vectorised state, and the weight maximising
-    sum_q log P(true H_q | the checks it bought) is kept (a calibrated composite
-    likelihood, like the stance weight).
+    The training questions (at most `CHECK_WEIGHT_QUESTIONS`, evenly spaced) are
+    split into `STANCE_FOLDS` folds; each fold is run at `CHECK_WEIGHT_BUDGET` under
+    a model fitted on the other training questions (its stance weights as
+    ``model``'s), once per weight of `CHECK_WEIGHTS`, all in one vectorised state,
+    and the weight maximising sum_q log P(true H_q | the checks it bought) is kept
+    (a calibrated composite likelihood, like the stance weight). Held out, because
+    channels fitted on a question are surer of its checks than of a new one's.
     """
-    from boe.core.replay import _skipped, run_policy  # replay imports the policy registry
-
     rows = np.array(
         [
             i
@@ -946,6 +1086,38 @@ def _fit_check_weight(
         return
     if rows.size > CHECK_WEIGHT_QUESTIONS:
         rows = rows[np.linspace(0, rows.size - 1, CHECK_WEIGHT_QUESTIONS).round().astype(np.intp)]
+    datasets = sorted(model.claims)
+    score = np.zeros((len(datasets), len(CHECK_WEIGHTS)))
+    if rows.size < 2 * STANCE_FOLDS:
+        _check_weight_scores(questions, rows, calibration, group_keys, model, datasets, score)
+    else:
+        data = data if data is not None else _fit_data(questions)
+        lam = {ds: cp.stance_weight for ds, cp in model.claims.items()}
+        folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in rows], STANCE_FOLDS)
+        for f in range(STANCE_FOLDS):
+            fold_train = train.copy()
+            fold_train[rows[folds == f]] = False
+            fold_model = fit_bayes_model(questions, group_keys, fold_train, _data=data, stance_weights=lam)
+            held = np.array([i for i in rows[folds == f] if questions[i].dataset in fold_model.claims], dtype=np.intp)
+            if held.size:
+                _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score)
+    for k, ds in enumerate(datasets):
+        model.claims[ds].check_weight = float(CHECK_WEIGHTS[int(np.argmax(score[k]))])
+
+
+def _check_weight_scores(
+    questions: Sequence[Question],
+    rows: IntArr,
+    calibration: Calibration,
+    group_keys: Sequence[str],
+    model: BayesModel,
+    datasets: list[str],
+    score: F64,
+) -> None:
+    """Add to ``score`` (datasets x `CHECK_WEIGHTS`) sum_q log P(true H_q) after the policy's checks at
+    `CHECK_WEIGHT_BUDGET` on ``rows``, under ``model`` tempered by each weight."""
+    from boe.core.loop import run_policy, skipped_mask
+
     n_w = len(CHECK_WEIGHTS)
     cals = []
     for w in CHECK_WEIGHTS:
@@ -967,9 +1139,6 @@ def _fit_check_weight(
     outcomes = base.labels.outcome
     state = base.fresh(CHECK_WEIGHT_BUDGET)
     state.labels = None
-    datasets = sorted(model.claims)
-    score = np.zeros((len(datasets), n_w))
-
     pol = Bayes()
 
     def sink(st: EvidenceState, _: Policy) -> None:
@@ -983,9 +1152,7 @@ def _fit_check_weight(
             ll = sum(math.log(max(float(p[h]) / tot, 1e-12)) for h in (right if right else [none]))
             score[datasets.index(q.dataset), int(st.calibration[i])] += weight * ll
 
-    run_policy(state, cast(Policy, pol), outcomes, sink, _skipped(questions, all_rows, outcomes.shape))
-    for k, ds in enumerate(datasets):
-        model.claims[ds].check_weight = float(CHECK_WEIGHTS[int(np.argmax(score[k]))])
+    run_policy(state, cast(Policy, pol), outcomes, sink, skipped_mask(questions, all_rows, outcomes.shape))
 
 
 def _keys_from_calibration(questions: Sequence[Question], train: B_, calibration: Calibration) -> list[str]:
@@ -1020,8 +1187,8 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     wc[:] = np.array(UNINFORMATIVE)
     for c, m in enumerate(models):
         for gi, key in enumerate(state.group_keys):
-            for tab, channels in ((fc, m.factor_channels), (wc, m.whole_channels)):
-                t = channels.get(key)
+            for tab, reads_answer in ((fc, False), (wc, True)):
+                t = m.table(key, reads_answer)
                 if t is not None:
                     tab[c, gi] = [t.at(b) for b in range(N_STANDING)]
     cal = state.calibration.astype(np.intp) if state.calibrations else np.zeros(n, dtype=np.intp)
@@ -1133,7 +1300,7 @@ class Bayes:
         if self._data is None or self._data[0] is not questions:
             self._data = (questions, _fit_data(questions))
         model = fit_bayes_model(questions, keys, train_mask, _data=self._data[1])
-        _fit_check_weight(questions, train_mask, calibration, keys, model)
+        _fit_check_weight(questions, train_mask, calibration, keys, model, self._data[1])
         return calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: model.model_dump(mode="json")}})
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
@@ -1157,6 +1324,8 @@ class Bayes:
         stance = np.zeros((n, m, k), dtype=np.int8)
         qi, ai = np.nonzero(state.factor)
         stance[qi, state.claim[qi, ai]] = state.alpha[qi, ai]
+        menu_claim = np.zeros((n, m), dtype=bool)  # claims with a factor action (the rest are padding)
+        menu_claim[qi, state.claim[qi, ai]] = True
         counts, aligned, cls = stance_counts(stance, state.answer_id, d)
         h = d + 1
         rows = np.repeat(np.arange(n), m * h)
@@ -1168,8 +1337,11 @@ class Bayes:
             _stance_matrix(tabs["log_theta"])[rows],
             tabs["aligned_true"][rows],
         ).reshape(n, m, h, 2)
-        evidence = np.where(aligned[:, :, None], 0.0, np.logaddexp(weights[..., 0], weights[..., 1]))
-        evidence *= tabs["stance_weight"][:, None, None]
+        free = menu_claim & ~aligned
+        evidence = np.where(free[:, :, None], np.logaddexp(weights[..., 0], weights[..., 1]), 0.0)
+        # the pool's own structure, at no cost: every claim's stances weigh in from the start, tempered by
+        # the fitted stance weight (0 where the agreement of candidates does not predict the truth)
+        lpost = _log_normalise(lpost + tabs["stance_weight"][:, None] * evidence.sum(axis=1))
         rho = _sigmoid(weights[..., 0] - weights[..., 1])
         # the verdicts on the answers (latents m .. m + d - 1) and on invalid responses (m + d)
         v = tabs["verdict"]
@@ -1183,12 +1355,10 @@ class Bayes:
             bayes_lpost=lpost,
             bayes_real=real,
             bayes_rho=np.clip(np.concatenate([rho, rho_v], axis=1), EPS, 1 - EPS),
-            # log P(stances_j | H), added at the claim's first check
-            bayes_stance=np.concatenate([evidence, np.zeros((n, d + 1, h))], axis=1),
-            bayes_seen=np.zeros((n, m + d + 1), dtype=bool),
             bayes_c1=ch[:, :, 0, :].copy(),
             bayes_c0=ch[:, :, 1, :].copy(),
             bayes_claim=latent.astype(np.intp),  # the latent each action reads
+            bayes_reads_answer=latent >= m,
             bayes_standing=tabs["standing"],
             bayes_check_weight=tabs["check_weight"],
             # per bought action: P(o | latent true), P(o | latent false), P(leading answer) before and after
@@ -1201,9 +1371,7 @@ class Bayes:
         ex = state.extra
         o = _outcome_index(outcomes)
         j = ex["bayes_claim"][rows, actions]
-        first = ~ex["bayes_seen"][rows, j]
-        lp = ex["bayes_lpost"][rows] + np.where(first[:, None], ex["bayes_stance"][rows, j], 0.0)
-        ex["bayes_seen"][rows, j] = True
+        lp = ex["bayes_lpost"][rows]
         rho = ex["bayes_rho"][rows, j]
         c1 = ex["bayes_c1"][rows, actions, o][:, None]
         c0 = ex["bayes_c0"][rows, actions, o][:, None]
@@ -1227,7 +1395,6 @@ class Bayes:
         """
         ex = state.extra
         out: list[dict[str, Any]] = []
-        m = int(ex["bayes_stance"].shape[1] - ex["bayes_lpost"].shape[1])  # claims (verdict latents follow)
         for step in range(int(state.steps[row])):
             a = int(state.log[row, step])
             c1, c0, before, after = (float(x) for x in ex["bayes_why"][row, a])
@@ -1235,7 +1402,7 @@ class Bayes:
             out.append(
                 {
                     "action": a,
-                    "latent": "answer" if int(ex["bayes_claim"][row, a]) >= m else "claim",
+                    "latent": "answer" if bool(ex["bayes_reads_answer"][row, a]) else "claim",
                     "top": b >= N_SHARE,
                     "share": (0.0, *STANDING_EDGES)[b % N_SHARE],
                     "p_true": c1,
@@ -1248,8 +1415,29 @@ class Bayes:
             )
         return out
 
+    def relevant(self, state: EvidenceState) -> B_:
+        """(Q, A): feasible actions whose purchase could change the selected answer (`boe.core.relevance`)."""
+        ex = state.extra
+        sel = self.select(state)
+        now = state.answer_id[np.arange(state.n), np.maximum(sel, 0)]
+        has = (sel >= 0) & (now >= 0)
+        out = posterior_relevance(
+            ex["bayes_lpost"],
+            ex["bayes_real"],
+            ex["bayes_rho"],
+            ex["bayes_claim"],
+            ex["bayes_c1"],
+            ex["bayes_c0"],
+            state.feasible(),
+            state.cost,
+            state.budget - state.spent,
+            np.where(has, now, 0).astype(np.intp),
+        )
+        out &= has[:, None]
+        return out
+
     def choose(self, state: EvidenceState) -> IntArr:
-        feasible = state.feasible()
+        feasible = self.relevant(state)  # a check that cannot change the answer is never bought
         view = _View(state)
         value = view.evsi() / state.cost
         choice = first_max(value, feasible)
@@ -1276,7 +1464,10 @@ class Bayes:
         return _View(state).evsi()
 
     def select(self, state: EvidenceState) -> IntArr:
-        return first_max(self.final_scores(state), state.candidate)
+        """The lowest-index candidate holding the posterior mode (an invalid candidate only when none is valid)."""
+        valid = state.candidate & (state.answer_id >= 0)
+        allowed = np.where(valid.any(axis=1, keepdims=True), valid, state.candidate)
+        return first_max(self.final_scores(state), allowed)
 
     def final_scores(self, state: EvidenceState) -> F64:
         """Posterior probability that each candidate's answer is the correct one (invalid and padding 0)."""
@@ -1293,37 +1484,30 @@ def _log_normalise(lp: F64) -> F64:
 
 
 class _View:
-    """The posterior of a state as each action sees it: with the stances of the claim it reads."""
+    """The posterior of a state, and the latent each action reads with its current P(latent | H)."""
 
     def __init__(self, state: EvidenceState) -> None:
         ex = state.extra
         self.state = state
         self.ex = ex
-        real = ex["bayes_real"]
-        lp = ex["bayes_lpost"]
-        # per latent: P(H | history, stances of the claim), (Q, M, H)
-        lpc = lp[:, None, :] + np.where(ex["bayes_seen"][:, :, None], 0.0, ex["bayes_stance"])
-        lpc = lpc - lpc.max(axis=2, keepdims=True)
-        pc = np.exp(lpc)
-        pc /= pc.sum(axis=2, keepdims=True)
-        self.post_claim = pc
-        self.pr_claim = np.where(real[:, None, :], pc, 0.0)  # selectable mass: `none` and absent answers 0
+        self.post: F64 = np.exp(ex["bayes_lpost"])  # (Q, H)
+        self.pr: F64 = np.where(ex["bayes_real"], self.post, 0.0)  # selectable mass: `none` and absent answers 0
+        self.now = np.argmax(self.pr, axis=1)  # (Q,) the current choice
 
     def evsi(self) -> F64:
         """sum_o max_d P(d) P(o | d) - P(d_now) sum_o P(o | d_now) per action, each outcome term >= 0 exactly.
 
-        P(d) P(o | d) = P(d) rho_d (c1 - c0) + P(d) c0, with P from the view of the action's latent.
+        P(d) P(o | d) = P(d) rho_d (c1 - c0) + P(d) c0.
         """
         st, ex = self.state, self.ex
         c1, c0 = ex["bayes_c1"], ex["bayes_c0"]
         dc = c1 - c0
-        claim = ex["bayes_claim"]
-        q = np.arange(st.n)[:, None]
-        now = np.argmax(self.pr_claim, axis=2)[q, claim]  # (Q, A)
-        pr = self.pr_claim[q, claim]  # (Q, A, H)
-        u = pr * ex["bayes_rho"][q, claim]
-        p_now = np.take_along_axis(pr, now[:, :, None], axis=2)[:, :, 0]
-        u_now = np.take_along_axis(u, now[:, :, None], axis=2)[:, :, 0]
+        q = np.arange(st.n)
+        rho = ex["bayes_rho"][q[:, None], ex["bayes_claim"]]  # (Q, A, H)
+        pr = self.pr[:, None, :]
+        u = pr * rho
+        p_now = self.pr[q, self.now][:, None]  # (Q, 1)
+        u_now = np.take_along_axis(rho, self.now[:, None, None], axis=2)[:, :, 0] * p_now
         gain = np.zeros(st.cost.shape)
         buf = np.empty_like(u)
         for o in range(3):
@@ -1337,12 +1521,12 @@ class _View:
         ex = self.ex
         claim = ex["bayes_claim"][rows]
         c1, c0 = ex["bayes_c1"][rows], ex["bayes_c0"][rows]
-        pc, rho = self.post_claim[rows], ex["bayes_rho"][rows]  # (n, M, H)
-        now = np.argmax(self.pr_claim[rows], axis=2)[:, :, None]  # (n, M, 1)
+        pc, rho = self.post[rows], ex["bayes_rho"][rows]  # (n, H), (n, L, H)
+        now = self.now[rows]
         i = np.arange(rows.size)[:, None]
-        p_now = np.take_along_axis(pc, now, axis=2)[:, :, 0][i, claim][:, :, None]
-        rho_now = np.take_along_axis(rho, now, axis=2)[:, :, 0][i, claim][:, :, None]
-        p_true = (pc * rho).sum(axis=2)[i, claim][:, :, None]  # P(latent = 1 | view)
+        p_now = pc[i[:, 0], now][:, None, None]  # (n, 1, 1)
+        rho_now = np.take_along_axis(rho, now[:, None, None], axis=2)[:, :, 0][i, claim][:, :, None]  # (n, A, 1)
+        p_true = (pc[:, None, :] * rho).sum(axis=2)[i, claim][:, :, None]  # P(latent = 1)
         p_o = p_true * c1 + (1 - p_true) * c0  # P(o)
         joint_now = p_now * (rho_now * c1 + (1 - rho_now) * c0)  # P(o, H = now)
         joint_rest = np.maximum(p_o - joint_now, 0.0)
@@ -1383,7 +1567,7 @@ class BayesLookahead(Bayes):
         return f"{type(self).__name__}(eta={self.eta!r}, fallback={self.fallback!r}, shortlist={self.shortlist!r})"
 
     def choose(self, state: EvidenceState) -> IntArr:
-        feasible = state.feasible()
+        feasible = self.relevant(state)
         view = _View(state)
         single = view.evsi() / state.cost
         choice = first_max(single, feasible)
@@ -1421,8 +1605,6 @@ def _pair_values(state: EvidenceState, rows: IntArr, feasible: B_, info: F64, n_
     c1, c0 = ex["bayes_c1"][r, short], ex["bayes_c0"][r, short]  # (n, N, 3)
     rho = ex["bayes_rho"][r, claim]  # (n, N, H)
     lik = rho[..., None] * c1[:, :, None, :] + (1 - rho[..., None]) * c0[:, :, None, :]  # (n, N, H, 3)
-    unseen = ~ex["bayes_seen"][r, claim]
-    stance = np.where(unseen[..., None], ex["bayes_stance"][r, claim], 0.0)  # (n, N, H)
     ia, ib = np.triu_indices(n_short, k=1)
     same = claim[:, ia] == claim[:, ib]  # two reads of one latent, (n, P)
     joint = lik[:, ia, :, :, None] * lik[:, ib, :, None, :]  # (n, P, H, 3, 3)
@@ -1430,14 +1612,10 @@ def _pair_values(state: EvidenceState, rows: IntArr, feasible: B_, info: F64, n_
     shared = rho_a * c1[:, ia, None, :, None] * c1[:, ib, None, None, :]
     shared = shared + (1 - rho_a) * c0[:, ia, None, :, None] * c0[:, ib, None, None, :]
     joint = np.where(same[:, :, None, None, None], shared, joint)
-    lp = ex["bayes_lpost"][rows][:, None, :] + stance[:, ia] + np.where(same[..., None], 0.0, stance[:, ib])
-    lp = lp - lp.max(axis=2, keepdims=True)
-    post = np.exp(lp)
-    post /= post.sum(axis=2, keepdims=True)
-    pr = np.where(ex["bayes_real"][rows][:, None, :], post, 0.0)  # (n, P, H)
-    now = np.argmax(pr, axis=2)
-    mass = pr[..., None, None] * joint
-    cur = np.take_along_axis(mass, now[:, :, None, None, None], axis=2)[:, :, 0]
+    pr = np.where(ex["bayes_real"][rows], np.exp(ex["bayes_lpost"][rows]), 0.0)  # (n, H)
+    now = np.argmax(pr, axis=1)
+    mass = pr[:, None, :, None, None] * joint  # (n, P, H, 3, 3)
+    cur = np.take_along_axis(mass, now[:, None, None, None, None], axis=2)[:, :, 0]
     value = (mass.max(axis=2) - cur).sum(axis=(2, 3))  # (n, P)
     total = cost[:, ia] + cost[:, ib]
     remaining = (state.budget - state.spent)[rows][:, None]

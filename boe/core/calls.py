@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -36,7 +39,15 @@ def request_key(
     params: Mapping[str, Any] | None = None,
     seed: int | None = None,
 ) -> str:
-    """The cache key of one chat-completions request: hex SHA-256 of its canonical JSON, without credentials."""
+    """The cache key of one chat-completions request: hex SHA-256 of its canonical JSON, without credentials.
+
+    The canonical JSON is ``json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+    default=str)`` of (endpoint, messages, model, params, seed). Its long strings (the images' base64 data URLs)
+    are neither encoded nor hashed again for each request: the text around them is encoded with placeholders,
+    and the hash of everything up to the last long string is kept per prefix (the system text and the images
+    come first, so every request of a question about the same figures shares it). The key is the same function
+    of the request as the plain hash of the canonical JSON (tests/core/test_request_key.py).
+    """
     body = {
         "endpoint": redact_url(endpoint).rstrip("/"),
         "model": model,
@@ -44,8 +55,60 @@ def request_key(
         "params": {k: v for k, v in sorted((params or {}).items()) if k not in NOT_IN_KEY and k != "seed"},
         "seed": seed if seed is not None else (params or {}).get("seed"),
     }
-    canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    longs: list[str] = []
+    slim = _swap_long(body, longs)
+    text = json.dumps(slim, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    pieces = _MARKS.split(text) if longs else [text]
+    if len(pieces) != 2 * len(longs) + 1:  # a placeholder the data itself holds (never by chance): no shortcut
+        canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    h = _prefix_hash(pieces[:-1], longs).copy()
+    h.update(pieces[-1].encode("utf-8"))
+    digest: str = h.hexdigest()
+    return digest
+
+
+#: Strings at least this long are spliced into the canonical JSON (their encoding is kept per prefix).
+_LONG = 2048
+#: A placeholder no request holds: a random token per process, and the long string's index.
+_TOKEN = f"boe-long-{uuid.uuid4().hex}-"
+_MARKS = re.compile(rf'"{re.escape(_TOKEN)}(\d+)"')
+_PREFIXES: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_PREFIX_LIMIT = 256
+
+
+def _swap_long(value: Any, longs: list[str]) -> Any:
+    """``value`` with each long string replaced by a numbered placeholder (kept in ``longs``)."""
+    if isinstance(value, str):
+        if len(value) < _LONG:
+            return value
+        longs.append(value)
+        return f"{_TOKEN}{len(longs) - 1}"
+    if isinstance(value, dict):
+        return {k: _swap_long(v, longs) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_swap_long(v, longs) for v in value]
+    return value
+
+
+def _prefix_hash(pieces: list[str], longs: list[str]) -> Any:
+    """The SHA-256 state after the canonical JSON up to and including its last long string.
+
+    ``pieces`` alternate text and placeholder indices (as `_MARKS` splits them); computed once per prefix."""
+    key = (*pieces, *longs)
+    state = _PREFIXES.get(key)
+    if state is not None:
+        _PREFIXES.move_to_end(key)
+        return state
+    state = hashlib.sha256()
+    for i, piece in enumerate(pieces):
+        if i % 2:
+            piece = json.dumps(longs[int(piece)], ensure_ascii=False)
+        state.update(piece.encode("utf-8"))
+    _PREFIXES[key] = state
+    while len(_PREFIXES) > _PREFIX_LIMIT:
+        _PREFIXES.popitem(last=False)
+    return state
 
 
 @dataclass

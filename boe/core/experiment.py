@@ -13,10 +13,12 @@ from typing import Any
 import numpy as np
 
 from boe.core.calibration import Calibration
+from boe.core.channels import calibration_warnings
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import LedgerRecord, RecordDict
 from boe.core.metrics import Comparison, MetricRow, compare, summarize
 from boe.core.policies import FittablePolicy, make_policy
+from boe.core.pool import PoolSpec, make_pool_policy
 from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay
 from boe.core.version import __version__
 from boe.errors import ConfigError
@@ -51,11 +53,15 @@ class Experiment:
 
     def warnings(self) -> list[str]:
         """Reasons to distrust some figures (printed by the CLI, kept in the JSON)."""
-        return [
+        out = [
             f"{policy} at budget {budget:g} bought, on {n} question(s), checks the stored online run never ran; "
             "their outcomes are placeholders (replay a --ledger full run to compare policies)"
             for (policy, budget), n in self.unobserved.items()
         ]
+        if self.plan.mode != "file":  # a file's channels are named when it is chosen (boe.calibrations)
+            folds = "" if len(self.plan.calibrations) == 1 else " (in the first fold's fit)"
+            out += [f"calibration channels{folds}: {w}" for w in calibration_warnings(self.plan.calibrations[0])]
+        return out
 
     def run(self, policy: str, budget: float) -> ReplayRun:
         for r in self.runs:
@@ -125,8 +131,12 @@ def run_experiment(
     compare_pairs: Sequence[tuple[str, str]] = (),
     resamples: int = 2000,
     progress: Callable[[int], None] | None = None,
+    pool: PoolSpec | None = None,
 ) -> Experiment:
-    """Calibrate, replay every (policy, budget), and compute metrics and comparisons."""
+    """Calibrate, replay every (policy, budget), and compute metrics and comparisons.
+
+    ``pool`` (default: fixed, every candidate) replays the first K candidates or an adaptive pool (spec
+    section 12); its policies are wrapped for it, and the next sample's predictive is fitted with them."""
     if not questions:
         raise ConfigError("no questions to replay")
     for a, b in compare_pairs:
@@ -134,7 +144,18 @@ def run_experiment(
             if p not in policies:
                 raise ConfigError(f"--compare {a}:{b}: policy {p!r} is not among --policy {','.join(policies)}")
     options = {"eta": eta, "seed": seed}
-    built = [make_policy(p, **options) for p in policies]
+    spec = pool or PoolSpec()
+    if spec.adaptive:
+        first = max(
+            float(q.sample_cost[0]) if q.sample_cost is not None and q.k else spec.sample_cost for q in questions
+        )
+        low = [b for b in budgets if b < first]
+        if low:
+            raise ConfigError(
+                f"an adaptive pool pays for its samples from the budget: budget {low[0]:g} cannot pay for the "
+                f"first sample of every question (the costliest costs {first:g})"
+            )
+    built = [make_pool_policy(p, spec, **options) for p in policies]
     fittable = [p for p in built if isinstance(p, FittablePolicy)]
     extra_fits = [p.fit_extra for p in fittable]
 
@@ -161,8 +182,8 @@ def run_experiment(
             seed=seed,
             extra_fit=extra_fit if extra_fits else None,
         )
-    runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress)
-    raw_runs = [r for r in runs if r.policy == "raw"]
+    runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec)
+    raw_runs = [r for r in runs if r.policy == "raw" and not spec.adaptive and spec.size is None]
     raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan)[0]
     rows = summarize(questions, runs, raw)
     unobserved = {(r.policy, r.budget): n for r in runs if (n := unobserved_purchases(r, questions))}
@@ -179,6 +200,8 @@ def run_experiment(
         "eta": eta,
         "seed": seed,
         "resamples": resamples,
+        "pool": spec.label,
+        **({"sample_cost": spec.sample_cost} if spec.adaptive or spec.size is not None else {}),
     }
     return Experiment(questions, group_keys, plan, runs, raw, rows, comps, settings, unobserved)
 
@@ -220,9 +243,14 @@ def fit_deployable_calibration(
         if isinstance(pol, FittablePolicy):
             cal = pol.fit_extra(questions, everyone, cal, keys)
             extras.append(name)
+    from boe.core.pool import POOL_KEY, fit_predictive
+
+    # the next sample's predictive (an adaptive pool, spec section 12): from the pools, no labels needed
+    cal = cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: fit_predictive(questions).model_dump(mode="json")}})
     how = "plug-in kappa and p on every question (spec section 4)"
     if extras:
         how += f", and the {', '.join(extras)} observation model"
+    how += "; the next sample's predictive of an adaptive pool"
     cal.info = CalibrationInfo(
         method="fit",
         how=how,

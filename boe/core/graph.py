@@ -24,11 +24,13 @@ import numpy.typing as npt
 from boe.core.ledger import (
     FORMAT_1_1,
     FORMAT_1_2,
+    FORMAT_1_3,
     LedgerRecord,
     RecordDict,
     check_graph,
     kind_targets,
     ledger_view,
+    pool_of,
 )
 
 __all__ = ["ANSWER_CODE", "KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
@@ -119,6 +121,7 @@ class _Columns:
     claims_unique: bool = True
     candidates_none: int = 0  # actions whose candidate is null
     incidence: I8 | None = None
+    sample_cost: list[float] | None = None  # format 1.3: each candidate's sample cost (spec section 12)
 
     def menu(self) -> _Columns:
         """The columns without failed checks: they are not part of the menu (spec section 1)."""
@@ -173,7 +176,7 @@ class _Columns:
             return False
         answer = kind == ANSWER_CODE
         return not answer.any() or (
-            rec["format"] in (FORMAT_1_1, FORMAT_1_2) and bool(np.array(self.valid)[cand[answer]].all())
+            rec["format"] in (FORMAT_1_1, FORMAT_1_2, FORMAT_1_3) and bool(np.array(self.valid)[cand[answer]].all())
         )
 
 
@@ -224,6 +227,7 @@ def _columns(rec: RecordDict) -> _Columns:
         skipped=[a.get("skipped") is not None for a in acts],
         claims_unique=unique,
         candidates_none=candidates.count(None),
+        sample_cost=[c.get("cost") for c in cands] if rec["format"] == FORMAT_1_3 else None,
     )
 
 
@@ -260,6 +264,7 @@ class Question:
     outcome: I8 = field(repr=False)  # (A,) +1 confirm, -1 reject, 0 unresolved (stored, hidden from policies)
     unobserved: B_ | None = None  # (A,) actions an online run never ran ("observed": false); None: all observed
     skipped: B_ | None = None  # (A,) actions refused whenever a policy proposes them (spec section 10); None: none
+    sample_cost: F64 | None = None  # (K,) planning cost of drawing each candidate (format 1.3); None: not recorded
 
     @property
     def k(self) -> int:
@@ -308,6 +313,7 @@ class Question:
             outcome=[OUTCOME_CODES[a.outcome] for a in acts],
             unobserved=[a.observed is False for a in acts],
             skipped=[a.skipped is not None for a in acts],
+            sample_cost=[float(c.cost) for c in rec.candidates] if rec.format == FORMAT_1_3 else None,
         )
         return cls._build(rec.question_id, rec.dataset, cols, groups)
 
@@ -322,18 +328,20 @@ class Question:
         """
         cols = _columns(rec)
         declared = rec.get("kinds")  # revision 1.2 (plugin kinds): check_graph applies the rules
-        if check and (declared or not cols.rules_hold(rec)):
+        pool = pool_of(rec)  # revision 1.3 (sample costs): check_graph applies its rules
+        if check and (declared or pool is not None or not cols.rules_hold(rec)):
             cands = rec["candidates"]
             check_graph(
                 [c["index"] for c in cands],
                 cols.claim_ids,
-                [(e["candidate"], e["claim"]) for e in rec.get("edges", ())],
+                [(e["candidate"], e["claim"], e["sign"]) for e in rec.get("edges", ())],
                 [(a["id"], a["kind"], a.get("claim"), a.get("candidate")) for a in rec.get("actions", ())],
                 valid=cols.valid,
                 fmt=rec["format"],
                 kinds=declared,
+                pool=pool,
             )
-            if not declared:
+            if not declared and pool is None:
                 raise AssertionError("the vectorised graph rules and check_graph disagree")
         return cls._build(rec["question_id"], rec["dataset"], cols.menu(), groups)
 
@@ -390,7 +398,24 @@ class Question:
             outcome=outcome,
             unobserved=np.array(cols.unobserved, dtype=bool) if True in cols.unobserved else None,
             skipped=np.array(cols.skipped, dtype=bool) if True in cols.skipped else None,
+            sample_cost=None if cols.sample_cost is None else np.array(cols.sample_cost, dtype=np.float64),
         )
+
+    def need(self) -> I32:
+        """Per action, how many leading candidates must be drawn for it to be on the menu (spec section 12).
+
+        A claim exists once a candidate asserts it (its first +1 edge; a claim nobody asserts needs the whole
+        pool); a factor action needs its claim, a response check its candidate, an answer check its
+        representative.
+        """
+        k = self.k
+        asserted = self.incidence == 1  # (M, K)
+        first = np.where(asserted.any(axis=1), np.argmax(asserted, axis=1) + 1, k)
+        out = np.where(self.action_candidate >= 0, self.action_candidate + 1, 0)
+        factor = self.is_factor
+        if factor.any():
+            out = np.where(factor, first[np.maximum(self.action_claim, 0)] if first.size else k, out)
+        return out.astype(np.int32)
 
     def action_stats(self) -> F64:
         """Calibration statistics of each action, shape (A, 7).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal, NotRequired
@@ -37,6 +37,7 @@ __all__ = [
     "FORMATS",
     "FORMAT_1_1",
     "FORMAT_1_2",
+    "FORMAT_1_3",
     "TARGETS",
     "OUTCOMES",
     "Action",
@@ -68,7 +69,11 @@ FORMAT_1_1 = "boe-ledger/1.1"
 # Revision 1.2 (spec section 9): kinds the format does not name. A record that uses one declares it in its "kinds"
 # object (target and the package that defines it) and carries FORMAT_1_2; records of formats 1 and 1.1 are unchanged.
 FORMAT_1_2 = "boe-ledger/1.2"
-FORMATS: tuple[str, ...] = (FORMAT, FORMAT_1_1, FORMAT_1_2)
+# Revision 1.3 (spec section 12): candidates in sampling order with the planning cost of drawing each, so that
+# the first k of a record replay as a pool of k (an adaptive pool). Everything 1.1 and 1.2 allow, 1.3 allows too.
+FORMAT_1_3 = "boe-ledger/1.3"
+FORMATS: tuple[str, ...] = (FORMAT, FORMAT_1_1, FORMAT_1_2, FORMAT_1_3)
+_EXTENDED = (FORMAT_1_2, FORMAT_1_3)  # formats that allow declared kinds (and every kind the format names)
 TARGETS: tuple[str, str, str] = ("claim", "response", "answer")
 
 
@@ -147,12 +152,15 @@ def __getattr__(name: str) -> Any:
 
 Outcome = Literal["confirm", "reject", "unresolved"]
 Target = Literal["claim", "response", "answer"]
-Format = Literal["boe-ledger/1", "boe-ledger/1.1", "boe-ledger/1.2"]
+Format = Literal["boe-ledger/1", "boe-ledger/1.1", "boe-ledger/1.2", "boe-ledger/1.3"]
 
 
-def format_for(kinds: Iterable[str]) -> str:
-    """The format a record with actions of these kinds must carry: 1.2 with a kind the format does not name, else
-    the latest format naming one of them (1.1 with an answer check), else 1."""
+def format_for(kinds: Iterable[str], *, sampled: bool = False) -> str:
+    """The format a record with actions of these kinds must carry: 1.3 when its candidates carry their sample
+    costs, 1.2 with a kind the format does not name, else the latest format naming one of them (1.1 with an answer
+    check), else 1."""
+    if sampled:
+        return FORMAT_1_3
     since = ledger_view().since
     seen = {since.get(k, FORMAT_1_2) for k in kinds}
     return max(seen, key=FORMATS.index, default=FORMAT)
@@ -189,6 +197,7 @@ class Candidate(_Open):
     answer: str | None = None
     valid: bool = True
     utility: float | None = None
+    cost: Any = None  # format 1.3: the planning cost of drawing it (checked by `check_graph`; ignored before 1.3)
 
     @field_validator("utility")
     @classmethod
@@ -262,11 +271,12 @@ class LedgerRecord(_Open):
         check_graph(
             [c.index for c in self.candidates],
             [c.id for c in self.claims],
-            [(e.candidate, e.claim) for e in self.edges],
+            [(e.candidate, e.claim, e.sign) for e in self.edges],
             [(a.id, a.kind, a.claim, a.candidate) for a in self.actions],
             valid=[c.valid and c.answer is not None for c in self.candidates],
             fmt=self.format,
             kinds=None if self.kinds is None else {k: d.model_dump() for k, d in self.kinds.items()},
+            pool=([(c.cost, c.answer) for c in self.candidates] if self.format == FORMAT_1_3 else None),
         )
         return self
 
@@ -287,19 +297,21 @@ class _FieldError(ValueError):  # noqa: N818
 def check_graph(
     indexes: list[int],
     claim_ids: list[str],
-    edges: list[tuple[int, str]] | list[tuple[int, str, int]],
+    edges: Sequence[tuple[int, str]] | Sequence[tuple[int, str, int]],
     actions: list[tuple[str, str, str | None, int | None]] | list[tuple[Any, ...]],
     *,
     valid: list[bool] | None = None,
     fmt: str | None = None,
     kinds: Mapping[str, Mapping[str, Any]] | None = None,
+    pool: list[tuple[Any, str | None]] | None = None,
 ) -> None:
     """The cross-field rules of ledger-v1; raises `_FieldError` naming the first offending field.
 
     Edges are (candidate, claim, ...) and actions (id, kind, claim, candidate, ...) tuples.
     ``valid`` (candidate valid and answer not null) and ``fmt`` (the record's format)
     enable the rules of revision 1.1 on answer-level checks; ``kinds`` is the record's
-    declaration of the kinds the format does not name (revision 1.2), each of which must be installed.
+    declaration of the kinds the format does not name (revision 1.2), each of which must be installed; ``pool``
+    (each candidate's cost and answer, format 1.3, with signed edges) the rules of revision 1.3.
     """
     view, on_candidate, plain = _kinds()
     if kinds:
@@ -324,14 +336,56 @@ def check_graph(
         )
         and _answer_checks_ok(actions, valid, fmt, targets, plain, view.since)
     ):
+        if pool is not None:
+            _check_pool(pool, claim_ids, edges, actions, valid, targets)
         return
     _explain_graph(indexes, claim_ids, edges, actions, valid, fmt, targets)
+
+
+def _check_pool(
+    pool: list[tuple[Any, str | None]],
+    claim_ids: list[str],
+    edges: Sequence[tuple[int, str]] | Sequence[tuple[int, str, int]],
+    actions: list[tuple[str, str, str | None, int | None]] | list[tuple[Any, ...]],
+    valid: list[bool] | None,
+    targets: Mapping[str, str],
+) -> None:
+    """Revision 1.3 (spec section 12): every candidate has a sample cost, every claim is asserted by a candidate,
+    and an answer check's representative is the first valid candidate giving its answer."""
+    for i, (cost, _) in enumerate(pool):
+        if isinstance(cost, bool) or not isinstance(cost, int | float) or not (math.isfinite(cost) and cost >= 0):
+            raise _FieldError(
+                f"candidates[{i}].cost",
+                f"format {FORMAT_1_3!r} needs each candidate's sample cost (>= 0), got {cost!r}",
+            )
+    asserted = {e[1] for e in edges if len(e) > 2 and e[2] == 1}
+    for j, cid in enumerate(claim_ids):
+        if cid not in asserted:
+            raise _FieldError(
+                f"claims[{j}]",
+                f"claim {cid!r} is asserted by no candidate (format {FORMAT_1_3!r}: a claim exists "
+                "once a candidate asserts it)",
+            )
+    first: dict[str, int] = {}
+    for i, (_, answer) in enumerate(pool):
+        if answer is not None and (valid is None or valid[i]):
+            first.setdefault(answer.strip().lower(), i)
+    for pos, (_, kind, _, cand, *_) in enumerate(actions):
+        if targets.get(kind) == "answer" and cand is not None:
+            answer = pool[cand][1]
+            rep = first.get(answer.strip().lower()) if answer is not None else None
+            if rep != cand:
+                raise _FieldError(
+                    f"actions[{pos}].candidate",
+                    f"format {FORMAT_1_3!r}: an answer check's representative is the first valid candidate giving "
+                    f"its answer ({rep}), not {cand}",
+                )
 
 
 def _check_declared(kinds: Mapping[str, Mapping[str, Any]], fmt: str | None) -> None:
     """Revision 1.2: declared kinds need format 1.2, may not redeclare a kind the format names, and must be
     installed."""
-    if fmt is not None and fmt != FORMAT_1_2:
+    if fmt is not None and fmt not in _EXTENDED:
         raise _FieldError("kinds", f"declared action kinds need format {FORMAT_1_2!r}; this record says {fmt!r}")
     for name, decl in kinds.items():
         if name in ledger_view().core:
@@ -373,7 +427,7 @@ def _answer_checks_ok(
         kind = a[1]
         if kind in plain:
             continue
-        if fmt is not None and fmt != FORMAT_1_2 and FORMATS.index(fmt) < FORMATS.index(since.get(kind, FORMAT_1_2)):
+        if fmt is not None and fmt not in _EXTENDED and FORMATS.index(fmt) < FORMATS.index(since.get(kind, FORMAT_1_2)):
             return False
         if targets.get(kind) == "answer" and valid is not None and not valid[a[3]]:
             return False
@@ -383,7 +437,7 @@ def _answer_checks_ok(
 def _explain_graph(
     indexes: list[int],
     claim_ids: list[str],
-    edges: list[tuple[int, str]] | list[tuple[int, str, int]],
+    edges: Sequence[tuple[int, str]] | Sequence[tuple[int, str, int]],
     actions: list[tuple[str, str, str | None, int | None]] | list[tuple[Any, ...]],
     valid: list[bool] | None = None,
     fmt: str | None = None,
@@ -423,7 +477,7 @@ def _explain_graph(
                 f"unknown action kind {kind!r}; the ledger format names {', '.join(since)} (any other kind is "
                 f"declared in the record's 'kinds', format {FORMAT_1_2!r})",
             )
-        if kind not in since and fmt is not None and fmt != FORMAT_1_2:
+        if kind not in since and fmt is not None and fmt not in _EXTENDED:
             raise _FieldError(
                 f"actions[{pos}].kind", f"declared kind {kind!r} needs format {FORMAT_1_2!r}; this record says {fmt!r}"
             )
@@ -487,6 +541,7 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
         answer: NotRequired[str | None]
         valid: NotRequired[bool]
         utility: NotRequired[Annotated[float, Field(ge=0.0, le=1.0)] | None]
+        cost: NotRequired[Any]  # format 1.3: the sample cost (checked by `check_graph`)
 
     @with_config(cfg)
     class ClaimD(TypedDict):
@@ -550,12 +605,20 @@ def _check_dict(d: RecordDict) -> None:
     check_graph(
         [c["index"] for c in d["candidates"]],
         [c["id"] for c in d.get("claims", ())],
-        [(e["candidate"], e["claim"]) for e in d.get("edges", ())],
+        [(e["candidate"], e["claim"], e["sign"]) for e in d.get("edges", ())],
         [(a["id"], a["kind"], a.get("claim"), a.get("candidate")) for a in d.get("actions", ())],
         valid=valid_flags(d["candidates"]),
         fmt=d["format"],
         kinds=d.get("kinds"),
+        pool=pool_of(d),
     )
+
+
+def pool_of(d: RecordDict) -> list[tuple[Any, str | None]] | None:
+    """Each candidate's (cost, answer) of a format 1.3 record dict (the input of its rules), else None."""
+    if d["format"] != FORMAT_1_3:
+        return None
+    return [(c.get("cost"), c.get("answer")) for c in d["candidates"]]
 
 
 def valid_flags(candidates: Iterable[dict[str, Any]]) -> list[bool]:
@@ -634,7 +697,7 @@ def parse_record(
     fmt = obj.get("format")
     if fmt not in FORMATS:
         raise RecordError(
-            f"unknown format {fmt!r}; this reader understands {FORMAT!r}, {FORMAT_1_1!r} and {FORMAT_1_2!r}",
+            f"unknown format {fmt!r}; this reader understands {', '.join(map(repr, FORMATS[:-1]))} and {FORMATS[-1]!r}",
             source=source,
             line=line,
             question_id=qid,

@@ -44,8 +44,11 @@ class MetricRow:
     corrections: int
     harms: int
     delta_acc: float
-    mean_cost: float
+    mean_cost: float  # the budget spent (an adaptive pool's samples included, spec section 12)
     sharp: float
+    samples: float = 0.0  # candidates drawn per question
+    sample_cost: float = 0.0  # what they cost (the ledger's sample costs, else the pool's default per sample)
+    total_cost: float = 0.0  # samples and checks (a fixed pool's samples are not paid from the budget)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -106,6 +109,9 @@ def summarize(questions: Sequence[Question], runs: Sequence[ReplayRun], raw: Rep
             ok = u >= CORRECT
             corr = int(np.sum(~raw_ok & ok))
             harm = int(np.sum(raw_ok & ~ok))
+            samples = np.array([run.samples_of(int(r), questions[r]) for r in idx], dtype=np.float64)
+            sample_cost = np.array([run.sample_cost_of(int(r), questions[r]) for r in idx], dtype=np.float64)
+            total = run.cost[idx] + (0.0 if run.pool.adaptive else sample_cost)
             rows.append(
                 MetricRow(
                     dataset=dataset,
@@ -121,6 +127,9 @@ def summarize(questions: Sequence[Question], runs: Sequence[ReplayRun], raw: Rep
                     delta_acc=(corr - harm) / n,
                     mean_cost=float(run.cost[idx].mean()),
                     sharp=float(run.sharp[idx].mean()),
+                    samples=float(samples.mean()),
+                    sample_cost=float(sample_cost.mean()),
+                    total_cost=float(total.mean()),
                 )
             )
     return rows
@@ -147,6 +156,8 @@ def paired_bootstrap(
     n = len(d)
     if n == 0:
         return (math.nan, math.nan, math.nan)
+    if resamples < 1:  # no resampling, no interval
+        return (float(d.mean()), math.nan, math.nan)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     chunk = max(1, 4_000_000 // n)

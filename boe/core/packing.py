@@ -72,6 +72,9 @@ def pack_questions(questions: list[Question], group_keys: list[str], lines: list
     for name in ("unobserved", "skipped"):  # None (all observed, none skipped) is its own flag
         arrays[f"has_{name}"] = np.array([getattr(q, name) is not None for q in qs], dtype=np.bool_)
         arrays[name] = _concat([_flags(getattr(q, name), q.n_actions) for q in qs], np.bool_)
+    # format 1.3: each candidate's sample cost (spec section 12); None (not recorded) is its own flag
+    arrays["has_sample_cost"] = np.array([q.sample_cost is not None for q in qs], dtype=np.bool_)
+    arrays["sample_cost"] = _concat([np.zeros(q.k) if q.sample_cost is None else q.sample_cost for q in qs], np.float64)
     used, first = np.unique(arrays["group"], return_index=True)
     order = used[np.argsort(first, kind="stable")]
     local = np.zeros(len(group_keys), dtype=np.int32)
@@ -101,6 +104,7 @@ def unpack_questions(packed: PackedQuestions, groups: GroupIndex) -> list[Questi
     x_off = [0, *accumulate(na * kk for na, kk in zip(n_act, k, strict=True))]
     has_unobserved = a["has_unobserved"].tolist()
     has_skipped = a["has_skipped"].tolist()
+    has_sample_cost, sample_cost = a["has_sample_cost"].tolist(), a["sample_cost"]
     valid, counts, answer_id, utility = a["valid"], a["counts"], a["answer_id"], a["utility"]
     kind, claim, cand, cost, outcome = (a[n] for n in ("kind", "action_claim", "action_candidate", "cost", "outcome"))
     incidence, alpha, unobserved, skipped = a["incidence"], a["alpha"], a["unobserved"], a["skipped"]
@@ -128,6 +132,7 @@ def unpack_questions(packed: PackedQuestions, groups: GroupIndex) -> list[Questi
                 outcome=outcome[a0:a1],
                 unobserved=unobserved[a0:a1] if has_unobserved[i] else None,
                 skipped=skipped[a0:a1] if has_skipped[i] else None,
+                sample_cost=sample_cost[c0:c1] if has_sample_cost[i] else None,
             )
         )
     return out

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from boe.core.registry import Registry, load_plugins
+from boe.core.relevance import score_relevance
 from boe.core.scoring import TIE_TOL, first_max, sigmoid
 from boe.core.state import EvidenceState
 from boe.errors import ConfigError
@@ -150,6 +151,14 @@ class ScorePolicy:
 
     def choose(self, state: EvidenceState) -> IntArr:
         raise NotImplementedError
+
+    def relevant(self, state: EvidenceState) -> npt.NDArray[np.bool_]:
+        """(Q, A): feasible actions whose purchase could change the selected answer (`boe.core.relevance`).
+
+        A subclass that selects by other scores than the spec's logits gets no filter (every feasible action).
+        """
+        own = type(self).select is ScorePolicy.select and type(self).final_scores is ScorePolicy.final_scores
+        return score_relevance(state) if own else state.feasible()
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.OPTIONS)

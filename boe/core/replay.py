@@ -17,9 +17,11 @@ import numpy.typing as npt
 
 from boe.core.calibration import DEFAULT_CHEAP_KAPPA, Calibration, crossfit_folds, fit_groups
 from boe.core.graph import Question
-from boe.core.policies import Policy, make_policy
-from boe.core.session import PolicySession, transcript_line
-from boe.core.state import EvidenceState, bind_questions
+from boe.core.loop import run_policy, skipped_mask
+from boe.core.policies import Policy
+from boe.core.pool import PoolSpec, make_pool_policy
+from boe.core.session import transcript_line
+from boe.core.state import EvidenceState, bind_pool, bind_questions
 
 __all__ = [
     "CalibrationPlan",
@@ -50,6 +52,10 @@ class ReplayRun:
     n_actions: npt.NDArray[np.int32]  # (N,)
     sharp: F64  # (N,) sum_i H_b(s_i(0)) - H_b(s_i(t))
     skipped: dict[int, npt.NDArray[np.intp]] = field(default_factory=dict)  # row -> refused actions (spec 10)
+    pool: PoolSpec = field(default_factory=PoolSpec)
+    samples: npt.NDArray[np.int32] | None = None  # (N,) candidates drawn (None: every candidate, a fixed pool)
+    sample_cost: F64 | None = None  # (N,) what they cost, in the budget's units (spec section 12)
+    draws: dict[int, list[list[int]]] = field(default_factory=dict)  # row -> [purchases before, pool after]
 
     def actions_of(self, r: int) -> npt.NDArray[np.int32]:
         """Bought action indices of question ``r`` in order."""
@@ -64,7 +70,11 @@ class ReplayRun:
         return self.scores[r, :k]
 
     @classmethod
-    def empty(cls, policy: str, budget: float, n: int, k_max: int, width: int) -> ReplayRun:
+    def empty(
+        cls, policy: str, budget: float, n: int, k_max: int, width: int, pool: PoolSpec | None = None
+    ) -> ReplayRun:
+        spec = pool or PoolSpec()
+        drawn = spec.adaptive or spec.size is not None
         return cls(
             policy=policy,
             budget=float(budget),
@@ -74,7 +84,23 @@ class ReplayRun:
             actions=np.full((n, max(width, 1)), -1, dtype=np.int32),
             n_actions=np.zeros(n, dtype=np.int32),
             sharp=np.zeros(n),
+            pool=spec,
+            samples=np.zeros(n, dtype=np.int32) if drawn else None,
+            sample_cost=np.zeros(n) if drawn else None,
         )
+
+    def samples_of(self, r: int, q: Question) -> int:
+        """Candidates question ``r`` drew (all of them in a fixed pool)."""
+        return q.k if self.samples is None else int(self.samples[r])
+
+    def sample_cost_of(self, r: int, q: Question) -> float:
+        """What question ``r``'s candidates cost (recorded costs, else the pool's default per sample), in index
+        order; an adaptive pool's are part of its ``cost``."""
+        if self.pool.adaptive and self.sample_cost is not None:
+            return float(self.sample_cost[r])
+        k = self.samples_of(r, q)
+        costs = q.sample_cost if q.sample_cost is not None else np.full(q.k, self.pool.sample_cost)
+        return float(np.cumsum(costs)[k - 1]) if k else 0.0
 
     def _ensure_width(self, width: int) -> None:
         if width > self.actions.shape[1]:
@@ -186,46 +212,6 @@ def _batches(questions: Sequence[Question], rows: npt.NDArray[np.intp]) -> list[
     return out
 
 
-def run_policy(
-    state: EvidenceState,
-    policy: Policy,
-    outcomes: npt.NDArray[np.int8],
-    sink: Callable[[EvidenceState, Policy], None],
-    skipped: npt.NDArray[np.bool_] | None = None,
-) -> None:
-    """Run ``policy`` on every row of ``state`` to its stop, answering its proposals from the ledger.
-
-    A proposed action is bought with its stored outcome (``outcomes``, Q x A),
-    or refused when ``skipped`` (Q x A) marks it (spec section 10), after which
-    the policy proposes again. Finished rows are handed to ``sink`` (with the
-    policy, to read selections and scores) before they are compacted away, and
-    all rows at the end.
-    """
-    session = PolicySession(state, policy)
-    while True:
-        state = session.state
-        live = ~state.done
-        n_live = int(live.sum())
-        if n_live == 0:
-            break
-        if n_live * 2 < state.n and state.n > 32:
-            sink(state.keep(~live), policy)
-            session.keep(live)
-            outcomes = outcomes[live]
-            skipped = None if skipped is None else skipped[live]
-        choice = session.propose()
-        go = np.nonzero(choice >= 0)[0]
-        if go.size:
-            acts = choice[go]
-            if skipped is not None:
-                refuse = skipped[go, acts]
-                if refuse.any():
-                    session.skip(go[refuse], acts[refuse])
-                    go, acts = go[~refuse], acts[~refuse]
-            session.reveal(go, acts, outcomes[go, acts])
-    sink(session.state, policy)
-
-
 def replay(
     questions: Sequence[Question],
     group_keys: list[str],
@@ -236,25 +222,30 @@ def replay(
     policy_options: dict[str, object] | None = None,
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
+    pool: PoolSpec | None = None,
 ) -> list[ReplayRun]:
     """Replay every policy at every budget on every question; one `ReplayRun` per (policy, budget).
 
+    ``pool`` (default: fixed, every candidate) replays the first K candidates (``fixed:K``) or an adaptive
+    pool that draws from the ledger's candidates in order (spec section 12); a policy given as a name is
+    wrapped for it (`make_pool_policy`), a built one is used as it is.
     ``workers`` > 1 splits the batches over forked processes (default: up to
     two when the input is large and fork is available); results are identical.
     """
     opts = policy_options or {}
-    built = [make_policy(p, **opts) if isinstance(p, str) else p for p in policies]
+    spec = pool or PoolSpec()
+    built = [make_pool_policy(p, spec, **opts) if isinstance(p, str) else p for p in policies]
     n = len(questions)
     _check_labels(built, questions)
     k_max = max((q.k for q in questions), default=1)
     costs = [float(q.cost.min()) for q in questions if q.n_actions]
     a_max = max((q.n_actions for q in questions), default=1)
     c_min = min(costs) if costs else 1.0
-    runs = [ReplayRun.empty(pol.name, b, n, k_max, _width(b, c_min, a_max)) for pol in built for b in budgets]
+    runs = [ReplayRun.empty(pol.name, b, n, k_max, _width(b, c_min, a_max), spec) for pol in built for b in budgets]
     if n == 0:
         return runs
     batches = _batches(questions, np.arange(n))
-    job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan)
+    job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan, spec)
     for res in _results(job, batches, _auto_workers(questions) if workers is None else workers):
         _merge(runs, res)
         if progress is not None:
@@ -280,8 +271,8 @@ def _results(job: _Job, batches: list[npt.NDArray[np.intp]], workers: int) -> It
     global _JOB
     _JOB = job
     try:
-        with mp.get_context("fork").Pool(workers) as pool:
-            yield from pool.imap_unordered(_run_batch, batches)
+        with mp.get_context("fork").Pool(workers) as procs:
+            yield from procs.imap_unordered(_run_batch, batches)
     finally:
         _JOB = None
 
@@ -312,6 +303,9 @@ _Part = tuple[
     npt.NDArray[np.int32],
     F64,
     dict[int, npt.NDArray[np.intp]],
+    npt.NDArray[np.int32],
+    F64,
+    dict[int, list[list[int]]],
 ]
 _BatchResult = tuple[npt.NDArray[np.intp], list[_Part]]
 
@@ -325,6 +319,7 @@ class _Job:
     policies: list[Policy]
     budgets: list[float]
     plan: CalibrationPlan
+    pool: PoolSpec = field(default_factory=PoolSpec)
 
     def run(self, rows: npt.NDArray[np.intp]) -> _BatchResult:
         plan = self.plan
@@ -340,13 +335,18 @@ class _Job:
         )
         assert base.labels is not None
         outcomes = base.labels.outcome
-        skipped = _skipped(self.questions, rows, outcomes.shape)
+        skipped = skipped_mask(self.questions, rows, outcomes.shape)
         out = []
         for pol in self.policies:
             for b in self.budgets:
                 st = base.fresh(b)
                 # deployable policies never see labels
                 st.labels = base.labels if pol.reads_labels else None
+                spec = self.pool
+                if spec.adaptive:
+                    bind_pool(st, list(self.questions), spec.start, spec.sample_cost)
+                elif spec.size is not None:  # the first K, paid as a fixed pool is: not from the budget
+                    bind_pool(st, list(self.questions), spec.size, 0.0, charge=False)
                 collected: list[EvidenceState] = []
                 picks: list[tuple[npt.NDArray[np.intp], F64]] = []
 
@@ -363,20 +363,6 @@ class _Job:
                 run_policy(st, pol, outcomes, sink, skipped)
                 out.append(_collect(rows, collected, picks))
         return rows, out
-
-
-def _skipped(
-    questions: Sequence[Question], rows: npt.NDArray[np.intp], shape: tuple[int, ...]
-) -> npt.NDArray[np.bool_] | None:
-    """The (Q, A) mask of actions a run refused (spec section 10) for a batch's rows; None when there are none."""
-    if all(questions[r].skipped is None for r in rows):
-        return None
-    out = np.zeros(shape, dtype=bool)
-    for i, r in enumerate(rows):
-        sk = questions[r].skipped
-        if sk is not None:
-            out[i, : sk.shape[0]] = sk
-    return out
 
 
 _JOB: _Job | None = None
@@ -402,6 +388,9 @@ def _collect(
     n_act = np.empty(n, dtype=np.int32)
     sharp = np.empty(n)
     skipped: dict[int, npt.NDArray[np.intp]] = {}
+    samples = np.zeros(n, dtype=np.int32)
+    sample_spent = np.zeros(n)
+    draws: dict[int, list[list[int]]] = {}
     for st, (sel, sc) in zip(states, picks, strict=True):
         idx = np.array([pos[int(r)] for r in st.rows], dtype=np.intp)
         selected[idx] = sel
@@ -415,12 +404,21 @@ def _collect(
         if st.refused is not None:
             for j in np.nonzero(st.refused.any(axis=1))[0]:
                 skipped[int(idx[j])] = np.nonzero(st.refused[j])[0]
-    return selected, cost, scores, actions, n_act, sharp, skipped
+        drawn = st.pool
+        if drawn is not None:
+            samples[idx] = drawn.k
+            sample_spent[idx] = drawn.sample_spent
+            for row in range(st.n):
+                draws[int(idx[row])] = [
+                    [int(drawn.draw_at[row, e]), int(drawn.draw_k[row, e])] for e in range(int(drawn.draws[row]))
+                ]
+    return selected, cost, scores, actions, n_act, sharp, skipped, samples, sample_spent, draws
 
 
 def _merge(runs: list[ReplayRun], res: _BatchResult) -> None:
     rows, parts = res
-    for run, (selected, cost, scores, actions, n_act, sharp, skipped) in zip(runs, parts, strict=True):
+    for run, part in zip(runs, parts, strict=True):
+        selected, cost, scores, actions, n_act, sharp, skipped, samples, sample_spent, draws = part
         run.selected[rows] = selected
         run.cost[rows] = cost
         run.scores[rows, : scores.shape[1]] = scores
@@ -430,10 +428,16 @@ def _merge(runs: list[ReplayRun], res: _BatchResult) -> None:
         run.sharp[rows] = sharp
         for i, acts in skipped.items():
             run.skipped[int(rows[i])] = acts
+        if run.samples is not None and run.sample_cost is not None:
+            run.samples[rows] = samples
+            run.sample_cost[rows] = sample_spent
+            for i, d in draws.items():
+                run.draws[int(rows[i])] = d
 
 
 def transcripts(run: ReplayRun, questions: Sequence[Question]) -> list[dict[str, object]]:
-    """Spec section 7 transcript lines of one run (with the ids a run skipped, spec section 10, when any)."""
+    """Spec section 7 transcript lines of one run (with the ids a run skipped, spec section 10, when any, and
+    the candidates drawn and when, spec section 12, for a pool that is not every candidate)."""
     return [
         transcript_line(
             q,
@@ -442,8 +446,9 @@ def transcripts(run: ReplayRun, questions: Sequence[Question]) -> list[dict[str,
             int(run.selected[r]),
             float(run.cost[r]),
             run.actions_of(r).tolist(),
-            run.scores_of(r, q.k).tolist(),
+            run.scores_of(r, run.samples_of(r, q)).tolist(),
             run.skipped_of(r).tolist(),
+            draws=None if run.samples is None else run.draws.get(r, []),
         )
         for r, q in enumerate(questions)
     ]

@@ -1,17 +1,11 @@
-"""The policy loop of spec sections 6 and 9 as a resumable session: propose, then reveal or skip.
+"""One question's policy run as a resumable session: propose, then reveal, skip or draw.
 
-`PolicySession` runs one policy over a batch of questions (an `EvidenceState`
-with Q rows): `propose` asks the policy for every row's next action (-1: the
-row stops for good), `reveal` buys proposed actions with their outcomes and
-`skip` refuses them (a veto by a person or a program, or a tool that failed),
-after which the policy proposes again at the same state. It is the only loop:
-`boe.core.replay.run_policy` drives it over many questions, answering
-proposals from the stored outcomes and `skipped` flags of a ledger, and
-`Session` drives it for one question online, one event at a time, where a
-tool or a person answers. Online equals offline because both are this code.
+The loop itself is `boe.core.loop.PolicySession` (the only one: `boe.core.loop.run_policy` drives it over
+many questions offline, answering proposals from a ledger). `Session` drives it for one question online,
+one event at a time, where a tool or a person answers. Online equals offline because both are that code.
 
 `Session` is rebuilt from its start parameters and its events (`Reveal`,
-`Skip`), so a checkpoint that stores only the events resumes it; `advance`
+`Skip`, `Draw`), so a checkpoint that stores only the events resumes it; `advance`
 applies just the events it has not seen yet.
 """
 
@@ -28,11 +22,15 @@ import numpy.typing as npt
 from boe.core.calibration import Calibration
 from boe.core.graph import OUTCOME_CODES, GroupIndex, Question
 from boe.core.ledger import LedgerRecord
-from boe.core.policies import Policy, make_policy
-from boe.core.state import EvidenceState, bind_questions
-from boe.errors import BoeError
+from boe.core.loop import STOP, PolicySession, SessionError, draw_code, drawn
+from boe.core.policies import Policy, ScorePolicy, make_policy
+from boe.core.pool import PoolSpec, make_pool_policy
+from boe.core.relevance import IRRELEVANT
+from boe.core.state import EvidenceState, bind_pool, bind_questions
 
 __all__ = [
+    "STOP",
+    "Draw",
     "Event",
     "PolicySession",
     "Result",
@@ -41,75 +39,12 @@ __all__ = [
     "SessionError",
     "Skip",
     "Step",
+    "draw_code",
+    "drawn",
     "transcript_line",
 ]
 
 IntArr = npt.NDArray[np.intp]
-
-#: A consumed proposal (revealed or skipped): the row must be proposed to again.
-_STALE = -2
-
-
-class SessionError(BoeError):
-    """An event that does not follow the session: not the proposed action, or after the stop."""
-
-
-class PolicySession:
-    """One policy on a batch of questions, advanced by proposals and their answers."""
-
-    def __init__(self, state: EvidenceState, policy: Policy) -> None:
-        self.state = state
-        self.policy = policy
-        self._proposal: IntArr | None = None
-        policy.start(state)
-
-    def propose(self) -> IntArr:
-        """Each row's next action (index into its menu) or -1; rows proposed -1 are done for good.
-
-        The policy chooses once per state: asking again before an answer returns the same proposals.
-        """
-        prop = self._proposal
-        if prop is None or bool(np.any(prop == _STALE)):
-            state = self.state
-            prop = np.where(state.done, -1, self.policy.choose(state))
-            state.done |= prop < 0
-            self._proposal = prop
-        return prop
-
-    def _consume(self, rows: IntArr, actions: IntArr, what: str) -> None:
-        prop = self._proposal
-        if prop is None or not np.array_equal(prop[rows], actions):
-            got = None if prop is None else prop[rows].tolist()
-            raise SessionError(f"{what} {actions.tolist()} where the policy proposed {got}")
-        prop[rows] = _STALE
-
-    def reveal(self, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
-        """Buy the proposed ``actions[j]`` of rows ``rows[j]`` with their outcomes (codes +1, -1, 0)."""
-        if rows.size == 0:
-            return
-        self._consume(rows, actions, "revealed")
-        self.state.reveal(rows, actions, outcomes)
-        self.policy.observe(self.state, rows, actions, outcomes)
-
-    def skip(self, rows: IntArr, actions: IntArr) -> None:
-        """Refuse the proposed ``actions[j]`` of rows ``rows[j]``: never bought, never proposed again, no cost."""
-        if rows.size == 0:
-            return
-        self._consume(rows, actions, "skipped")
-        self.state.refuse(rows, actions)
-
-    def keep(self, mask: npt.NDArray[np.bool_]) -> None:
-        """Keep only the rows where ``mask`` is true (finished rows are compacted away by the replay)."""
-        self.state = self.state.keep(mask)
-        self._proposal = None if self._proposal is None else self._proposal[mask]
-
-    def select(self) -> IntArr:
-        """The policy's selected candidate per row."""
-        return self.policy.select(self.state)
-
-    def final_scores(self) -> npt.NDArray[np.float64]:
-        """The policy's final scores per row (padding 0)."""
-        return self.policy.final_scores(self.state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +63,14 @@ class Skip:
     reason: str
 
 
-Event = Reveal | Skip
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """The proposed ``m`` more candidates were drawn (an adaptive pool, spec section 12)."""
+
+    m: int
+
+
+Event = Reveal | Skip | Draw
 
 
 @dataclass(frozen=True)
@@ -145,17 +87,26 @@ class Step:
 
 @dataclass(frozen=True)
 class Result:
-    """Where a session ended: the selection, final scores, spend, bought and skipped actions (menu indices)."""
+    """Where a session ended: the selection, final scores, spend, bought and skipped actions (menu indices), and
+    for a drawn pool the candidates drawn and the draws ([purchases before, candidates after])."""
 
     selected: int
     scores: list[float]
     spent: float
     actions: list[int]
     skipped: list[int]
+    samples: int = 0
+    draws: list[list[int]] | None = None
 
 
 class Session:
-    """A policy on one question's menu under one calibration and budget, advanced one event at a time."""
+    """A policy on one question's menu under one calibration and budget, advanced one event at a time.
+
+    With an adaptive ``pool`` (spec section 12) the session starts with the pool's first candidates of the
+    question and proposes draws too (`next_action` returns a `draw_code`); ``limit`` is how many candidates
+    may be drawn in all, which online exceeds those the question holds so far: the caller samples them and
+    continues on the larger question with `from_events` (its menu grows at the end, so action indices hold).
+    """
 
     def __init__(
         self,
@@ -166,6 +117,8 @@ class Session:
         budget: float,
         *,
         options: Mapping[str, Any] | None = None,
+        pool: PoolSpec | None = None,
+        limit: int | None = None,
     ) -> None:
         self.question = question
         self.calibration = calibration
@@ -173,6 +126,8 @@ class Session:
         self.policy_name = policy
         self.options = dict(options or {})
         self.budget = float(budget)
+        self.pool = pool or PoolSpec()
+        self.limit = limit
         self._kappa = calibration.arrays(self.group_keys)[0]
         self._restart()
 
@@ -185,11 +140,13 @@ class Session:
         budget: float,
         *,
         options: Mapping[str, Any] | None = None,
+        pool: PoolSpec | None = None,
+        limit: int | None = None,
     ) -> Session:
         """A fresh session on a validated record's menu (its stored outcomes are never read)."""
         groups = GroupIndex()
         question = Question.from_record(record, groups)
-        return cls(question, calibration, groups.keys, policy, budget, options=options)
+        return cls(question, calibration, groups.keys, policy, budget, options=options, pool=pool, limit=limit)
 
     @classmethod
     def from_events(
@@ -202,19 +159,35 @@ class Session:
         events: Sequence[Event],
         *,
         options: Mapping[str, Any] | None = None,
+        pool: PoolSpec | None = None,
+        limit: int | None = None,
     ) -> Session:
         """The session reached by ``events`` from the start (raises `SessionError` if they do not follow it)."""
-        session = cls(question, calibration, group_keys, policy, budget, options=options)
+        session = cls(question, calibration, group_keys, policy, budget, options=options, pool=pool, limit=limit)
         session.advance(events)
         return session
 
     def _restart(self) -> None:
-        policy = make_policy(self.policy_name, **self.options)
+        spec = self.pool
+        policy = make_pool_policy(self.policy_name, spec, **self.options)
         if policy.reads_labels:
             raise SessionError(
                 f"policy {self.policy_name!r} reads utilities; it replays offline only, not in a session"
             )
         state = bind_questions([self.question], [0], [self.calibration], None, self.group_keys, self.budget)
+        if spec.adaptive or spec.size is not None:
+            limits = None if self.limit is None else np.array([max(self.limit, self.question.k)])
+            try:
+                bind_pool(
+                    state,
+                    [self.question],
+                    spec.start if spec.adaptive else int(spec.size or 0),
+                    spec.sample_cost,
+                    limits,
+                    charge=spec.adaptive,
+                )
+            except ValueError as exc:
+                raise SessionError(str(exc)) from None
         self._run = PolicySession(state, policy)
         self._events: list[Event] = []
         self._steps: list[Step] = []
@@ -250,32 +223,75 @@ class Session:
         for ev in events[len(seen) :]:
             if isinstance(ev, Reveal):
                 self.reveal(ev.action, ev.outcome)
-            else:
+            elif isinstance(ev, Skip):
                 self.skip(ev.action, ev.reason)
+            else:
+                self.draw(ev.m)
 
     def next_action(self) -> int:
-        """The action the policy proposes to buy next (index into the menu), or -1 to stop."""
+        """The action the policy proposes to buy next (index into the menu), -1 to stop, or (an adaptive pool)
+        a `draw_code`: draw `drawn` (code) more candidates."""
         return int(self._run.propose()[0])
+
+    def next_relevant(self, reason: str = IRRELEVANT) -> tuple[int, list[int]]:
+        """The next proposal that could change the selected answer, after skipping (as `Skip` events, spec
+        section 10) every proposal that cannot under any outcome of the affordable checks; -1 to stop.
+
+        A policy without a ``relevant`` method (a plugin) is not filtered; `bayes` never proposes such a check.
+        """
+        relevant = getattr(self.policy, "relevant", None)
+        skipped: list[int] = []
+        while (a := self.next_action()) >= 0 and relevant is not None and not bool(relevant(self.state)[0, a]):
+            self.skip(a, reason)
+            skipped.append(a)
+        return a, skipped
 
     def _proposed(self, action: int, what: str) -> IntArr:
         proposed = self.next_action()
         if proposed != action:
-            what_else = "stopped" if proposed < 0 else f"proposed action {proposed}"
+            what_else = (
+                "stopped"
+                if proposed == STOP
+                else f"proposed to draw {drawn(proposed)}"
+                if proposed < 0
+                else f"proposed action {proposed}"
+            )
+            target = f"{drawn(action)} more candidates" if action < -2 else f"action {action}"
             raise SessionError(
-                f"policy {self.policy_name!r} {what_else} where the events {what} action {action} "
+                f"policy {self.policy_name!r} {what_else} where the events {what} {target} "
                 "(the menu, calibration or policy changed since)"
             )
         return np.array([0], dtype=np.intp)
+
+    @property
+    def samples(self) -> int:
+        """Candidates drawn so far (all of the question's in a fixed pool)."""
+        pool = self._run.state.pool
+        return self.question.k if pool is None else int(pool.k[0])
+
+    def draw(self, m: int) -> None:
+        """Draw the proposed ``m`` more candidates; they must be in the question already (online: start the
+        session again on the larger question with `from_events`, this `Draw` last)."""
+        rows = self._proposed(draw_code(m), "drew")
+        if self.samples + m > self.question.k:
+            raise SessionError(
+                f"the question holds {self.question.k} candidates; drawing {m} more after {self.samples} needs "
+                "them sampled first"
+            )
+        self._run.draw(rows, np.array([draw_code(m)], dtype=np.intp))
+        self._events.append(Draw(m))
 
     def reveal(self, action: int, outcome: str) -> Step:
         """Buy the proposed ``action`` with its ``outcome``; returns the step as the evidence log shows it."""
         if outcome not in OUTCOME_CODES:
             raise SessionError(f"unknown outcome {outcome!r}; expected one of {sorted(OUTCOME_CODES)}")
         rows = self._proposed(action, "bought")
-        state, k = self._run.state, self.question.k
-        before = state.logit[0, :k].copy()
+        state, k = self._run.state, self.samples
+        # who moved: the spec's logits for its policies, the policy's own scores (a posterior) otherwise
+        own = not isinstance(self.policy, ScorePolicy)
+        before = (self._run.final_scores() if own else state.logit)[0, :k].copy()
         self._run.reveal(rows, np.array([action], dtype=np.intp), np.array([OUTCOME_CODES[outcome]], dtype=np.int8))
-        move = state.logit[0, :k] - before
+        move = (self._run.final_scores() if own else state.logit)[0, :k] - before
         step = Step(
             action=action,
             outcome=outcome,
@@ -297,7 +313,14 @@ class Session:
         self._events.append(Skip(action, reason))
 
     def stop(self, reason: str) -> list[int]:
-        """Skip every action the policy still proposes until it stops; returns them (a stop that replays exactly)."""
+        """Skip every action the policy still proposes until it stops; returns them (a stop that replays exactly).
+
+        A drawn pool draws no more: its record holds the candidates drawn, and a replay of it draws no more
+        either."""
+        pool = self._run.state.pool
+        if pool is not None:
+            pool.limit[:] = pool.k
+            self._run._proposal = None
         out = []
         while (a := self.next_action()) >= 0:
             self.skip(a, reason)
@@ -310,15 +333,27 @@ class Session:
 
     def finish(self) -> Result:
         """The selection, final scores and spend after the events so far (the session can still go on)."""
-        k = self.question.k
+        k = self.samples
         state = self._run.state
+        pool = state.pool
         return Result(
             selected=int(self._run.select()[0]),
             scores=[float(x) for x in self._run.final_scores()[0, :k]],
             spent=float(state.spent[0]),
             actions=[e.action for e in self._events if isinstance(e, Reveal)],
             skipped=self.skipped(),
+            samples=k,
+            draws=None
+            if pool is None
+            else [[int(pool.draw_at[0, e]), int(pool.draw_k[0, e])] for e in range(int(pool.draws[0]))],
         )
+
+    def initial_scores(self) -> list[float]:
+        """The policy's scores before any evidence (the cheap prior's for the spec's policies)."""
+        state = self._run.state.fresh(self.budget)
+        policy = make_policy(self.policy_name, **self.options)
+        policy.start(state)
+        return [float(x) for x in policy.final_scores(state)[0, : self.question.k]]
 
     def raw_majority(self) -> tuple[int, list[float]]:
         """The zero-evidence selection (the raw majority answer) and the cheap-prior scores."""
@@ -338,6 +373,7 @@ class Session:
             res.actions,
             res.scores,
             sorted(res.skipped),
+            draws=res.draws,
         )
 
 
@@ -350,8 +386,12 @@ def transcript_line(
     actions: Sequence[int],
     scores: list[float],
     skipped: Sequence[int] = (),
+    *,
+    draws: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, object]:
-    """One spec section 7 transcript line; ``skipped`` (spec section 10, menu order) appears only when not empty."""
+    """One spec section 7 transcript line; ``skipped`` (spec section 10, menu order) appears only when not empty,
+    ``samples`` and ``draws`` (spec section 12: [purchases before, candidates after] per draw) only for a pool
+    that is not every candidate."""
     u = question.utility[selected]
     ids = question.action_ids
     line: dict[str, object] = {
@@ -367,4 +407,7 @@ def transcript_line(
     }
     if len(skipped):
         line["skipped"] = [ids[a] for a in skipped]
+    if draws is not None:
+        line["samples"] = int(draws[-1][1]) if draws else question.k
+        line["draws"] = [[int(a), int(b)] for a, b in draws]
     return line

@@ -19,7 +19,7 @@ from boe.core.calibration import Calibration
 from boe.core.graph import ANSWER_CODE, N_FACTOR_CODES, WHOLE_CODE, Question
 from boe.core.scoring import binary_entropy, cheap_logits, first_max, sigmoid, wt
 
-__all__ = ["EvidenceState", "Labels", "bind_questions"]
+__all__ = ["EvidenceState", "Labels", "Pool", "bind_questions", "bind_pool"]
 
 F64 = npt.NDArray[np.float64]
 I32 = npt.NDArray[np.int32]
@@ -32,6 +32,52 @@ class Labels:
 
     utility: F64  # (Q, K), padding 0
     outcome: npt.NDArray[np.int8]  # (Q, A)
+
+
+@dataclass(eq=False)
+class Pool:
+    """An adaptive pool (spec section 12): which leading candidates of each row are drawn, and the full arrays.
+
+    The state's menu arrays (``alpha``, ``answer_id``, ``candidate``, ``available`` and the kind masks,
+    ``logit0``) show only the first ``k`` candidates and the actions they make available; the full ones are
+    kept here. ``limit`` is how many candidates a row may draw in all (its ledger's K offline).
+    """
+
+    k: I32  # (Q,) candidates drawn
+    limit: I32  # (Q,) candidates that can be drawn in all
+    need: I32  # (Q, A) leading candidates an action needs to be on the menu
+    sample_cost: F64  # (Q, L) planning cost of drawing each candidate, L >= limit (padding 0)
+    sample_spent: F64  # (Q,) spent on the candidates drawn: their costs summed in index order
+    check_spent: F64  # (Q,) spent on checks: their costs summed in purchase order (spent = the two added)
+    real: B_  # (Q, A) every menu entry of the full pool
+    present: B_  # (Q, K) every candidate of the full pool (sampled so far, online)
+    kind: npt.NDArray[np.int8]  # (Q, A) 0 factor, 1 whole response, 2 answer check, -1 padding
+    alpha: npt.NDArray[np.int8]  # (Q, A, K) signed effects over the full pool
+    answer_id: I32  # (Q, K) over the full pool
+    cheap_kappa: F64  # (Q,)
+    draw_at: I32  # (Q, R) purchases made before each draw (the first entry: the starting pool, at 0)
+    draw_k: I32  # (Q, R) candidates drawn after each draw
+    draws: I32  # (Q,) entries used
+
+    def keep(self, mask: B_) -> Pool:
+        return Pool(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
+
+    def sample_spent_at(self, rows: npt.NDArray[np.intp], k: I32) -> F64:
+        """What drawing the first ``k[j]`` candidates costs row ``rows[j]``: their costs summed in index order."""
+        total = np.cumsum(self.sample_cost[rows], axis=1)  # sequential, like the literal reading
+        out: F64 = np.take_along_axis(total, (np.maximum(k, 1) - 1)[:, None], axis=1)[:, 0]
+        return np.where(k > 0, out, 0.0)
+
+    def log_draw(self, rows: npt.NDArray[np.intp], at: I32, k: I32) -> None:
+        """Record that ``rows`` drew up to ``k`` candidates after ``at`` purchases."""
+        n = self.draws[rows]
+        if rows.size and int(n.max()) >= self.draw_at.shape[1]:
+            q, r = self.draw_at.shape
+            self.draw_at = np.concatenate([self.draw_at, np.zeros((q, r), np.int32)], axis=1)
+            self.draw_k = np.concatenate([self.draw_k, np.zeros((q, r), np.int32)], axis=1)
+        self.draw_at[rows, n] = at
+        self.draw_k[rows, n] = k
+        self.draws[rows] = n + 1
 
 
 @dataclass(eq=False)
@@ -67,6 +113,7 @@ class EvidenceState:
     calibration: I32  # (Q,) index of each row's calibration in ``calibrations``
     refused: B_ | None = None  # (Q, A) actions withdrawn unbought by a skip (a veto, a tool error); None: none
     labels: Labels | None = None
+    pool: Pool | None = None  # an adaptive pool (spec section 12); None: every candidate is drawn (a fixed pool)
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # policy-private arrays, first axis Q
     calibrations: list[Calibration] = field(default_factory=list)  # shared by all rows
     group_keys: list[str] = field(default_factory=list)  # names of the global group ids
@@ -108,7 +155,12 @@ class EvidenceState:
         self.revealed[rows, step] = outcomes
         self.steps[rows] = step + 1
         self.bought[rows, actions] = True
-        self.spent[rows] = self.spent[rows] + self.cost[rows, actions]
+        if self.pool is None:
+            self.spent[rows] = self.spent[rows] + self.cost[rows, actions]
+        else:  # spec section 12: the checks' costs in purchase order, added to the samples'
+            pool = self.pool
+            pool.check_spent[rows] = pool.check_spent[rows] + self.cost[rows, actions]
+            self.spent[rows] = pool.sample_spent[rows] + pool.check_spent[rows]
         # logit += alpha(o) * wt, with alpha(reject) = -alpha(confirm) and alpha(unresolved) = 0
         step_w = outcomes.astype(np.float64) * self.weight[rows, actions]
         self.logit[rows] = self.logit[rows] + self.alpha[rows, actions] * step_w[:, None]
@@ -139,6 +191,8 @@ class EvidenceState:
                 v = [q for q, m in zip(v, mask, strict=True) if m]
             elif f.name == "labels":
                 v = None if v is None else Labels(v.utility[mask], v.outcome[mask])
+            elif f.name == "pool":
+                v = None if v is None else v.keep(mask)
             elif f.name == "extra":
                 v = {k: a[mask] for k, a in v.items()}
             elif f.name == "partition":
@@ -163,9 +217,49 @@ class EvidenceState:
             log=np.full((n, s), -1, dtype=np.int32),
             revealed=np.zeros((n, s), dtype=np.int8),
             refused=None,
+            pool=None,
             extra={},
         )
         return EvidenceState(**kw)
+
+    def draw(self, rows: npt.NDArray[np.intp], k: I32) -> None:
+        """Show rows ``rows`` their first ``k[j]`` candidates (spec section 12): the menu, the cheap prior with
+        K = k, and the spend on samples; the purchase log is kept (`PolicySession` replays it on the new pool)."""
+        pool = self.pool
+        if pool is None:
+            raise RuntimeError("a fixed pool cannot draw")
+        if rows.size == 0:
+            return
+        present = pool.present[rows]
+        if np.any(k > pool.limit[rows]) or np.any(k < 1) or np.any(k > present.sum(axis=1)):
+            raise RuntimeError("drew beyond the pool's limit or the candidates sampled")
+        kk = k[:, None]
+        width = self.candidate.shape[1]
+        shown = np.arange(width)[None, :] < kk  # (n, K)
+        cand = shown & present
+        aid = np.where(shown, pool.answer_id[rows], -1)
+        self.candidate[rows] = cand
+        self.answer_id[rows] = aid
+        self.alpha[rows] = np.where(shown[:, None, :], pool.alpha[rows], 0)
+        avail = pool.real[rows] & (pool.need[rows] <= kk)
+        kind = pool.kind[rows]
+        self.available[rows] = avail
+        self.factor[rows] = avail & (kind == 0)
+        self.whole[rows] = avail & (kind == 1)
+        self.answer[rows] = avail & (kind == 2)
+        # the cheap prior of the pool drawn (spec section 3 with K = k)
+        valid = aid >= 0
+        same = (aid[:, :, None] == aid[:, None, :]) & valid[:, :, None] & valid[:, None, :]
+        counts = same.sum(axis=2).astype(np.float64)
+        wk = np.array([wt(float(c)) for c in pool.cheap_kappa[rows]])
+        logit0 = np.where(cand, wk[:, None] * (counts - k[:, None] / 2), -np.inf)
+        self.logit0[rows] = logit0
+        pool.sample_spent[rows] = pool.sample_spent_at(rows, k)
+        self.spent[rows] = pool.sample_spent[rows] + pool.check_spent[rows]
+        pool.log_draw(rows, self.steps[rows], k)
+        pool.k[rows] = k
+        if np.any(self.spent[rows] > self.budget[rows]):
+            raise RuntimeError("budget exceeded")
 
     def sharp(self) -> F64:
         """Per-row sum over candidates of H_b(s(0)) - H_b(s(t)) (the paper's Sharp summand)."""
@@ -305,3 +399,81 @@ def _partition(qs: list[Question], k_max: int) -> F64:
     for part, sign in enumerate((1, 0, -1)):
         out[part][inc_t == sign] = 0.0
     return out
+
+
+#: Samples beyond a row's limit whose cost a policy may ask for (`Pool.sample_spent_at`), to value a draw.
+LOOKAHEAD = 16
+
+
+def bind_pool(
+    state: EvidenceState,
+    questions: list[Question],
+    start: int,
+    sample_cost: float,
+    limits: npt.NDArray[np.intp] | None = None,
+    *,
+    charge: bool = True,
+) -> None:
+    """Make ``state`` (fresh, over ``questions[state.rows]``) an adaptive pool that starts with ``start``
+    candidates (fewer where the budget cannot pay for them; spec section 12).
+
+    A candidate's sample cost is its recorded one (format 1.3), else ``sample_cost``; ``limits`` (per row)
+    lets a row draw beyond the candidates its record holds (online: they are not sampled yet). With
+    ``charge=False`` the samples are not paid from the budget (``fixed:K``: a fixed pool of the first K).
+    """
+    qs = [questions[r] for r in state.rows]
+    n = state.n
+    k_arr = state.candidate.shape[1]
+    limit = np.array([q.k for q in qs], dtype=np.int32) if limits is None else np.asarray(limits, dtype=np.int32)
+    # beyond the candidates a row holds (up to LOOKAHEAD more), a sample costs what its last one did: a policy
+    # may value draws the ledger cannot serve, the same online (where they are not sampled yet) and offline
+    width = max(k_arr, int(limit.max(initial=1))) + LOOKAHEAD
+    cost = np.zeros((n, width))
+    need = np.full(state.available.shape, np.iinfo(np.int32).max, dtype=np.int32)
+    for i, q in enumerate(qs):
+        cost[i] = sample_cost
+        if q.sample_cost is not None and q.k:
+            cost[i, : q.k] = q.sample_cost
+            cost[i, q.k :] = q.sample_cost[-1]
+        need[i, : q.n_actions] = q.need()
+    if not charge:
+        cost[:] = 0.0
+    kind = np.full(state.available.shape, -1, dtype=np.int8)
+    kind[state.factor] = 0
+    kind[state.whole] = 1
+    kind[state.answer] = 2
+    pool = Pool(
+        k=np.zeros(n, dtype=np.int32),
+        limit=limit,
+        need=need,
+        sample_cost=cost,
+        sample_spent=np.zeros(n),
+        check_spent=np.zeros(n),
+        real=state.available.copy(),
+        present=state.candidate.copy(),
+        kind=kind,
+        alpha=state.alpha,  # shared with the base state: read only
+        answer_id=state.answer_id,
+        cheap_kappa=np.array([state.calibrations[int(c)].cheap_kappa for c in state.calibration]),
+        draw_at=np.zeros((n, 4), dtype=np.int32),
+        draw_k=np.zeros((n, 4), dtype=np.int32),
+        draws=np.zeros(n, dtype=np.int32),
+    )
+    # the state's own copies of what a draw changes (a fresh state shares its menu arrays with its base)
+    for name in ("alpha", "answer_id", "candidate", "available", "factor", "whole", "answer", "logit0"):
+        setattr(state, name, getattr(state, name).copy())
+    state.pool = pool
+    rows = np.arange(n)
+    want = np.minimum(max(int(start), 1), limit)
+    spend = np.cumsum(cost, axis=1)
+    fits = spend <= state.budget[:, None]
+    if not fits[:, 0].all():
+        i = int(np.argmin(fits[:, 0]))
+        raise ValueError(
+            f"a budget of {state.budget[i]:g} cannot pay for the first sample of question {state.question_ids[i]!r} "
+            f"(it costs {cost[i, 0]:g})"
+        )
+    affordable = fits.sum(axis=1)  # costs are >= 0, so the affordable prefixes are the leading ones
+    k0 = np.minimum(want, affordable).astype(np.int32)
+    state.draw(rows, k0)
+    state.logit = state.logit0.copy()

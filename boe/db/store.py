@@ -484,22 +484,21 @@ class Store:
         """Cache several replies in one transaction; each entry has `cache_put`'s arguments by name."""
         if not self.cache_enabled:
             return 0
-        items = list(entries)
-
-        def write(conn: Connection) -> int:
-            for e in items:
-                _cache.cache_put(
-                    conn,
-                    e["key"],
-                    e["response"],
-                    endpoint=e["endpoint"],
-                    model=e["model"],
-                    prompt_tokens=e.get("prompt_tokens"),
-                    completion_tokens=e.get("completion_tokens"),
-                )
-            return len(items)
-
-        return self._write(write) if items else 0
+        rows = [
+            _cache.cache_row(
+                e["key"],
+                e["response"],
+                endpoint=e["endpoint"],
+                model=e["model"],
+                prompt_tokens=e.get("prompt_tokens"),
+                completion_tokens=e.get("completion_tokens"),
+            )
+            for e in entries
+        ]
+        if not rows:
+            return 0
+        self._write(lambda conn: _cache.cache_put_rows(conn, rows))
+        return len(rows)
 
     # -- calibrations -----------------------------------------------------------------
 

@@ -54,13 +54,26 @@ def enqueue(conn: Connection, run_id: int, keys: Iterable[tuple[str, str]]) -> i
 
 
 def claim(conn: Connection, run_id: int, worker: str, n: int, lease_seconds: float) -> list[WorkItem]:
-    """Claim up to ``n`` pending (or lease-expired) items for ``worker``, oldest first."""
+    """Claim up to ``n`` pending (or lease-expired) items for ``worker``, oldest first, within its fair share.
+
+    An item whose lease ``worker`` itself let run out is not handed to it again:
+    it is still working on it (its heartbeat renews it late); a restarted
+    worker gives its dead predecessor's items back first (`release`). No worker
+    holds more than an equal share of the open items among the workers holding
+    some, so a second worker started beside a first one gets half the work.
+    """
     now = db_now(conn)
+    n = min(n, _fair_share(conn, run_id, worker, now))
+    if n < 1:
+        return []
     pick = (
         select(_W.c.id)
         .where(
             _W.c.run_id == run_id,
-            or_(_W.c.status == "pending", and_(_W.c.status == "claimed", _W.c.lease_until < now)),
+            or_(
+                _W.c.status == "pending",
+                and_(_W.c.status == "claimed", _W.c.lease_until < now, _W.c.worker != worker),
+            ),
         )
         .order_by(_W.c.id)
         .limit(n)
@@ -74,6 +87,20 @@ def claim(conn: Connection, run_id: int, worker: str, n: int, lease_seconds: flo
     )
     rows = sorted(conn.execute(stmt).all(), key=lambda r: r.id)
     return [WorkItem(r.dataset, r.source_id, r.attempts, float(r.lease_until)) for r in rows]
+
+
+def _fair_share(conn: Connection, run_id: int, worker: str, now: ColumnElement[float]) -> int:
+    """How many more items ``worker`` may hold: ceil(open items / workers holding live leases, itself included)."""
+    live = and_(_W.c.status == "claimed", _W.c.lease_until >= now)
+    row = conn.execute(
+        select(
+            func.count().filter(_W.c.status != "done"),
+            func.count(func.distinct(_W.c.worker)).filter(live, _W.c.worker != worker),
+            func.count().filter(_W.c.status == "claimed", _W.c.worker == worker),
+        ).where(_W.c.run_id == run_id)
+    ).one()
+    open_items, others, mine = int(row[0]), int(row[1]), int(row[2])
+    return -(-open_items // (others + 1)) - mine
 
 
 def _keyed(keys: Iterable[tuple[str, str]]) -> list[list[tuple[str, str]]]:

@@ -58,8 +58,23 @@ def _target(q: Question, a: int) -> str:
     return f"candidate #{k}'s whole answer ({_answer(q, k)})"
 
 
-def narrate(q: Question, steps: Sequence[tuple[int, int, float]], cheap_kappa: float) -> Narration:
-    """Words for ``steps`` = (action index, outcome +1/-1/0, kappa) bought in this order on question ``q``."""
+def narrate(
+    q: Question,
+    steps: Sequence[tuple[int, int, float]],
+    cheap_kappa: float,
+    *,
+    posteriors: Sequence[Sequence[float]] | None = None,
+    settled: int | None = None,
+) -> Narration:
+    """Words for ``steps`` = (action index, outcome +1/-1/0, kappa) bought in this order on question ``q``.
+
+    ``posteriors`` (one score vector per candidate before the first step and after each one) narrate a
+    policy that scores by a posterior (`bayes`) instead of the spec's kappa-weighted logits; ``settled``
+    (the number of proposals skipped because no outcome could change the answer, or -1 for a policy that
+    never proposes such a check) says that the checks left could not change the answer.
+    """
+    if posteriors is not None:
+        return _narrate_posterior(q, steps, posteriors, settled)
     logits = cheap_logits(q.counts.astype(np.float64), cheap_kappa)
     raw = _select(q, logits)
     raw_answer = _answer(q, raw)
@@ -107,7 +122,9 @@ def narrate(q: Question, steps: Sequence[tuple[int, int, float]], cheap_kappa: f
     final = _answer(q, _select(q, logits))
     n_inert = sum(inert)
     tail = f" ({n_inert} of {len(steps)} checks could not change the choice)" if steps and n_inert else ""
-    if not steps:
+    if not steps and settled:
+        closing = _settled(q, final)
+    elif not steps:
         closing = f"No evidence was bought: the choice is the raw majority, {raw_answer}."
     elif final == raw_answer:
         flips = f", though it changed {len(changed_at)} time(s) on the way" if changed_at else ""
@@ -119,4 +136,72 @@ def narrate(q: Question, steps: Sequence[tuple[int, int, float]], cheap_kappa: f
             f"The evidence overturned the raw majority {raw_answer} ({votes.get(raw_answer, 0)} of {q.k} candidates) "
             f"in favour of {final} ({votes.get(final, 0)} of {q.k}); the last change came at check {last}{tail}."
         )
+    if steps and settled:
+        closing += _after(settled)
     return Narration(lines, inert, closing)
+
+
+def _settled(q: Question, answer: str) -> str:
+    """The closing of a question on which no check could change the answer."""
+    distinct = {a for i, a in enumerate(q.answers) if q.valid[i]}
+    if len(distinct) == 1:
+        return f"No check could change this answer: every valid candidate says {answer}. Nothing was bought."
+    return (
+        f"No check could change this answer ({answer}) under any outcome of the affordable checks: nothing was bought."
+    )
+
+
+def _after(settled: int) -> str:
+    skipped = f" ({settled} proposed check(s) not bought)" if settled > 0 else ""
+    return f" Then no affordable check could change the answer{skipped}."
+
+
+def _narrate_posterior(
+    q: Question, steps: Sequence[tuple[int, int, float]], post: Sequence[Sequence[float]], settled: int | None
+) -> Narration:
+    """Words for the steps of a posterior policy: how each outcome moved the answers' probabilities."""
+    lines: list[str] = []
+    first = np.asarray(post[0], dtype=np.float64)
+    start = _answer(q, _select(q, first))
+    changed = 0
+    for n, (a, o, _) in enumerate(steps):
+        before, after = (np.asarray(post[i], dtype=np.float64) for i in (n, n + 1))
+        lead_b, lead_a = _answer(q, _select(q, before)), _answer(q, _select(q, after))
+        verb = {1: "confirmed", -1: "rejected", 0: "left unresolved"}[o]
+        shown = [lead_b] + ([lead_a] if lead_a != lead_b else [])
+        moves = ", ".join(f"{x} {_prob(q, before, x)} → {_prob(q, after, x)}" for x in shown)
+        text = f"The check {verb} {_target(q, a)}: P({moves})."
+        if lead_a != lead_b:
+            text += f" The choice changes: {lead_b} → {lead_a}."
+            changed += 1
+        lines.append(text)
+    final = _answer(q, _select(q, np.asarray(post[-1], dtype=np.float64)))
+    votes = Counter(_answer(q, int(i)) for i in np.flatnonzero(q.valid))
+    raw = _answer(q, _select(q, q.counts.astype(np.float64)))
+    prior = (
+        f"Before any check the prior (the answer counts and how the candidates' claims agree) preferred "
+        f"{start} ({votes.get(start, 0)} of {q.k} candidates) to the raw majority {raw} ({votes.get(raw, 0)} of "
+        f"{q.k}). "
+        if start != raw
+        else ""
+    )
+    if not steps:
+        closing = _settled(q, final) if settled else f"No evidence was bought: the choice is {final}."
+        return Narration(lines, [], prior + closing)
+    if final == start:
+        flips = f", though it changed {changed} time(s) on the way" if changed else ""
+        closing = f"The evidence kept {final} ({votes.get(final, 0)} of {q.k} candidates){flips}."
+    else:
+        closing = (
+            f"The evidence moved the choice from {start} ({votes.get(start, 0)} of {q.k} candidates) to {final} "
+            f"({votes.get(final, 0)} of {q.k})."
+        )
+    if settled:
+        closing += _after(settled)
+    return Narration(lines, [False] * len(lines), prior + closing)
+
+
+def _prob(q: Question, scores: npt.NDArray[np.float64], answer: str) -> str:
+    """The score of ``answer`` (every candidate giving it holds the same posterior)."""
+    hit = [float(scores[i]) for i in range(min(len(scores), q.k)) if _answer(q, i) == answer]
+    return f"{max(hit):.2f}" if hit else "-"

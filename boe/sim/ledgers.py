@@ -9,7 +9,10 @@
   (+1 for the asserted value, -1 for the rivals a candidate asserts
   against), and four channels (structured, VLM, grounded, whole response)
   with configurable accuracy, unresolved rate and cost. Optionally
-  answer-level checks (one per distinct valid answer, ledger format 1.1) and
+  answer-level checks (one per distinct valid answer, ledger format 1.1),
+  *systematic* errors (``misread``: wrong candidates that repeat one
+  coherent misreading of the question, the same wrong answer and the same
+  wrong slot values, so the wrong answers agree with each other) and
   an *echoing* judge: with probability ``echo`` a model channel (VLM,
   grounded, whole response, answer check) does not look and reports what
   most candidates say (a claim asserted by more candidates than deny it, an
@@ -162,9 +165,12 @@ class PoolSpec:
     whole: ChannelSpec = ChannelSpec(0.72, 0.1, 8)
     answer: ChannelSpec | None = None  # answer-level checks, one per distinct valid answer (format 1.1)
     echo: float = 0.0  # P(a model channel reports the pool's view instead of looking)
+    misread: float = 0.0  # P(a wrong candidate repeats the question's one coherent misreading)
+    misread_slot: float | None = None  # P(a misreading candidate's slot holds the misread value) [slot_good]
     echo_kinds: tuple[str, ...] = (VLM_FACTOR, GROUNDED_FACTOR, WHOLE_KIND, ANSWER_KIND)
     dataset: str = "pool"
     extra: dict[str, Any] = field(default_factory=dict)
+    sample_cost: float | None = None  # each candidate's sample cost: records of format 1.3 (spec section 12)
 
 
 POOL_PROFILES: dict[str, dict[str, Any]] = {
@@ -182,6 +188,19 @@ POOL_PROFILES: dict[str, dict[str, Any]] = {
     "answers": {"answer": ChannelSpec(0.8, 0.05, 8)},
     "echo": {"echo": 0.35},
     "echo-answers": {"echo": 0.35, "answer": ChannelSpec(0.8, 0.05, 8)},
+    # issue 25: systematic errors, the wrong candidates agreeing on one misreading of the image
+    "misread": {"misread": 0.7},
+    # ... and misreadings more coherent than the correct readings: the pool's agreement points the wrong way
+    "misread-coherent": {"misread": 0.9, "slot_good": 0.6, "misread_slot": 0.95},
+    # ... and candidates whose other claims say nothing about whether their answer is right
+    "flat": {"slot_good": 0.5, "slot_bad": 0.5},
+    "flat-weak-judge": {
+        "slot_good": 0.5,
+        "slot_bad": 0.5,
+        "vlm": ChannelSpec(0.58, 0.2, 4),
+        "grounded": ChannelSpec(0.62, 0.2, 4),
+        "whole": ChannelSpec(0.6, 0.1, 8),
+    },
 }
 
 
@@ -208,8 +227,11 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
         candidates, slots_of = _pool_candidates(rng, spec, answers, truth_slots)
         claims, edges = _pool_graph(slots_of)
         actions = _pool_actions(rng, spec, candidates, claims, edges, truth_slots)
+        if spec.sample_cost is not None:  # sampling order is index order: the first k are a pool of k
+            for c in candidates:
+                c["cost"] = spec.sample_cost
         yield {
-            "format": format_for(a["kind"] for a in actions),
+            "format": format_for((a["kind"] for a in actions), sampled=spec.sample_cost is not None),
             "question_id": f"{spec.dataset}-{seed}-{q:06d}",
             "dataset": spec.dataset,
             "task": {"question": "what is shown?", "image": None, "options": None},
@@ -230,6 +252,13 @@ def _pool_candidates(
     # wrong answers follow a skewed distribution so that a wrong plurality happens
     wrong_w = 1.0 / np.arange(1, len(answers))
     wrong_w /= wrong_w.sum()
+    # the misreading: the likeliest wrong answer and one rival value per slot (drawn only when used,
+    # so misread 0 keeps the old stream)
+    misread_slots = (
+        {s: str(rng.choice([v for v in SLOT_VALUES[s] if v != truth_slots[s]])) for s in SLOT_VALUES}
+        if spec.misread > 0
+        else {}
+    )
     candidates: list[dict[str, Any]] = []
     slots_of: list[dict[str, str | None]] = []
     for i in range(spec.k):
@@ -238,8 +267,12 @@ def _pool_candidates(
             slots_of.append({})
             continue
         correct = rng.random() < p_correct
-        ans = true_answer if correct else str(answers[1 + rng.choice(len(answers) - 1, p=wrong_w)])
-        slots = _pool_slots(rng, spec, ans, correct, truth_slots)
+        misreads = not correct and spec.misread > 0 and rng.random() < spec.misread
+        if misreads:
+            ans = str(answers[1])
+        else:
+            ans = true_answer if correct else str(answers[1 + rng.choice(len(answers) - 1, p=wrong_w)])
+        slots = _pool_slots(rng, spec, ans, correct, truth_slots, misread_slots if misreads else None)
         candidates.append(
             {
                 "index": i,
@@ -254,9 +287,15 @@ def _pool_candidates(
 
 
 def _pool_slots(
-    rng: np.random.Generator, spec: PoolSpec, ans: str, correct: bool, truth_slots: dict[str, str]
+    rng: np.random.Generator,
+    spec: PoolSpec,
+    ans: str,
+    correct: bool,
+    truth_slots: dict[str, str],
+    misread: dict[str, str] | None = None,
 ) -> dict[str, str | None]:
-    """The slot values of one valid candidate: the answer's attribute, the others true, rival or empty."""
+    """The slot values of one valid candidate: the answer's attribute, the others true, rival or empty (or, for
+    a candidate repeating the question's ``misread``ing, mostly its values)."""
     slots: dict[str, str | None] = {}
     for s in SLOTS:
         if s == "attribute":
@@ -264,6 +303,10 @@ def _pool_slots(
             continue
         if rng.random() < spec.empty_slot:
             slots[s] = None
+            continue
+        if misread is not None:  # by default as consistent with the misreading as a correct one is with the truth
+            keep = spec.slot_good if spec.misread_slot is None else spec.misread_slot
+            slots[s] = misread[s] if rng.random() < keep else truth_slots[s]
             continue
         good = rng.random() < (spec.slot_good if correct else spec.slot_bad)
         if good:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -155,6 +157,8 @@ class GroundedFactorJudge(_Judge):
         self.view_kind = view
         self._memo: OrderedDict[tuple[Any, ...], asyncio.Future[Any]] = OrderedDict()
         self._shared_loop: asyncio.AbstractEventLoop | None = None
+        self.segmentation_cpu = 0.0  # CPU seconds of the segmentations this judge computed (in worker threads)
+        self._cpu_lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
@@ -174,6 +178,7 @@ class GroundedFactorJudge(_Judge):
     def cut_view(self, image: LoadedImage, region: Box) -> tuple[View, dict[str, Any]]:
         """Segment ``region`` of a figure and cut the view (runs in a worker thread); the view's record."""
         part: dict[str, Any] = {}
+        c0 = time.thread_time()
         try:
             seg = self.segmenter.segment(image, region)
         except (RuntimeError, ValueError, MemoryError) as exc:  # a segmenter failure: the region itself is the view
@@ -182,6 +187,9 @@ class GroundedFactorJudge(_Judge):
             seg = Segmentation(empty, region, getattr(self.segmenter, "name", "segmenter"))
         else:
             part["segmentation"] = seg.describe()
+        finally:
+            with self._cpu_lock:
+                self.segmentation_cpu += time.thread_time() - c0
         view = make_view(
             self.view_kind,
             image.pixels,

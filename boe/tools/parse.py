@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from typing import Any
 
 from boe.errors import ModelError
@@ -282,11 +283,25 @@ def read_generation(text: str | None) -> tuple[str, dict[str, str | None], bool]
 def read_verdict(text: str | None) -> tuple[str, str]:
     """(verdict, rationale) of a judge reply; the verdict is one of confirm | reject | unresolved.
 
-    The schema-constrained reply is the object itself; in a reply with prose
-    the verdict is the judge's own final object, never an earlier one (which
-    may be quoted from the candidate).
+    The judge's own answer is read, never JSON it quotes from the candidate:
+    the whole reply when it is the schema-constrained object; else the later of
+    its last fenced block holding a verdict object and its last verdict
+    statement ("My verdict: reject", a line "Verdict: reject"; not inside
+    double quotes), which win over bare objects (a statement only when no
+    verdict object follows it); else the last bare object.
     """
-    obj = extract_json(text, last=True)
+    if text is not None and len(text) <= MAX_REPLY_CHARS:
+        stripped = text.strip()
+        whole = _loads(stripped)
+        if isinstance(whole, dict):
+            return _verdict_of(whole)
+        own = _own_answer(stripped)
+        if own is not None:
+            return own
+    return _verdict_of(extract_json(text, last=True))
+
+
+def _verdict_of(obj: dict[str, Any]) -> tuple[str, str]:
     lowered = {str(k).strip().lower(): v for k, v in obj.items()}
     raw = lowered.get("verdict", lowered.get("outcome"))
     if not isinstance(raw, str):
@@ -296,6 +311,72 @@ def read_verdict(text: str | None) -> tuple[str, str]:
         raise ReplyError(f"verdict {raw!r} is not one of {', '.join(VERDICTS)}")
     rationale = _str_or_none(lowered.get("rationale", lowered.get("reason")), "rationale") or ""
     return verdict, rationale
+
+
+#: A double-quoted string on one line; a quote that does not close takes the rest of its line (one match: linear).
+_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*+"?|\u201c[^\u201d\n]*+\u201d?')
+_SEP = r"[\s*_:=\-\u2013\u2014\"'`]{0,8}"  # bounded: a long run after a label costs nothing
+_STATEMENT = re.compile(
+    r"(?:\b(?:my|final|overall)[ \t]+(?:verdict|answer|decision|judge?ment)|^[ \t*_#]*verdict)"
+    rf"{_SEP}(?:is\b{_SEP})?(confirm(?:ed|s)?|reject(?:ed|s)?|unresolved)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+#: Fenced blocks looked at, from the last one back.
+_FENCE_TRIES = 16
+
+
+def _own_answer(text: str) -> tuple[str, str] | None:
+    """The judge's fenced verdict or final verdict statement, when the reply has one (see `read_verdict`)."""
+    quoted = [m.span() for m in _QUOTED.finditer(text) if m.end() - m.start() > 1 and text[m.end() - 1] in '"\u201d']
+    fenced = _last_fenced_verdict(text, quoted)
+    said = None
+    for m in _STATEMENT.finditer(text):
+        if not _inside(m.start(), quoted):
+            said = m
+    if said is None or (fenced is not None and said.start() < fenced[0]):
+        return _verdict_of(fenced[1]) if fenced is not None else None
+    if fenced is None:
+        after = _verdict_object(text[said.end() :])
+        if after is not None:  # an object after the statement is the judge's final word
+            return _verdict_of(after)
+    verdict = _VERDICT_WORDS[said.group(1).lower()]
+    before = fenced[1] if fenced is not None else _verdict_object(text[: said.start()])
+    if before is not None:
+        try:
+            agreeing = _verdict_of(before)
+        except ReplyError:
+            agreeing = None
+        if agreeing is not None and agreeing[0] == verdict and agreeing[1]:
+            return agreeing  # the same verdict, with the object's rationale
+    end = text.find("\n", said.end())
+    return verdict, text[said.start() : end if end >= 0 else len(text)].strip()[:_MAX_TEXT]  # the statement's line
+
+
+def _last_fenced_verdict(text: str, quoted: list[tuple[int, int]]) -> tuple[int, dict[str, Any]] | None:
+    """(end, object) of the last ``` fenced block (markers outside quoted strings) that holds a verdict object."""
+    marks = [m.start() for m in re.finditer("```", text) if not _inside(m.start(), quoted)]
+    pairs = list(zip(marks[::2], marks[1::2], strict=False))
+    for start, end in reversed(pairs[-_FENCE_TRIES:]):
+        obj = _verdict_object(text[start + 3 : end])
+        if obj is not None:
+            return end + 3, obj
+    return None
+
+
+def _verdict_object(text: str) -> dict[str, Any] | None:
+    """The last object in ``text`` if it has a 'verdict' (or 'outcome') key; None otherwise."""
+    try:
+        obj = extract_json(text, last=True)
+    except ReplyError:
+        return None
+    keys = {str(k).strip().lower() for k in obj}
+    return obj if keys & {"verdict", "outcome"} else None
+
+
+def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``pos`` lies inside one of the sorted, disjoint ``spans``."""
+    i = bisect_right(spans, pos, key=lambda span: span[0])  # the spans starting at or before pos
+    return i > 0 and pos < spans[i - 1][1]
 
 
 _FIGURE_WORDS = re.compile(r"^(?:fig(?:ure)?\.?|image|panel)\s*", re.IGNORECASE)

@@ -33,7 +33,8 @@ def calibration(kappa=0.8):
 def ask(
     vlm, image, question="What imaging modality is this?", *, cal=None, store=None, checkpoint=None, on_step=None, **cfg
 ):
-    config = make_config(base_url="http://vlm.test/v1", model="fake", backoff=0.001, **cfg)
+    # the kappa calibration above is the paper's controller's (the default, bayes, reads a fitted model)
+    config = make_config(base_url="http://vlm.test/v1", model="fake", backoff=0.001, **{"policy": "boe", **cfg})
 
     async def go():
         async with Agent(

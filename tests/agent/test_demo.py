@@ -32,6 +32,16 @@ def test_demo_answers_rescues_and_stores_a_replayable_run(tmp_path):
     assert summary["questions"] == 4 and summary["rescued"] >= 1
     rescue = next(r for r in out["results"] if r["correct"] and not r["raw_correct"])
     assert rescue["evidence"] and rescue["raw_majority"]["answer"] != rescue["answer"]
+    # the showcase (the first question) is a rescue of a clear majority, not of a tie
+    first = out["results"][0]
+    votes = [c["answer"] for c in first["candidates"] if c["valid"]]
+    assert first["correct"] and not first["raw_correct"]
+    assert votes.count(first["raw_majority"]["answer"]) > votes.count(first["answer"])
+    # the default controller buys only checks that could change the answer, and nothing on a one-answer pool
+    assert all(r["policy"] == "bayes" for r in out["results"])
+    assert all(e["could_change_choice"] for r in out["results"] for e in r["evidence"])
+    one = [r for r in out["results"] if len({c["answer"] for c in r["candidates"] if c["valid"]}) == 1]
+    assert one and all(r["cost"] == 0 and r["closing"].startswith("No check could change this answer") for r in one)
     assert (tmp_path / "boe-demo.db").is_file()
     # the stored run replays offline to the same transcripts
     run = summary["run"]
@@ -47,7 +57,7 @@ def test_demo_answers_rescues_and_stores_a_replayable_run(tmp_path):
             "--run",
             run,
             "--policy",
-            "boe",
+            "bayes",
             "--budget",
             "16",
             "--calibration",

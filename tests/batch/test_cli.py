@@ -126,7 +126,9 @@ def test_the_progress_bar_shows_rate_tokens_calls_and_errors() -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_gives_the_held_questions_back(sim_data, tmp_path, locks) -> None:
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_a_stop_signal_gives_the_held_questions_back(sim_data, tmp_path, locks, signum, code) -> None:
+    """Ctrl-C, or SIGTERM as systemd, Kubernetes and Slurm send it: held questions go back to the queue at once."""
     from boe.sim import FaultPlan, serve_in_thread
 
     db = tmp_path / "runs.db"
@@ -141,9 +143,10 @@ def test_ctrl_c_gives_the_held_questions_back(sim_data, tmp_path, locks) -> None
                     if any(r.name == "r" for r in store.list_runs()) and store.count_questions("r") >= 2:
                         break
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
-        assert proc.returncode == 130
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, err
+        assert "Traceback" not in err and "Resume with the same command" in err
         with Store(f"sqlite:///{db}") as store:
             counts = store.work_counts("r")
         assert counts["claimed"] == 0 and 2 <= counts["done"] < 24 and counts["pending"] == 24 - counts["done"]

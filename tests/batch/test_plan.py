@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from boe.agent import make_config
 from boe.batch import estimate, measure_records, select_items
 from boe.datasets import Dataset, DatasetItem, ImageFile, load_dataset
+from boe.prompts import figures_block, load_prompt, options_block
 
 
 def test_items_keep_file_order_up_to_the_limit_and_skip_what_cannot_run(tmp_path: Path) -> None:
@@ -30,6 +32,38 @@ def test_items_keep_file_order_up_to_the_limit_and_skip_what_cannot_run(tmp_path
     assert [b.item.question_id for b in select_items(ds, "ns", 1)[0]] == ["q1"]
 
 
+def _tokens(text: str) -> int:
+    return sum(math.ceil(1.3 * len(line.split())) for line in text.split("\n"))
+
+
+def _prompts_of(item: DatasetItem) -> list[tuple[str, str, dict[str, object]]]:
+    """(purpose, template, values) of the calls a single-figure question makes."""
+    fig = item.images[0].figure
+    common = {"question": item.question, "figures_block": figures_block([fig])}
+    claim = {**common, "figure": fig, "slot": "finding", "value": "mass"}
+    reply = '{"answer": "example", "modality": "ct", "region": "head", "plane": "axial", "finding": "mass", '
+    reply += '"attribute": "left"}'
+    view = f"a crop of figure {fig} around the named part of the imaged body"
+    return [
+        (
+            "generation",
+            "generation",
+            {**common, "figures_block": figures_block([fig], ask=True), "options_block": options_block(item.options)},
+        ),
+        ("factor_judge", "factor_judge", {**claim, "view_kind": "crop"}),
+        (
+            "grounded_factor_judge",
+            "grounded_factor_judge",
+            {**claim, "view_kind": "crop", "view_image": "2", "view_text": view},
+        ),
+        (
+            "answer_judge",
+            "answer_judge",
+            {**common, "figure": fig, "candidate": reply, "options_block": options_block(item.options)},
+        ),
+    ]
+
+
 def test_default_estimate_of_a_full_ledger(sim_data: Path) -> None:
     items, _ = select_items(load_dataset(sim_data), "boe-sim", None)
     cfg = make_config(base_url="http://x/v1", model="m", k=4, ledger="full")
@@ -40,9 +74,19 @@ def test_default_estimate_of_a_full_ledger(sim_data: Path) -> None:
         {"generation": 20, "factor_judge": 200, "grounded_factor_judge": 200, "answer_judge": 32}
     )
     assert est.upper_calls == 20 * (1 + 2 * 5 * 4 + 4) >= est.total_calls
-    # 64-pixel scans: 3 x 3 patches of 28 pixels per image
-    assert est.prompt_tokens == pytest.approx(20 * (229 + 9) + 200 * (159 + 9) + 200 * (159 + 4.5) + 32 * (214 + 9))
-    assert est.completion_tokens == pytest.approx(20 * 80 * 4 + 432 * 40)
+    # each purpose's prompt rendered for the batch's questions (1.3 tokens a word, a line at a time, and 11 of the
+    # chat template), plus its images: 64-pixel scans are 3 x 3 patches of 28 pixels; a grounded crop half of one
+    text: dict[str, list[float]] = {}
+    for it in items:
+        for purpose, name, values in _prompts_of(it.item):
+            r = load_prompt(name).render(**values)
+            text.setdefault(purpose, []).append(_tokens(r.system) + _tokens(r.user) + 11)
+        mean = {p: sum(v) / len(v) for p, v in text.items()}
+    expected = 20 * (mean["generation"] + 9) + 200 * (mean["factor_judge"] + 9)
+    expected += 200 * (mean["grounded_factor_judge"] + 9 + 4.5) + 32 * (mean["answer_judge"] + 9)
+    assert est.prompt_tokens == pytest.approx(expected)
+    # replies: a generation reply of the schema's examples (16 tokens) per candidate, a verdict of 20
+    assert est.completion_tokens == pytest.approx(20 * 16 * 4 + 432 * 20)
     paper = estimate(
         items,
         4,
@@ -135,3 +179,33 @@ def test_a_dry_run_on_missing_images_says_why_as_the_run_does(tmp_path: Path) ->
     assert dry.returncode == real.returncode == 2  # an input error found before any work: exit 2
     assert "no question of" in dry.stderr and "missing_image 8" in dry.stderr
     assert dry.stderr == real.stderr
+
+
+def test_a_dry_run_predicts_the_tokens_the_run_records_within_15_percent(sim, tmp_path: Path) -> None:
+    """`boe batch --dry-run` (no stored run to measure: prompts rendered for the batch's questions) against the
+    tokens the simulator reported for every call of the same batch, as the store records them."""
+    import json
+    import subprocess
+    import sys
+
+    from boe.db import Store
+    from boe.sim.dataset import generate_dataset
+
+    data = generate_dataset(tmp_path / "data", 12, seed=11, size=96)
+    db = tmp_path / "s.db"
+    args = [sys.executable, "-m", "boe", "batch", str(data), "--base-url", sim.base_url, "--model", "boe-sim"]
+    args += ["--judge-model", "boe-sim-judge", "--k", "16", "--ledger", "full", "--db", str(db), "--run", "r"]
+    args += ["--json", "--no-progress"]
+    dry = subprocess.run([*args, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    predicted = json.loads(dry.stdout)
+    assert "prompts rendered" in predicted["basis"] and not db.exists()
+    run = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    with Store(db) as store:
+        calls = [c for rec in store.iter_record_dicts("r") for c in rec["model_calls"]]
+    prompt = sum(int(c["prompt_tokens"]) for c in calls)
+    completion = sum(int(c["completion_tokens"]) for c in calls)
+    assert prompt > 0 and completion > 0
+    assert abs(predicted["prompt_tokens"] / prompt - 1) <= 0.15, (predicted["prompt_tokens"], prompt)
+    assert abs(predicted["completion_tokens"] / completion - 1) <= 0.15, (predicted["completion_tokens"], completion)

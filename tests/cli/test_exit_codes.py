@@ -1,4 +1,4 @@
-"""The installed `boe` console script: usage errors, failures, internal errors and Ctrl-C get their exit codes."""
+"""The installed `boe` script: usage errors, failures, internal errors, Ctrl-C and SIGTERM get their exit codes."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def test_configuration_errors_exit_2(tmp_path: Path) -> None:
 def test_help_documents_exit_codes() -> None:
     res = boe("--help")
     assert res.returncode == 0
-    assert "Exit codes" in res.stdout and "130 interrupted" in res.stdout.replace("\n", " ")
+    text = " ".join(res.stdout.split())
+    assert "Exit codes" in text and "130 interrupted" in text and "143 terminated (SIGTERM" in text
 
 
 def test_internal_error_prints_one_line_and_a_log(tmp_path: Path) -> None:
@@ -91,8 +92,14 @@ def test_internal_error_prints_one_line_and_a_log(tmp_path: Path) -> None:
     assert "Traceback" in text and "RuntimeError: injected fault for the test" in text
 
 
-def test_ctrl_c_exits_130(tmp_path: Path) -> None:
-    """SIGINT during a batch whose model replies take 30 s: exit 130, the resume command, no traceback."""
+@pytest.mark.parametrize(
+    ("signum", "code", "word"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_stop_signal_exits_130_or_143(tmp_path: Path, signum: int, code: int, word: str) -> None:
+    """SIGINT or SIGTERM during a batch whose model replies take 30 s: 130 or 143, the resume command, no traceback."""
+    from boe.db import Store
     from boe.sim import serve_in_thread
     from boe.sim.dataset import generate_dataset
     from boe.sim.faults import FaultPlan
@@ -128,13 +135,18 @@ def test_ctrl_c_exits_130(tmp_path: Path) -> None:
         deadline = time.monotonic() + 60
         while sim.stats().get("requests", 0) == 0 and time.monotonic() < deadline:  # the batch is waiting on a reply
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+        stopped = time.monotonic() - t0
+    assert proc.returncode == code, err
+    assert stopped < 20  # the 30 s reply was not waited for
     assert "Traceback" not in err
     lines = err.strip().splitlines()
-    assert "interrupted" in err and lines[-1].strip().startswith("boe batch "), err  # how to resume, said once
+    assert word in err and lines[-1].strip().startswith("boe batch "), err  # how to resume, said once
     assert "error: interrupted" not in err
+    with Store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        assert store.work_counts("r")["claimed"] == 0  # given back, not left leased
 
 
 def test_crash_log_never_holds_credentials(tmp_path: Path, monkeypatch) -> None:
@@ -151,3 +163,17 @@ def test_crash_log_never_holds_credentials(tmp_path: Path, monkeypatch) -> None:
     text = Path(log).read_text()
     assert "hunter2" not in text and "bob" not in text and "sk-abcdefghijklmnop" not in text
     assert "postgresql+psycopg://***@db/boe" in text
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (every write to it fails: no space)")
+def test_a_full_disk_is_one_error_line_and_exit_1() -> None:
+    """Output to a device with no space left (ENOSPC from the kernel): one `error:` line, exit 1, no crash log."""
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(
+            [str(BOE), "sim", "ledger", "--kind", "pool", "--n", "2000"], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert "Traceback" not in res.stderr
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: No space left on device"), res.stderr
+    assert "internal error" not in res.stderr and "crash" not in res.stderr

@@ -166,8 +166,8 @@ def _temper(c, w):
     return tuple(x / sum(p) for x in p)
 
 
-def _literal_joint(q, model, group_keys, history, extra=None):
-    """Unnormalised P(h, stances of checked claims, outcomes) for every hypothesis (answers, then none)."""
+def _literal_joint(q, model, group_keys, history):
+    """Unnormalised P(h, stances^lambda, outcomes) for every hypothesis (answers, then none)."""
     pp = model.priors.get(q.dataset, PriorParams())
     aid = q.answer_id
     d = int(aid.max()) + 1 if (aid >= 0).any() else 0
@@ -191,8 +191,8 @@ def _literal_joint(q, model, group_keys, history, extra=None):
             by_answer.setdefault(int(aid[q.action_candidate[a]]), []).append(
                 (_Cell(model.whole_channels[key], b, cw), OUT[o])
             )
-    if extra is not None:
-        by_claim.setdefault(extra, [])
+    for j in np.unique(q.action_claim[q.is_factor]):  # every claim's stances weigh in from the start
+        by_claim.setdefault(int(j), [])
     cp = model.claims.get(q.dataset, ClaimParams())
     out = []
     for hi, ph in enumerate(prior):
@@ -214,9 +214,7 @@ def _literal_joint(q, model, group_keys, history, extra=None):
 
 
 def _literal_evsi(q, model, group_keys, history, a):
-    seen = {int(q.action_claim[x]) for x, _ in history if q.is_factor[x]}
-    extra = int(q.action_claim[a]) if q.is_factor[a] and q.action_claim[a] not in seen else None
-    base, d = _literal_joint(q, model, group_keys, history, extra)
+    base, d = _literal_joint(q, model, group_keys, history)
     if d == 0:
         return 0.0
     gain = -base[:d].max()
@@ -280,18 +278,28 @@ def _engine(recs, policies, budgets, cal=None, **opts):
     return {(r.policy, r.budget): transcripts(r, qs) for r in runs}
 
 
+def _without_stances(cal: Calibration) -> Calibration:
+    """The calibration with every stance weight set to 0: the prior is the answer counts' alone."""
+    model = model_of(cal)
+    for cp in model.claims.values():
+        cp.stance_weight = 0.0
+    return cal.model_copy(update={"extra": {**cal.extra, BAYES_KEY: model.model_dump(mode="json")}})
+
+
 @settings(max_examples=80, deadline=None)
 @given(ledgers())
-def test_budget_zero_is_raw_majority(recs):
-    got = _engine(recs, ["raw", "bayes", "bayes-lookahead"], [0])
+def test_budget_zero_buys_nothing_and_without_stances_is_raw_majority(recs):
+    """At budget 0 `bayes` selects its prior's mode; the answer-count part of the prior has the raw majority
+    as its mode, so with the pool-structure (stance) weight at 0 it is raw BoN."""
+    got = _engine(recs, ["raw", "bayes", "bayes-lookahead"], [0], cal=_without_stances(_fitted(recs)))
     for pol in ("bayes", "bayes-lookahead"):
         for x, y in zip(got[pol, 0.0], got["raw", 0.0], strict=True):
             assert x["actions"] == [] and x["selected"] == y["selected"]
 
 
-def test_budget_zero_is_raw_on_pool_ledgers():
+def test_budget_zero_without_stances_is_raw_on_pool_ledgers():
     recs = list(pool_ledger(200, seed=5, spec=pool_spec("hard")))
-    got = _engine(recs, ["raw", "bayes"], [0])
+    got = _engine(recs, ["raw", "bayes"], [0], cal=_without_stances(_fitted(recs)))
     assert [x["selected"] for x in got["bayes", 0.0]] == [x["selected"] for x in got["raw", 0.0]]
 
 
@@ -478,10 +486,10 @@ def test_prior_is_fitted_under_its_constraint_and_stays_raw_at_budget_zero():
     p = model_of(cal).priors["pool"]
     assert p.count_coef + p.log_count_coef >= 1e-3 - 1e-9 and p.count_coef + p.log_count_coef / 16 >= 1e-3 - 1e-9
     assert p.count_coef > 0.1  # the old fallback was a flat prior (0.001, 0)
-    got = _engine(recs, ["raw", "bayes"], [0], cal=cal)
+    got = _engine(recs, ["raw", "bayes"], [0], cal=_without_stances(cal))
     assert [x["selected"] for x in got["bayes", 0.0]] == [x["selected"] for x in got["raw", 0.0]]
     # the prior is calibrated in-sample: the top answer's mean probability is its frequency of being right
-    qs, runs = _replay(recs, ["bayes"], [0], cal)
+    qs, runs = _replay(recs, ["bayes"], [0], _without_stances(cal))
     conf = np.mean([runs["bayes", 0.0].scores[i, runs["bayes", 0.0].selected[i]] for i in range(len(qs))])
     assert abs(conf - _success(qs, runs["bayes", 0.0])) < 0.05
 
@@ -491,17 +499,22 @@ def test_stance_weight_discounts_redundant_claims():
     assert 0.0 < cp.stance_weight < 1.0  # the values of one slot are one choice, not independent claims
 
 
-def test_check_weight_is_one_for_independent_checks_and_tempers_correlated_ones():
-    """The fitted check weight: 1 where checks are independent given their latents, below 1 where the
-    answer judge and the factor judges echo the pool (outcomes not independent given H), and old
-    calibration files without the field read as untempered."""
+def test_check_weight_tempers_checks_that_repeat_one_reading():
+    """The fitted check weight: every check recorded three times (one judge reading counted thrice, the
+    extreme of correlated checks) is tempered well below the weight of the same ledger with each check once;
+    old calibration files without the field read as untempered."""
+
+    def repeated(rec, n):
+        acts = [{**a, "id": f"{a['id']}#{i}"} for a in rec["actions"] for i in range(n)]
+        return {**rec, "actions": acts}
+
+    recs = list(pool_ledger(400, seed=91, spec=pool_spec("weak-judge")))
     weights = {}
-    for profile in ("default", "echo-answers"):
-        cal = _fitted(list(pool_ledger(600, seed=91, spec=pool_spec(profile))))
+    for n in (1, 3):
+        cal = _fitted([repeated(r, n) for r in recs])
         (cp,) = model_of(cal).claims.values()
-        weights[profile] = cp.check_weight
-    assert weights["default"] == 1.0
-    assert weights["echo-answers"] < 1.0
+        weights[n] = cp.check_weight
+    assert weights[3] <= weights[1] - 0.2
     assert ClaimParams.model_validate({"stance_weight": 0.5}).check_weight == 1.0
 
 

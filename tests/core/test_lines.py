@@ -116,7 +116,7 @@ def test_cli_reads_standard_input_and_names_folders(tmp_path: Path) -> None:
     res = subprocess.run(
         [BOE, "import", "-", "--db", db, "--run", "r"], input=text, capture_output=True, text=True, timeout=120
     )
-    assert res.returncode == 0 and "stored 3" in res.stderr, res.stderr
+    assert res.returncode == 0 and "stored 3" in res.stdout, res.stderr
     res = subprocess.run(
         [BOE, "export", "--db", db, "--run", "r", "--out", "-"], capture_output=True, text=True, timeout=120
     )

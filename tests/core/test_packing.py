@@ -72,3 +72,16 @@ def _two_group_records():
     from boe.sim.ledgers import pool_ledger
 
     return list(pool_ledger(3, seed=5))
+
+
+def test_sample_costs_of_format_1_3_survive_the_round_trip():
+    """A sampled pool's candidates keep their sample costs (an adaptive replay of a cached ledger pays them)."""
+    from boe.sim.ledgers import pool_ledger, pool_spec
+
+    recs = list(pool_ledger(6, seed=3, spec=pool_spec("default", sample_cost=0.5)))
+    qs, groups = load_questions([parse_record_dict(r) for r in recs])
+    assert all(q.sample_cost is not None and (q.sample_cost == 0.5).all() for q in qs)
+    back = unpack_questions(from_bytes(to_bytes(pack_questions(qs, groups.keys))), GroupIndex())
+    for g, w in zip(back, qs, strict=True):
+        g.group = w.group
+    assert_same_questions(back, qs)

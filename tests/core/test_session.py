@@ -92,6 +92,28 @@ def test_online_session_equals_the_replay_of_its_stored_record(recs, policy, bud
         assert again.transcript() == line and again.steps == s.steps
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledgers(max_size=3), st.sampled_from(ONLINE), st.sampled_from([1, 4, 8, 16]))
+def test_online_relevance_skips_replay_exactly(recs, policy, budget):
+    """Online, a proposal that no outcome of the affordable checks could turn into another answer is skipped
+    (spec section 10); the stored record replays to the online line, and bayes never proposes one."""
+    cal = _calibration(recs)
+    for rec in recs:
+        session = Session.from_record(parse_record(rec), cal, policy, budget)
+        outcome = {i: a["outcome"] for i, a in enumerate(_menu(rec))}
+        skipped = []
+        while True:
+            a, irrelevant = session.next_relevant()
+            skipped += irrelevant
+            if a < 0:
+                break
+            session.reveal(a, outcome[a])
+        assert session.skipped() == skipped
+        if policy.startswith("bayes"):
+            assert not skipped
+        assert _offline([_stored(rec, skipped)], policy, budget, cal) == [session.transcript()]
+
+
 def _menu(rec):
     return [a for a in rec["actions"] if not a.get("failed")]
 
@@ -143,18 +165,20 @@ def test_sessions_never_read_utilities(recs, policy, seed):
         assert x.events == y.events and x.finish() == y.finish()
 
 
-def _pool_question():
-    from boe.sim.ledgers import pool_ledger
+def _pool_question(policy):
+    """A pool question on which ``policy`` buys the most checks (bayes stops once none could change the answer)."""
+    from boe.sim.ledgers import pool_ledger, pool_spec
 
-    recs = list(pool_ledger(12, seed=3))
+    # slots that say nothing about correctness: the pool's structure settles nothing, the checks decide
+    recs = list(pool_ledger(12, seed=3, spec=pool_spec("default", slot_good=0.5, slot_bad=0.5)))
     cal = _calibration(recs)
-    rec = max(recs, key=lambda r: len(r["actions"]))
+    rec = max(recs, key=lambda r: len(_drive(r, cal, policy, 16, lambda a: False)[0].events))
     return rec, cal
 
 
 @pytest.mark.parametrize("policy", ["boe", "bayes-lookahead", "random-factor"])
 def test_from_events_resumes_where_the_events_left_off(policy):
-    rec, cal = _pool_question()
+    rec, cal = _pool_question(policy)
     asked = iter(range(1000))
     full, vetoed = _drive(rec, cal, policy, 16, lambda a: next(asked) in (0, 2))
     events = full.events
@@ -178,7 +202,7 @@ def test_from_events_resumes_where_the_events_left_off(policy):
 
 
 def test_events_that_do_not_follow_the_policy_are_refused():
-    rec, cal = _pool_question()
+    rec, cal = _pool_question("boe")
     s = Session.from_record(parse_record(rec), cal, "boe", 16)
     a = s.next_action()
     assert a >= 0

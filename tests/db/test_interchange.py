@@ -152,7 +152,7 @@ def test_bad_records_are_reported_by_line_and_the_good_ones_stored(sqlite_url: s
     )
     assert reported == [2, 4, 6, 7, 8], out.stderr
     assert "candidates[0].utility" in out.stderr and "already seen" in out.stderr and "not UTF-8" in out.stderr
-    assert "stored 3 question(s)" in out.stderr and "4 bad" not in out.stderr and "5 bad record(s)" in out.stderr
+    assert "stored 3 question(s)" in out.stdout and "4 bad" not in out.stdout and "5 bad record(s)" in out.stdout
     with Store(sqlite_url) as store:
         assert [r.question_id for r in store.iter_records("r")] == [good[i]["question_id"] for i in (0, 2, 3)]
     # in-process: the same errors reach on_error, with their lines
@@ -259,7 +259,7 @@ def test_kill_9_mid_import_then_rerun(store_url: str, tmp_path: Path) -> None:
         assert time.monotonic() < deadline, "the parser process outlived the killed import"
         time.sleep(0.1)
     done = boe_cli("import", str(src), "--db", store_url, "--run", "big")
-    assert f"stored {n - stored} question(s), {stored} already there" in done.stderr
+    assert f"stored {n - stored} question(s), {stored} already there" in done.stdout
     assert assert_whole_questions(store_url, "big") == n
     with Store(store_url) as store:
         export_ledger(store, "big", tmp_path / "out.jsonl")

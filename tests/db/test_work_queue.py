@@ -45,6 +45,39 @@ def test_a_crashed_workers_lease_expires(store_url: str) -> None:
         assert [(w.question_id, w.attempts) for w in again] == [("q000", 2), ("q001", 2)]
 
 
+def test_a_live_worker_is_never_handed_its_own_late_lease(store_url: str) -> None:
+    """A's lease ran out while it was still answering (a slow store write): it is not given the item again to
+    redo, its late heartbeat still renews it, and only another worker may take an expired item over."""
+    with Store(store_url) as store:
+        store.create_run("r")
+        store.enqueue("r", KEYS[:2])
+        assert len(store.claim_questions("r", "A", n=1, lease_seconds=0.3)) == 1
+        time.sleep(0.5)
+        [again] = store.claim_questions("r", "A", n=5, lease_seconds=60)
+        assert again.question_id == "q001"  # the pending one, not its own q000 a second time
+        assert store.renew("r", "A", KEYS[:1], lease_seconds=0.3) == KEYS[:1]  # late, but nobody took it
+        time.sleep(0.5)
+        [b] = store.claim_questions("r", "B", n=5, lease_seconds=60)
+        assert b.question_id == "q000" and b.attempts == 2
+        assert store.renew("r", "A", KEYS[:1], lease_seconds=60) == []  # lost to B
+
+
+def test_a_worker_claims_no_more_than_its_fair_share(store_url: str) -> None:
+    """Two workers on 40 questions: the first cannot take more than half once a second one holds some."""
+    keys = [("pool", f"q{i:03d}") for i in range(40)]
+    with Store(store_url) as store:
+        store.create_run("r")
+        store.enqueue("r", keys)
+        assert len(store.claim_questions("r", "A", n=10, lease_seconds=60)) == 10  # alone: what it asks for
+        assert len(store.claim_questions("r", "B", n=30, lease_seconds=60)) == 20  # half of the 40 open
+        assert len(store.claim_questions("r", "A", n=30, lease_seconds=60)) == 10  # A up to its half, no more
+        assert store.claim_questions("r", "A", n=5, lease_seconds=60) == []
+        store.complete("r", keys[:10])  # A finished its first ten: 30 open, A holds 10, B 20
+        assert len(store.claim_questions("r", "C", n=30, lease_seconds=60)) == 0  # nothing pending is left
+        assert store.release("r", "B", keys[10:20]) == 10
+        assert len(store.claim_questions("r", "C", n=30, lease_seconds=60)) == 10  # ceil(30 / 3)
+
+
 def test_a_live_worker_renews_its_leases_and_learns_what_it_lost(store_url: str) -> None:
     with Store(store_url) as store:
         store.create_run("r")

@@ -23,8 +23,10 @@ from hypothesis import strategies as st
 
 from boe.errors import BoeError, ModelError
 from boe.prompts import load_prompt, options_block
-from boe.tools.client import ModelClient, _BadBody, _read_completion
+from boe.tools.client import ModelClient
+from boe.tools.completion import read_completion
 from boe.tools.images import header_size, open_image
+from boe.tools.retry import BadReply
 
 FUZZ = settings(
     deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], derandomize=True
@@ -88,8 +90,8 @@ replies = st.one_of(
 @given(replies)
 def test_any_reply_body_is_read_or_is_one_bad_body_error(reply):
     try:
-        pt, ct, cached, choices = _read_completion(reply)
-    except _BadBody as exc:
+        pt, ct, cached, choices = read_completion(reply)
+    except BadReply as exc:
         assert str(exc)
         return
     assert min(pt, ct, cached) >= 0 and choices and all(t is None or isinstance(t, str) for t, _ in choices)

@@ -4,13 +4,15 @@
 text, texts assembled from JSON-ish fragments (braces, quotes, escapes,
 fences, whole objects), and large ones; each returns or raises a `BoeError`
 with a message, never another exception. A verdict object appended last is
-the one read, whatever prose comes before it.
+the one read, whatever fence-free prose comes before it; a fenced verdict block
+is read whatever follows it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -92,13 +94,25 @@ def test_every_reader_returns_or_names_the_problem(text: str | None) -> None:
     assert read_figure(text, ["A", "B"]) in (None, "A", "B")
 
 
+#: Prose without code fences (a fenced verdict block before the final object is the judge's answer instead).
+unfenced = texts.map(lambda t: re.sub("`+", "`", t) if t else t)
+
+
 @FUZZ
-@given(texts, VERDICT, st.sampled_from(["", " ", "\nMy answer: ", "\n```json\n"]))
+@given(unfenced, VERDICT, st.sampled_from(["", " ", "\nMy answer: ", "\n```json\n"]))
 def test_the_judges_final_object_is_read_after_any_prose(prose: str | None, final: dict, sep: str) -> None:
     text = (prose or "") + sep + json.dumps(final)
     got = _ok_or_reply_error(read_verdict, text)
     if got is not None:  # prose may leave an object open around it; then nothing is read, never another object
         assert got == (final["verdict"], final["rationale"].strip()[:500]), (text[-200:], got)
+
+
+@FUZZ
+@given(unfenced, VERDICT, unfenced)
+def test_a_fenced_verdict_wins_over_any_objects_after_it(before: str | None, mine: dict, after: str | None) -> None:
+    """The judge's fenced answer is read whatever follows it (quoted candidate objects, broken JSON)."""
+    text = (before or "") + "\n```json\n" + json.dumps(mine) + "\n```\n" + (after or "")
+    assert read_verdict(text) == (mine["verdict"], mine["rationale"].strip()[:500]), text[-300:]
 
 
 @settings(max_examples=int(8 * SCALE), deadline=None, suppress_health_check=list(HealthCheck))

@@ -25,7 +25,7 @@ CALIBRATIONS = ("fit", "crossfit:5")
 # What varies between two identical runs: wall time, call ids and the simulator's prefix-cache state.
 VOLATILE = {"seconds", "latency_ms", "call_id", "calls", "cached_tokens", "cache_hit", "requests"}
 AGENT_RUNS: dict[str, list[str]] = {
-    "full": ["--ledger", "full"],
+    "full": ["--ledger", "full", "--policy", "boe"],  # the paper's controller, named (the default is bayes)
     "online": ["--ledger", "online", "--policy", "boe", "--budget", "12"],
 }
 

@@ -61,13 +61,13 @@ def test_agent_run_report_replays_it_as_it_ran_and_shows_its_own_evidence(agent_
 
 def test_other_policies_on_an_online_run_are_flagged_as_not_measured(agent_db, tmp_path):
     db, run = agent_db
-    rep = make_report(
-        tmp_path / "r.html", db=db, run=run, policies=["raw", "boe", "random-factor"], budgets=[16]
+    rep = make_report(  # the demo ran online with the default policy, bayes
+        tmp_path / "r.html", db=db, run=run, policies=["raw", "bayes", "random-factor"], budgets=[16]
     ).report
     observed = {c.policy: c.observed for c in rep.costs if c.dataset == "all"}
-    assert observed["boe"] == 1.0 and observed["random-factor"] < 1.0
+    assert observed["bayes"] == 1.0 and observed["random-factor"] < 1.0
     assert any("random-factor at budget 16" in w and "never ran" in w for w in rep.warnings)
-    assert not any(w.startswith("boe at") for w in rep.warnings)
+    assert not any(w.startswith("bayes at") for w in rep.warnings)
 
 
 def test_ledger_report_pages_show_the_focus_replay(pool_ledger, tmp_path):

@@ -73,3 +73,23 @@ def test_unresolved_and_coin_flip_channels_move_nothing():
     n = narrate(q, [(2, 0, 0.9), (2, 1, 0.5)], 0.55)
     assert "moves no score" in n.steps[0] and "no better than a coin" in n.steps[1]
     assert narrate(q, [], 0.55).closing == "No evidence was bought: the choice is the raw majority, ct."
+
+
+def test_a_posterior_policy_is_narrated_by_its_probabilities():
+    q = _question()
+    post = [[0.6, 0.6, 0.6, 0.3, 0.3], [0.35, 0.35, 0.35, 0.55, 0.55]]  # the whole-response check confirmed mr
+    n = narrate(q, [(2, 1, 0.64)], 0.55, posteriors=post)
+    assert n.steps == ["The check confirmed candidate #3's whole answer (mr): P(ct 0.60 → 0.35, mr 0.30 → 0.55). "
+                       "The choice changes: ct → mr."]  # fmt: skip
+    assert n.closing == "The evidence moved the choice from ct (3 of 5 candidates) to mr (2 of 5)."
+    assert "κ" not in " ".join(n.steps)
+
+
+def test_no_check_could_change_this_answer_replaces_a_list_of_useless_purchases():
+    q = _question()
+    n = narrate(q, [], 0.55, settled=3)
+    assert n.closing.startswith("No check could change this answer (ct) under any outcome of the affordable checks")
+    later = narrate(q, [(0, 1, 0.8)], 0.55, settled=2)
+    assert later.closing.endswith("Then no affordable check could change the answer (2 proposed check(s) not bought).")
+    same = narrate(q, [], 0.55, posteriors=[[0.5] * 5], settled=-1)
+    assert same.closing.startswith("No check could change this answer")

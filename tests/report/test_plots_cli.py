@@ -63,7 +63,7 @@ def test_boe_report_and_show_from_a_ledger(pool_ledger, tmp_path):
         "100",
     )
     assert res.returncode == 0, res.stderr
-    assert f"wrote {out}" in res.stderr.replace("\n", "") and "150 questions" in res.stderr
+    assert f"wrote {out}" in res.stdout.replace("\n", "") and "150 questions" in res.stdout
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == [
         "accuracy_vs_budget.png",
         "cost.png",

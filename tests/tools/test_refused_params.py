@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from boe.prompts import load_prompt, options_block
-from boe.tools.client import ModelClient
+from boe.tools.client import ModelClient, Servers
 
 IMAGE = Path(__file__).parents[1] / "datasets" / "fixtures" / "vqa-rad" / "images" / "synpic21604.jpg"
 
@@ -145,7 +145,7 @@ def _prompt() -> Any:
 
 
 async def _two_clients(srv: Refusing, **kw: Any) -> tuple[ModelClient, ModelClient]:
-    endpoints: dict[Any, Any] = {}
+    endpoints = Servers()
     gen = ModelClient(
         base_url=srv.base_url, model="o3-mini", role="generator", endpoints=endpoints, backoff=0.001, **kw
     )

@@ -1,0 +1,522 @@
+"""Sample and verify under one budget: the adaptive pool (spec section 12).
+
+A question starts with a few candidates; at every step its controller stops, buys a check, or draws m more
+candidates, all paid from one budget. Offline, a ledger of K_max candidates in sampling order replays this
+exactly: a draw reveals the next candidates, and the menu, the cheap prior and the policy are those of the
+pool drawn so far (`boe.core.state.EvidenceState.draw`, `boe.core.session.PolicySession.draw`).
+
+* `PoolSpec` / `parse_pool`: ``fixed`` (every candidate, today's replay), ``fixed:K`` (the first K),
+  ``adaptive`` (`AdaptivePool`) and ``greedy`` (`GreedyPool`).
+* `Predictive`: the next sample's answer given the pool drawn, a Chinese-restaurant (Pitman-Yor) urn over the
+  answers drawn, a new answer and an invalid reply. Its concentration, discount and invalid pseudo-count are
+  fitted per dataset by maximum likelihood of every candidate of a pool given those drawn before it
+  (`fit_predictive`; no labels needed), cross-fitted with the calibration.
+* `AdaptivePool` wraps a controller. The value of drawing m more candidates is the expected gain in the
+  probability that the selected answer is right, under the controller's posterior (`bayes`; another controller
+  gets a `bayes` posterior beside it): for each composition of the m draws the posterior is the prior of the
+  new answer counts times the likelihood of the checks already bought, and the gain is what switching to the
+  new leading answer adds over keeping the current one (zero when no draw can change the answer). The
+  controller's proposed check is valued the same way (its exact myopic EVSI). The step with the larger value
+  per unit cost is taken; the question stops when neither is worth more than ``eta`` per unit cost -- when the
+  calibrated chance that one more draw or check changes the answer, times what the change gains, is below
+  its cost at the price ``eta``.
+* `GreedyPool` draws a round whenever its controller would stop: the rule the literal reading implements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from itertools import combinations_with_replacement
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from boe.core.calibration import Calibration
+from boe.core.graph import Question
+from boe.core.policies import FittablePolicy, IntArr, Policy, make_policy
+from boe.core.state import EvidenceState
+from boe.errors import CalibrationError, ConfigError
+
+__all__ = [
+    "DEFAULT_SAMPLE_COST",
+    "POOL_KEY",
+    "AdaptivePool",
+    "GreedyPool",
+    "PoolSpec",
+    "Predictive",
+    "PredictiveModel",
+    "draw_values",
+    "fit_predictive",
+    "make_pool_policy",
+    "parse_pool",
+]
+
+F64 = npt.NDArray[np.float64]
+B_ = npt.NDArray[np.bool_]
+
+#: Key of the fitted predictive in `Calibration.extra`.
+POOL_KEY = "pool"
+#: The design cost of one sample, in the units of the checks' design costs (record check 1, judge 4). Measured
+#: (`boe costs`): a sample's completion tokens are 16.6 on the simulator and 60-80 for a VLM answering in JSON,
+#: a judge call's prompt and completion 450 and about 1,600 (the figure's tokens included): 4 x 17 / 450 = 0.15,
+#: 4 x 80 / 1,600 = 0.2; 0.25 rounds up for longer answers (see the README, "Sample and verify under one budget").
+DEFAULT_SAMPLE_COST = 0.25
+#: Candidates an adaptive pool starts with, and draws per round.
+DEFAULT_START = 4
+DEFAULT_STEP = 2
+#: Answers valued one by one when a draw is valued; the others are pooled (their draws go to the best of them).
+TOP_ANSWERS = 3
+#: The largest draw valued as a whole (a bigger round is valued as this many).
+MAX_VALUED = 6
+
+PoolMode = Literal["fixed", "adaptive", "greedy"]
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """How a replay or the agent treats the candidate pool (``--pool``)."""
+
+    mode: PoolMode = "fixed"
+    size: int | None = None  # fixed:K -- the first K candidates (None: all)
+    start: int = DEFAULT_START
+    step: int = DEFAULT_STEP
+    sample_cost: float = DEFAULT_SAMPLE_COST  # for candidates whose record has no cost (formats before 1.3)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether samples are drawn step by step and paid from the budget."""
+        return self.mode != "fixed"
+
+    @property
+    def label(self) -> str:
+        if self.mode == "fixed":
+            return "fixed" if self.size is None else f"fixed:{self.size}"
+        return f"{self.mode}:{self.start},{self.step}"
+
+
+def parse_pool(
+    text: str, *, start: int = DEFAULT_START, step: int = DEFAULT_STEP, sample_cost: float = DEFAULT_SAMPLE_COST
+) -> PoolSpec:
+    """``fixed``, ``fixed:K``, ``adaptive`` or ``greedy`` (`ConfigError` naming what is wrong)."""
+    mode, _, arg = text.strip().partition(":")
+    if not (math.isfinite(sample_cost) and sample_cost >= 0):
+        raise ConfigError(f"the sample cost must be a finite number >= 0, got {sample_cost}")
+    if start < 1 or step < 1:
+        raise ConfigError(
+            f"an adaptive pool starts with at least 1 candidate and draws at least 1, got {start}, {step}"
+        )
+    if mode == "fixed":
+        if not arg:
+            return PoolSpec(sample_cost=sample_cost)
+        if not arg.isdigit() or int(arg) < 1:
+            raise ConfigError(f"--pool fixed:K needs a number of candidates K >= 1, got {arg!r}")
+        return PoolSpec("fixed", int(arg), sample_cost=sample_cost)
+    if mode in ("adaptive", "greedy") and not arg:
+        return PoolSpec(mode, start=start, step=step, sample_cost=sample_cost)  # type: ignore[arg-type]
+    raise ConfigError(f"--pool must be fixed, fixed:K, adaptive or greedy, got {text!r}")
+
+
+# --------------------------------------------------------------------------- the predictive of the next sample
+
+
+class Predictive(BaseModel):
+    """P(next sample) = (n_d - discount) / (k + concentration + invalid) for an answer drawn n_d times,
+    (concentration + discount * D) / (...) for a new answer (D answers drawn), (n_invalid + invalid) / (...)
+    for an invalid reply, after k samples."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concentration: float = Field(default=1.0, gt=0.0)
+    discount: float = Field(default=0.0, ge=0.0, lt=1.0)
+    invalid: float = Field(default=0.5, gt=0.0)
+    samples: float = 0.0  # candidates fitted on (diagnostic)
+
+
+class PredictiveModel(BaseModel):
+    """The fitted predictives by dataset (`Calibration.extra["pool"]`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["boe-pool/1"] = "boe-pool/1"
+    predictive: dict[str, Predictive] = Field(default_factory=dict)
+
+
+#: An unseen dataset: a new answer as likely as one drawn once, invalid replies rare.
+DEFAULT_PREDICTIVE = Predictive()
+_CONCENTRATIONS = np.exp(np.linspace(math.log(0.02), math.log(50.0), 41))
+_DISCOUNTS = np.round(np.arange(0.0, 0.951, 0.05), 2)
+_INVALIDS = np.exp(np.linspace(math.log(0.01), math.log(10.0), 19))
+
+
+def _sequence_stats(q: Question) -> F64:
+    """Per candidate after the first: (k before, n of its answer before, answers before, invalid before, kind)
+    with kind 0 an answer drawn before, 1 a new answer, 2 an invalid reply."""
+    out = np.zeros((max(q.k - 1, 0), 5))
+    seen: dict[int, int] = {}
+    inv = 0
+    for i in range(q.k):
+        a = int(q.answer_id[i])
+        if i:
+            kind = 2 if a < 0 else (0 if a in seen else 1)
+            out[i - 1] = (i, seen.get(a, 0), len(seen), inv, kind)
+        if a < 0:
+            inv += 1
+        else:
+            seen[a] = seen.get(a, 0) + 1
+    return out
+
+
+def fit_predictive(questions: Sequence[Question], train: B_ | None = None) -> PredictiveModel:
+    """The predictive of each dataset, by maximum likelihood over a grid of every candidate given those before
+    it in its pool (the pools' sampling order; no reference needed)."""
+    mask = np.ones(len(questions), dtype=bool) if train is None else np.asarray(train, dtype=bool)
+    by_ds: dict[str, list[F64]] = {}
+    for q, t in zip(questions, mask, strict=True):
+        if t and q.k > 1:
+            by_ds.setdefault(q.dataset, []).append(_sequence_stats(q))
+    out = PredictiveModel()
+    a = _CONCENTRATIONS[:, None, None]
+    d = _DISCOUNTS[None, :, None]
+    b = _INVALIDS[None, None, :]
+    for ds, parts in sorted(by_ds.items()):
+        x = np.concatenate(parts)
+        ll = np.zeros((a.shape[0], d.shape[1], b.shape[2]))
+        for kind in (0, 1, 2):
+            rows = x[x[:, 4] == kind]
+            if not rows.size:
+                continue
+            k, n, big_d, inv = (rows[:, i][:, None, None, None] for i in range(4))
+            num = (n - d) if kind == 0 else (a + d * big_d) if kind == 1 else (inv + b)
+            num = np.broadcast_to(num, (rows.shape[0], *ll.shape))
+            ll += np.log(np.maximum(num, 1e-300)).sum(axis=0) - np.log(k + a + b).sum(axis=0)
+        i, j, m = np.unravel_index(int(np.argmax(ll)), ll.shape)
+        out.predictive[ds] = Predictive(
+            concentration=float(_CONCENTRATIONS[i]),
+            discount=float(_DISCOUNTS[j]),
+            invalid=float(_INVALIDS[m]),
+            samples=float(x.shape[0]),
+        )
+    return out
+
+
+def predictive_of(cal: Calibration) -> PredictiveModel:
+    """The predictives stored in a calibration (empty when it has none)."""
+    data = cal.extra.get(POOL_KEY)
+    if data is None:
+        return PredictiveModel()
+    if isinstance(data, PredictiveModel):
+        return data
+    try:
+        return PredictiveModel.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise CalibrationError(f"calibration {cal.source}: extra.pool.{where}: {err['msg']}") from exc
+
+
+def _row_predictive(state: EvidenceState) -> F64:
+    """(concentration, discount, invalid) of every row, shape (Q, 3)."""
+    models = [predictive_of(c) for c in state.calibrations] or [PredictiveModel()]
+    out = np.empty((state.n, 3))
+    cache_: dict[tuple[int, str], tuple[float, float, float]] = {}
+    for r in range(state.n):
+        key = (int(state.calibration[r]) if state.calibrations else 0, state.dataset[r])
+        got = cache_.get(key)
+        if got is None:
+            p = models[key[0]].predictive.get(key[1], DEFAULT_PREDICTIVE)
+            got = cache_[key] = (p.concentration, p.discount, p.invalid)
+        out[r] = got
+    return out
+
+
+# --------------------------------------------------------------------------- the value of a draw
+
+
+@cache
+def _compositions(m: int, c: int) -> tuple[npt.NDArray[np.int64], F64]:
+    """Every way m draws fall into c categories (R, c), and log of its multinomial coefficient (R,)."""
+    combos = list(combinations_with_replacement(range(c), m))
+    counts = np.zeros((len(combos), c), dtype=np.int64)
+    for r, combo in enumerate(combos):
+        for cat in combo:
+            counts[r, cat] += 1
+    lf = np.array([math.lgamma(i + 1) for i in range(m + 1)])
+    return counts, lf[m] - lf[counts].sum(axis=1)
+
+
+def _log_rising(w: F64, j: npt.NDArray[np.int64]) -> F64:
+    """log of w (w + 1) ... (w + j - 1), elementwise; 0 for j = 0 and -inf for w = 0 < j."""
+    out = np.zeros(np.broadcast_shapes(w.shape, j.shape))
+    for i in range(int(j.max(initial=0))):
+        with np.errstate(divide="ignore"):
+            out += np.where(j > i, np.log(np.maximum(w + i, 0.0)), 0.0)
+    return out
+
+
+def draw_values(
+    lpost: F64, lprior_fn: Any, counts: F64, k: F64, n_invalid: F64, predictive: F64, m: int, now: IntArr
+) -> F64:
+    """Expected gain in P(the selected answer is right) from m more samples, per row.
+
+    ``lpost`` (n, D + 1) is the controller's log posterior (answers by id, `none` last; -inf for answers not
+    drawn), ``lprior_fn(counts, k)`` its log prior from answer counts (n', D') and pool sizes (n',), ``counts``
+    (n, D) the answers' counts, ``k`` the pool sizes, ``n_invalid`` the invalid replies, ``predictive`` (n, 3)
+    the urn's parameters, ``now`` the answer selected now. The posterior after a draw keeps the likelihood of
+    the checks bought (a new answer's is that of `none`: every candidate drawn is wrong under both).
+    """
+    n, d = counts.shape
+    m = min(m, MAX_VALUED)
+    if n == 0 or m < 1:
+        return np.zeros(n)
+    real = np.isfinite(lpost[:, :d]) & (counts > 0)
+    with np.errstate(invalid="ignore"):
+        lik = lpost - lprior_fn(counts, k)  # the checks' log likelihood (up to a constant per row)
+    lik[:, :d] = np.where(real, lik[:, :d], -np.inf)
+    post = np.where(real, np.exp(lpost[:, :d]), -1.0)
+    order = np.argsort(-post, axis=1, kind="stable")
+    t = min(TOP_ANSWERS, d)
+    top = order[:, :t]  # (n, t), may hold answers not drawn (weight 0)
+    rest = order[:, t:]
+    rows = np.arange(n)[:, None]
+    conc, disc, inv_w = predictive[:, 0], predictive[:, 1], predictive[:, 2]
+    w_top = np.where(real[rows, top], counts[rows, top] - disc[:, None], 0.0)
+    w_rest = np.where(real[rows, rest], counts[rows, rest] - disc[:, None], 0.0).sum(axis=1)
+    best_rest = rest[:, 0] if rest.shape[1] else np.zeros(n, dtype=np.int64)
+    n_answers = real.sum(axis=1)
+    weights = np.concatenate(
+        [w_top, w_rest[:, None], (conc + disc * n_answers)[:, None], (n_invalid + inv_w)[:, None]], axis=1
+    )  # categories: the top answers, the rest, a new answer, an invalid reply
+    total = weights.sum(axis=1)
+    comp, log_multi = _compositions(m, t + 3)
+    # log P(composition) under the urn, (n, R)
+    lp_comp = log_multi[None, :] + _log_rising(weights[:, None, :], comp[None, :, :]).sum(axis=2)
+    lp_comp -= _log_rising(total, np.full(n, m, dtype=np.int64))[:, None]
+    r = comp.shape[0]
+    new_counts = np.zeros((n, r, d + 1))
+    new_counts[:, :, :d] = counts[:, None, :]
+    for j in range(t):
+        new_counts[np.arange(n)[:, None], np.arange(r)[None, :], top[:, j][:, None]] += comp[None, :, j]
+    if rest.shape[1]:
+        new_counts[np.arange(n)[:, None], np.arange(r)[None, :], best_rest[:, None]] += comp[None, :, t]
+    new_counts[:, :, d] = comp[None, :, t + 1]
+    flat = lprior_fn(new_counts.reshape(n * r, d + 1), np.repeat(k + m, r)).reshape(n, r, d + 2)
+    lik_ext = np.concatenate([lik[:, :d], lik[:, d : d + 1], lik[:, d : d + 1]], axis=1)  # new answer as `none`
+    lp = flat + lik_ext[:, None, :]
+    top_lp = lp.max(axis=2, keepdims=True)
+    p = np.exp(lp - top_lp)
+    p /= p.sum(axis=2, keepdims=True)
+    selectable = p[:, :, : d + 1]
+    gain = selectable.max(axis=2) - selectable[np.arange(n)[:, None], np.arange(r)[None, :], now[:, None]]
+    with np.errstate(under="ignore"):
+        out: F64 = (np.exp(lp_comp) * np.maximum(gain, 0.0)).sum(axis=1)
+    return out
+
+
+# --------------------------------------------------------------------------- the policies
+
+
+class _PoolPolicy:
+    """A controller with a pool: everything but `choose` goes to the controller."""
+
+    deployable: ClassVar[bool] = True
+    reads_labels: ClassVar[bool] = False
+
+    def __init__(self, inner: Policy, step: int) -> None:
+        self.inner = inner
+        self.step = int(step)
+        self.name = inner.name
+        self.deployable = inner.deployable  # type: ignore[misc]
+        self.reads_labels = inner.reads_labels  # type: ignore[misc]
+
+    def start(self, state: EvidenceState) -> None:
+        self.inner.start(state)
+
+    def observe(self, state: EvidenceState, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
+        self.inner.observe(state, rows, actions, outcomes)
+
+    def select(self, state: EvidenceState) -> IntArr:
+        return self.inner.select(state)
+
+    def final_scores(self, state: EvidenceState) -> F64:
+        return self.inner.final_scores(state)
+
+    def draw_sizes(self, state: EvidenceState) -> IntArr:
+        """Per row, the candidates a draw takes now: up to ``step``, as many as remain and the budget pays for."""
+        pool = state.pool
+        if pool is None:
+            return np.zeros(state.n, dtype=np.intp)
+        room = np.minimum(self.step, pool.limit - pool.k)
+        out = np.zeros(state.n, dtype=np.intp)
+        rows = np.arange(state.n)
+        for m in range(int(room.max(initial=0)), 0, -1):
+            fits = (room >= m) & (out == 0)
+            if not fits.any():
+                continue
+            spend = pool.sample_spent_at(rows[fits], (pool.k[fits] + m).astype(np.int32)) + pool.check_spent[fits]
+            ok = spend <= state.budget[fits]
+            out[np.nonzero(fits)[0][ok]] = m
+        return out
+
+    def fit_extra(
+        self, questions: Any, train_mask: Any, calibration: Calibration, group_keys: Any = None
+    ) -> Calibration:
+        """The controller's fitted parameters, then the predictive of the next sample."""
+        cal = calibration
+        if isinstance(self.inner, FittablePolicy):
+            cal = self.inner.fit_extra(questions, train_mask, cal, group_keys)
+        model = fit_predictive(questions, train_mask)
+        return cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: model.model_dump(mode="json")}})
+
+    def fit_extra_present(self, calibration: Calibration) -> bool:
+        """The controller's parameters are there (a missing predictive is the unseen-dataset default)."""
+        return not isinstance(self.inner, FittablePolicy) or bool(self.inner.fit_extra_present(calibration))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r}, step={self.step})"
+
+
+class GreedyPool(_PoolPolicy):
+    """Draw a round (``step`` candidates, or what remains and the budget pays for) whenever the controller stops."""
+
+    def choose(self, state: EvidenceState) -> IntArr:
+        choice = self.inner.choose(state)
+        m = self.draw_sizes(state)
+        draw = (choice == -1) & (m > 0)
+        return np.where(draw, -2 - m, choice)
+
+
+class AdaptivePool(_PoolPolicy):
+    """Draw when m more candidates are worth more per unit cost than the controller's check; stop when neither
+    is worth more than ``eta`` per unit cost (see the module docstring)."""
+
+    def __init__(self, inner: Policy, step: int, eta: float = 0.0) -> None:
+        super().__init__(inner, step)
+        if not math.isfinite(eta) or eta < 0:
+            raise ConfigError(f"eta must be a finite number >= 0, got {eta}")
+        self.eta = float(eta)
+        from boe.core.bayes import Bayes
+
+        self.model: Any = inner if isinstance(inner, Bayes) else Bayes()
+
+    def start(self, state: EvidenceState) -> None:
+        super().start(state)
+        if self.model is not self.inner:
+            self.model.start(state)
+        state.extra["pool_predictive"] = _row_predictive(state)
+        state.extra["pool_prior"] = _row_prior(state)
+
+    def observe(self, state: EvidenceState, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
+        super().observe(state, rows, actions, outcomes)
+        if self.model is not self.inner:
+            self.model.observe(state, rows, actions, outcomes)
+
+    def fit_extra(
+        self, questions: Any, train_mask: Any, calibration: Calibration, group_keys: Any = None
+    ) -> Calibration:
+        cal = super().fit_extra(questions, train_mask, calibration, group_keys)
+        if self.model is not self.inner and not self.model.fit_extra_present(cal):
+            cal = self.model.fit_extra(questions, train_mask, cal, group_keys)
+        return cal
+
+    def fit_extra_present(self, calibration: Calibration) -> bool:
+        return super().fit_extra_present(calibration) and bool(self.model.fit_extra_present(calibration))
+
+    def choose(self, state: EvidenceState) -> IntArr:
+        choice = self.inner.choose(state).astype(np.intp)
+        n = state.n
+        rows = np.arange(n)
+        check = np.full(n, -np.inf)
+        has = choice >= 0
+        if has.any():
+            values = self.model.values(state)
+            check[has] = values[rows[has], choice[has]] / state.cost[rows[has], choice[has]]
+        m = self.draw_sizes(state)
+        draw = np.full(n, -np.inf)
+        live = np.nonzero(m > 0)[0]
+        if live.size:
+            draw[live] = self._draw_density(state, live)
+        limit = self.eta + 1e-12
+        take_draw = (draw > check) & (draw > limit)
+        # at eta = 0 the controller's own proposal stands when no draw beats it (its budget is spent as it
+        # would spend it); at a price, a check must be worth it too
+        keep = (choice >= 0) & ((self.eta == 0.0) | (check > limit))
+        return np.where(take_draw, -2 - m, np.where(keep, choice, -1))
+
+    def _draw_density(self, state: EvidenceState, rows: IntArr) -> F64:
+        """The best value per unit cost of drawing 1, 2, ... rounds more (at most `MAX_VALUED` candidates) for
+        ``rows``: a round that changes nothing alone may be worth drawing when two would."""
+        pool = state.pool
+        assert pool is not None
+        best = np.zeros(rows.size)
+        sizes = sorted({min(s, MAX_VALUED) for s in range(self.step, max(self.step, MAX_VALUED) + 1, self.step)})
+        for size in sizes:
+            # valued whether or not the pool's limit serves it (online the limit is not the record's size), only
+            # as far as the budget pays for it
+            k_next = (pool.k[rows] + size).astype(np.int32)
+            cost = pool.sample_spent_at(rows, k_next) - pool.sample_spent[rows]
+            ok = pool.sample_spent_at(rows, k_next) + pool.check_spent[rows] <= state.budget[rows]
+            if not ok.any():
+                break
+            r = np.nonzero(ok)[0]
+            value = self._draw_value(state, rows[r], size)
+            c = cost[r]
+            dens = np.where(c > 0, value / np.maximum(c, 1e-300), np.where(value > 0, np.inf, 0.0))
+            best[r] = np.maximum(best[r], dens)
+        return best
+
+    def _draw_value(self, state: EvidenceState, rows: IntArr, m: int) -> F64:
+        """The expected gain of drawing m more candidates (`draw_values`) for ``rows``."""
+        from boe.core.bayes import prior_log
+
+        aid = state.answer_id[rows]
+        d = max(int(state.answer_id.max(initial=-1)) + 1, 1)
+        counts = (aid[:, :, None] == np.arange(d)[None, None, :]).sum(axis=1).astype(np.float64)
+        k = state.candidate[rows].sum(axis=1).astype(np.float64)
+        n_inv = k - counts.sum(axis=1)
+        lpost = state.extra["bayes_lpost"][rows]
+        lpost = np.concatenate([lpost[:, :d], lpost[:, -1:]], axis=1)  # answers 0..d-1, then `none`
+        params = state.extra["pool_prior"][rows]
+        reps = {"n": params.shape[0]}
+
+        def lprior(c: F64, kk: F64) -> F64:
+            par = params if c.shape[0] == reps["n"] else np.repeat(params, c.shape[0] // reps["n"], axis=0)
+            out, _ = prior_log(c, kk, par)
+            return out
+
+        sel = self.model.select(state)[rows]
+        now = np.where(sel >= 0, aid[np.arange(rows.size), np.maximum(sel, 0)], 0)
+        return draw_values(lpost, lprior, counts, k, n_inv, state.extra["pool_predictive"][rows], m, np.maximum(now, 0))
+
+
+def _row_prior(state: EvidenceState) -> F64:
+    """The `bayes` prior parameters of every row (Q, 4)."""
+    from boe.core.bayes import DEFAULT_PRIOR, BayesModel, model_of
+
+    models = []
+    for c in state.calibrations:
+        try:
+            models.append(model_of(c))
+        except CalibrationError:
+            models.append(BayesModel())
+    models = models or [BayesModel()]
+    out = np.empty((state.n, 4))
+    for r in range(state.n):
+        m = models[int(state.calibration[r]) if state.calibrations else 0]
+        p = m.priors.get(state.dataset[r], DEFAULT_PRIOR)
+        out[r] = (p.count_coef, p.log_count_coef, p.none_intercept, p.none_slope)
+    return out
+
+
+def make_pool_policy(name: str | Policy, spec: PoolSpec, **options: Any) -> Policy:
+    """The policy ``name`` (or a built one) under the pool ``spec``: itself for a fixed pool, else wrapped."""
+    inner = make_policy(name, **options) if isinstance(name, str) else name
+    if spec.mode == "adaptive":
+        return AdaptivePool(inner, spec.step, eta=float(options.get("eta", 0.0)))  # type: ignore[return-value]
+    if spec.mode == "greedy":
+        return GreedyPool(inner, spec.step)  # type: ignore[return-value]
+    return inner

@@ -1,0 +1,154 @@
+"""Decision relevance: which purchases could change the selected answer at all.
+
+A feasible action e is *relevant* when some set S of affordable purchases
+containing it, with some outcomes, selects a different answer than S without e
+does (e is pivotal somewhere); otherwise buying it cannot change the answer,
+whatever the outcomes of everything the remaining budget can still buy. Two
+sound, cheap bounds decide this, one per kind of score:
+
+* the spec's logit scores (`score_relevance`, every `ScorePolicy`): a purchase
+  moves candidate i's logit by alpha_ie(o) wt(e), so over any affordable set the
+  gap between i and the selected candidate i* closes by at most the fractional
+  knapsack of |alpha_ie - alpha_i*e| |wt(e)| (capacity: the remaining budget).
+  A candidate whose answer differs from i*'s and whose gap cannot close is never
+  selected; an action that moves every candidate that can still be selected by
+  the same amount cannot change which of them wins;
+* the `bayes` posterior (`posterior_relevance`): the checks of latent j multiply
+  P(H) by F_j(H) = rho_j(H) A + (1 - rho_j(H)) B with A, B the products of the
+  outcomes' likelihoods under a true and a false latent, so F_j(d) / F_j(d*) is
+  a Moebius function of r = A / B and lies between its values at the smallest
+  and largest r the affordable checks of j can produce. Answers whose log gap
+  to the selected d* exceeds the knapsack of these bounds (one item per latent,
+  costing its cheapest affordable check) are never selected, and a check whose
+  latent has the same rho_j for every answer that can still be selected cannot
+  change which of them wins.
+
+Ties follow the spec (scores within 1e-12): the logit bound is applied only
+while every score stays inside [sigmoid(-10), sigmoid(10)], where a logit gap of
+1e-7 separates two scores by more than the tie tolerance, and the posterior
+bound with answers closer than 1e-5 in log posterior counted as reachable while the
+selected answer's posterior stays above 1e-6 whatever is bought (below that every
+answer is). Outside the logit zone every feasible action counts as relevant.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from boe.core.state import EvidenceState
+
+__all__ = ["IRRELEVANT", "knapsack_bound", "posterior_relevance", "score_relevance"]
+
+F64 = npt.NDArray[np.float64]
+B_ = npt.NDArray[np.bool_]
+
+#: The reason stored on a proposal skipped because no outcome of the affordable checks could change the answer.
+IRRELEVANT = "irrelevant: no outcome of the affordable checks could change the answer"
+#: Logits stay within +-SAFE_LOGIT for the logit bound to apply (there a gap of TIE_LOGIT is not a tie).
+SAFE_LOGIT = 10.0
+TIE_LOGIT = 1e-7
+#: The posterior bound applies while the selected answer keeps at least this posterior.
+POSTERIOR_FLOOR = 1e-6
+TIE_LOG_POSTERIOR = 1e-5
+
+
+def knapsack_bound(values: F64, costs: F64, capacity: F64) -> F64:
+    """The fractional knapsack optimum over the last axis: no affordable set of items is worth more.
+
+    ``values`` (..., N) >= 0 per item, ``costs`` broadcastable to it (> 0, inf: not available),
+    ``capacity`` (...). Items that do not fit alone are left out.
+    """
+    c = np.broadcast_to(costs, values.shape)
+    cap = np.asarray(capacity, dtype=np.float64)[..., None]
+    v = np.where((values > 0) & (c <= cap), values, 0.0)
+    c = np.where(v > 0, c, 0.0)
+    ratio = np.where(v > 0, v / np.where(c > 0, c, 1.0), -1.0)
+    order = np.argsort(-ratio, axis=-1, kind="stable")
+    vs = np.take_along_axis(v, order, axis=-1)
+    cs = np.take_along_axis(c, order, axis=-1)
+    before = np.cumsum(cs, axis=-1) - cs
+    share = np.clip((cap - before) / np.where(cs > 0, cs, 1.0), 0.0, 1.0)
+    out: F64 = (vs * np.where(cs > 0, share, 0.0)).sum(axis=-1)
+    return out
+
+
+def score_relevance(state: EvidenceState) -> B_:
+    """(Q, A): feasible actions that could change the selected answer under the spec's logit scores."""
+    feasible = state.feasible()
+    n = state.n
+    q = np.arange(n)
+    rem = state.budget - state.spent
+    cand = state.candidate
+    aid = np.where(cand, state.answer_id, -1)  # every invalid candidate gives "no answer"
+    sel = state.selection()
+    d_star = aid[q, sel]
+    logit = state.logit
+    eff = np.where(feasible[:, :, None], state.alpha * state.weight[:, :, None], 0.0)  # (Q, A, K)
+    cost = state.cost[:, None, :]
+    swing = knapsack_bound(np.abs(eff).transpose(0, 2, 1), cost, rem[:, None])  # (Q, K)
+    safe = np.all(~cand | ((logit - swing >= -SAFE_LOGIT) & (logit + swing <= SAFE_LOGIT)), axis=1)
+    pair = np.abs(eff - eff[q, :, sel][:, :, None])
+    closes = knapsack_bound(pair.transpose(0, 2, 1), cost, rem[:, None])  # (Q, K)
+    gap = logit[q, sel][:, None] - logit
+    reach = cand & ((aid == d_star[:, None]) | (closes >= gap - TIE_LOGIT))
+    several = np.any(reach & (aid != d_star[:, None]), axis=1)
+    spread = np.where(reach[:, None, :], eff, -np.inf).max(axis=2) - np.where(reach[:, None, :], eff, np.inf).min(
+        axis=2
+    )
+    out: B_ = feasible & (~safe[:, None] | (several[:, None] & (spread > 0)))
+    return out
+
+
+def posterior_relevance(
+    lpost: F64,
+    real: B_,
+    rho: F64,
+    latent: npt.NDArray[np.intp],
+    c1: F64,
+    c0: F64,
+    feasible: B_,
+    cost: F64,
+    remaining: F64,
+    now: npt.NDArray[np.intp],
+) -> B_:
+    """(Q, A): feasible actions that could change the selected answer under the `bayes` posterior.
+
+    ``lpost`` (Q, H) log posterior, ``real`` (Q, H) the selectable hypotheses, ``rho`` (Q, L, H)
+    P(latent = 1 | H, history), ``latent`` (Q, A) the latent each action reads, ``c1`` / ``c0`` (Q, A, 3)
+    P(outcome | latent true / false), ``now`` (Q,) the selected hypothesis.
+    """
+    n, n_lat, _ = rho.shape
+    q = np.arange(n)
+    with np.errstate(divide="ignore"):
+        lr = np.log(c1) - np.log(c0)  # (Q, A, 3)
+    act = feasible & np.any(lr != 0.0, axis=2)  # an uninformative check moves nothing
+    flat = (latent + q[:, None] * n_lat)[act]
+    log_hi = np.asarray(np.bincount(flat, weights=lr.max(axis=2)[act], minlength=n * n_lat), dtype=np.float64)
+    log_lo = np.asarray(np.bincount(flat, weights=lr.min(axis=2)[act], minlength=n * n_lat), dtype=np.float64)
+    log_hi, log_lo = log_hi.reshape(n, n_lat, 1), log_lo.reshape(n, n_lat, 1)
+    cheapest = np.full(n * n_lat, np.inf)
+    np.minimum.at(cheapest, flat, cost[act])
+    r_now = np.take_along_axis(rho, now[:, None, None], axis=2)  # (Q, L, 1)
+
+    def mix(log_r: F64, p: F64) -> F64:
+        return np.asarray(np.logaddexp(np.log(p) + log_r, np.log1p(-p)), dtype=np.float64)
+
+    gain = np.maximum(mix(log_hi, rho) - mix(log_hi, r_now), mix(log_lo, rho) - mix(log_lo, r_now))  # (Q, L, H)
+    bound = knapsack_bound(gain.transpose(0, 2, 1), cheapest.reshape(n, 1, n_lat), remaining[:, None])  # (Q, H)
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = lpost[q, now][:, None] - lpost  # inf for absent answers
+        rivals = np.where(np.arange(lpost.shape[1])[None, :] == now[:, None], 0.0, np.exp(bound - gap))
+    floor = 1.0 / (1.0 + np.nan_to_num(rivals, nan=0.0).sum(axis=1)) >= POSTERIOR_FLOOR
+    # below the floor every answer may tie with the selected one, and the normalisation matters too: an action
+    # is then irrelevant only if it moves no hypothesis (`none` included) against another
+    reach = real & ((bound >= gap - TIE_LOG_POSTERIOR) | ~floor[:, None])
+    reach[q, now] = True
+    several = reach.sum(axis=1) >= 2
+    moved = reach | (~floor[:, None] & np.isfinite(lpost))
+    rho_a = rho[q[:, None], latent]  # (Q, A, H)
+    spread = np.where(moved[:, None, :], rho_a, -np.inf).max(axis=2) - np.where(moved[:, None, :], rho_a, np.inf).min(
+        axis=2
+    )
+    out: B_ = feasible & act & several[:, None] & (spread > 0)
+    return out

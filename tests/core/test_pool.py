@@ -1,0 +1,324 @@
+"""Sampled pools (spec section 12): the engine against the literal reading, online equals offline, one budget."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from boe.core.bayes import Bayes
+from boe.core.calibration import Calibration
+from boe.core.graph import GroupIndex, Question
+from boe.core.ledger import parse_record, parse_record_dict
+from boe.core.literal import literal_calibration, literal_pool_replay, literal_prefix
+from boe.core.loading import load_lines
+from boe.core.policies import make_policy
+from boe.core.pool import AdaptivePool, Predictive, draw_values, fit_predictive, parse_pool
+from boe.core.replay import plan_calibration, replay, transcripts
+from boe.core.session import Draw, Reveal, Session, SessionError, drawn
+from boe.errors import ConfigError, RecordError
+from boe.sim.ledgers import pool_ledger, pool_spec
+from tests.core.strategies import ledgers
+
+DETERMINISTIC = ["raw", "boe", "boe-factor", "whole", "label-guided"]
+ONLINE = ["raw", "boe", "bayes", "whole", "bayes-lookahead"]
+
+
+def sampled(rec: dict, cost: float) -> dict:
+    """A record as format 1.3: candidate costs, only claims some candidate asserts, answer checks on their
+    answer's first valid candidate, and (as the agent writes them) actions ordered by the first candidate that
+    makes them available, so that a menu grows at its end as candidates are drawn."""
+    out = copy.deepcopy(rec)
+    asserted = {e["claim"] for e in out["edges"] if e["sign"] == 1}
+    out["claims"] = [c for c in out["claims"] if c["id"] in asserted]
+    out["edges"] = [e for e in out["edges"] if e["claim"] in asserted]
+    first: dict[str, int] = {}
+    for c in out["candidates"]:
+        c["cost"] = cost
+        if c["valid"] and c["answer"] is not None:
+            first.setdefault(c["answer"].strip().lower(), c["index"])
+    acts = []
+    for a in out["actions"]:
+        if a["claim"] is not None and a["claim"] not in asserted:
+            continue
+        if a["kind"] == "answer_response":
+            a["candidate"] = first[out["candidates"][a["candidate"]]["answer"].strip().lower()]
+        acts.append(a)
+    first_assert = {}
+    for e in sorted(out["edges"], key=lambda e: e["candidate"]):
+        if e["sign"] == 1:
+            first_assert.setdefault(e["claim"], e["candidate"])
+    out["actions"] = sorted(acts, key=lambda a: first_assert[a["claim"]] if a["claim"] is not None else a["candidate"])
+    out["format"] = "boe-ledger/1.3"
+    return out
+
+
+def _load(recs):
+    return load_lines([json.dumps(r) for r in recs], "<test>", strict=True)
+
+
+def _engine(recs, policies, budget, spec, cal, **opts):
+    qs, groups = _load(recs)
+    plan = plan_calibration(qs, groups.keys, "file", file_calibration=Calibration.model_validate(cal))
+    runs = replay(qs, groups.keys, policies, [budget], plan, pool=spec, policy_options=opts, workers=1)
+    return {r.policy: transcripts(r, qs) for r in runs}
+
+
+def _same(x, y):
+    for key in ("selected", "actions", "samples", "draws"):
+        assert x[key] == y[key], (key, x, y)
+    assert x.get("skipped") == y.get("skipped"), (x, y)
+    assert x["cost"] == y["cost"], (x, y)  # the spend rule is exact (spec section 12)
+    assert np.allclose(x["scores"], y["scores"], rtol=0, atol=1e-12), (x, y)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ledgers(),
+    st.sampled_from([0.5, 1, 2, 3.5, 4, 8, 16, 100]),
+    st.sampled_from(["greedy", "fixed"]),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.sampled_from([0.0, 0.25, 0.5, 1.0]),
+    st.booleans(),
+    st.data(),
+)
+def test_engine_equals_literal_on_sampled_pools(recs, budget, mode, start, step, cost, as_13, data):
+    """Every deterministic policy under a greedy pool (or a fixed pool of the first K) draws, buys and selects as
+    the literal reading does, on 1.3 records and on older ones (with a default sample cost), skips included."""
+    if as_13:
+        recs = [sampled(r, cost) for r in recs]
+    for r in recs:
+        for a in r["actions"]:
+            if data.draw(st.integers(0, 5)) == 0:
+                a["skipped"] = "veto"
+    cal = literal_calibration([parse_record(r) for r in recs])
+    if mode == "greedy" and cost > budget:
+        return  # a budget that cannot pay for the first sample: a usage error (tested below)
+    spec = parse_pool("greedy" if mode == "greedy" else f"fixed:{start}", start=start, step=step, sample_cost=cost)
+    got = _engine(recs, DETERMINISTIC, budget, spec, cal)
+    for pol in DETERMINISTIC:
+        for rec, x in zip(recs, got[pol], strict=True):
+            y = literal_pool_replay(
+                parse_record(rec),
+                cal,
+                pol,
+                budget,
+                start=start,
+                step=step,
+                sample_cost=cost,
+                charge=mode == "greedy",
+                greedy=mode == "greedy",
+            )
+            _same(x, y)
+
+
+def test_fixed_k_of_every_candidate_is_the_fixed_pool():
+    """``fixed:K`` with K the pool size replays exactly as the fixed pool (its transcript adds only the draws)."""
+    recs = list(pool_ledger(40, seed=3, spec=pool_spec("answers", k=8)))
+    qs, groups = _load(recs)
+    plan = plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra)
+    for pol in ("boe", "whole", "bayes"):
+        fixed = transcripts(replay(qs, groups.keys, [pol], [8.0], plan, workers=1)[0], qs)
+        first = replay(qs, groups.keys, [pol], [8.0], plan, pool=parse_pool("fixed:8"), workers=1)[0]
+        for x, y in zip(fixed, transcripts(first, qs), strict=True):
+            assert y.pop("samples") == 8 and y.pop("draws") == [[0, 8]]
+            assert x == y
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledgers(max_size=4), st.sampled_from([1, 2, 4, 9.5, 16]), st.sampled_from(["greedy", "adaptive"]), st.data())
+def test_budget_holds_and_candidates_are_drawn_in_order(recs, budget, mode, data):
+    """No pool spends more than its budget; samples are drawn in order, at most K, and paid for."""
+    cost = data.draw(st.sampled_from([0.25, 0.5, 1.0]))
+    recs = [sampled(r, cost) for r in recs]
+    qs, groups = _load(recs)
+    plan = plan_calibration(qs, groups.keys, "fit", extra_fit=AdaptivePool(Bayes(), 1).fit_extra)
+    spec = parse_pool(mode, start=data.draw(st.integers(1, 3)), step=data.draw(st.integers(1, 3)))
+    for pol in ONLINE:
+        run = replay(qs, groups.keys, [pol], [budget], plan, pool=spec, workers=1)[0]
+        for r, (q, line) in enumerate(zip(qs, transcripts(run, qs), strict=True)):
+            k = line["samples"]
+            assert 1 <= k <= q.k
+            assert line["cost"] <= budget
+            assert [d[1] for d in line["draws"]] == sorted({d[1] for d in line["draws"]})
+            ids = set(q.action_ids[a] for a in np.nonzero(q.need() <= k)[0])
+            assert set(line["actions"]) <= ids  # bought only what the pool drawn made available
+            checks = sum(float(q.cost[q.action_ids.index(a)]) for a in line["actions"])
+            assert math.isclose(line["cost"], cost * k + checks, abs_tol=1e-9)
+            assert run.samples_of(r, q) == k
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledgers(max_size=3), st.sampled_from(ONLINE), st.sampled_from([2, 4, 16]), st.integers(1, 3), st.data())
+def test_online_pool_that_grows_equals_the_replay_of_its_record(recs, policy, budget, step, data):
+    """Online, a session holds only the candidates drawn so far and the menu they make (the record of the
+    pool of k); on a draw it starts again on the larger record with the same events. Its decisions equal the
+    adaptive replay of the full record, and of its own stored record."""
+    recs = [sampled(r, 0.25) for r in recs]
+    qs, groups = _load(recs)
+    plan = plan_calibration(qs, groups.keys, "fit", extra_fit=AdaptivePool(Bayes(), 1).fit_extra)
+    cal = plan.calibrations[0]
+    mode = data.draw(st.sampled_from(["adaptive", "greedy"]))
+    spec = parse_pool(mode, start=data.draw(st.integers(1, 3)), step=step)
+    offline = transcripts(replay(qs, groups.keys, [policy], [budget], plan, pool=spec, workers=1)[0], qs)
+    for rec, line in zip(recs, offline, strict=True):
+        full = parse_record(rec)
+        limit = len(full.candidates)
+        k = min(spec.start, limit)
+        events: list = []
+        while True:
+            prefix = literal_prefix(full, k)
+            gi = GroupIndex()
+            for key in groups.keys:  # the run's group ids, as one calibration serves every question
+                gi.id(key)
+            q = Question.from_record(prefix, gi)
+            session = Session.from_events(q, cal, gi.keys, policy, budget, events[:], pool=spec, limit=limit)
+            outcome = {a.id: a.outcome for a in prefix.actions}
+            a = session.next_action()
+            if a == -1:
+                break
+            if a >= 0:
+                events.append(Reveal(a, outcome[prefix.actions[a].id]))
+                continue
+            k += drawn(a)  # sample the round, then go on from the same events on the larger record
+            events.append(Draw(drawn(a)))
+        got = session.transcript()
+        for key in ("selected", "actions", "samples", "draws", "cost"):
+            assert got[key] == line[key], (key, got, line)
+
+
+def test_a_format_1_3_record_needs_costs_asserted_claims_and_first_representatives():
+    rec = sampled(next(iter(pool_ledger(1, seed=1, spec=pool_spec("answers", k=6)))), 0.25)
+    parse_record(rec)
+    parse_record_dict(json.dumps(rec))
+    bad = copy.deepcopy(rec)
+    del bad["candidates"][2]["cost"]
+    with pytest.raises(RecordError, match=r"candidates\[2\]\.cost"):
+        parse_record(bad)
+    bad = copy.deepcopy(rec)
+    bad["candidates"][0]["cost"] = -1
+    with pytest.raises(RecordError, match=r"candidates\[0\]\.cost"):
+        parse_record(bad)
+    bad = copy.deepcopy(rec)
+    cid = bad["claims"][0]["id"]
+    bad["edges"] = [e for e in bad["edges"] if not (e["claim"] == cid and e["sign"] == 1)]
+    with pytest.raises(RecordError, match=r"claims\[0\]"):
+        parse_record(bad)
+    bad = copy.deepcopy(rec)
+    answer = next(a for a in bad["actions"] if a["kind"] == "answer_response")
+    key = bad["candidates"][answer["candidate"]]["answer"]
+    later = [c["index"] for c in bad["candidates"] if c["answer"] == key and c["index"] > answer["candidate"]]
+    if later:
+        answer["candidate"] = later[0]
+        with pytest.raises(RecordError, match=r"actions\[\d+\]\.candidate"):
+            parse_record(bad)
+    old = copy.deepcopy(rec)
+    old["format"] = "boe-ledger/1.1"  # the same record as 1.1: its candidates' cost is an unknown key
+    qs_old, _ = _load([old])
+    qs_new, _ = _load([rec])
+    assert qs_old[0].sample_cost is None and qs_new[0].sample_cost is not None
+
+
+def test_sessions_refuse_draws_that_do_not_follow():
+    rec = parse_record(sampled(next(iter(pool_ledger(1, seed=2, spec=pool_spec("default", k=6)))), 0.25))
+    cal = Calibration()
+    session = Session.from_record(rec, cal, "raw", 4.0, pool=parse_pool("greedy", start=2, step=2))
+    assert session.next_action() == -4  # raw stops at once: the greedy pool draws 2
+    with pytest.raises(SessionError, match="proposed to draw 2"):
+        session.draw(1)
+    session.draw(2)
+    assert session.samples == 4
+    with pytest.raises(SessionError):
+        Session.from_record(rec, cal, "raw", 0.1, pool=parse_pool("greedy"))  # cannot pay the first sample
+
+
+def test_pool_names_are_checked():
+    assert parse_pool("fixed").mode == "fixed" and parse_pool("fixed:4").size == 4
+    assert parse_pool("adaptive", start=3, step=1).label == "adaptive:3,1"
+    for bad in ("fixed:0", "fixed:x", "adaptive:2", "sometimes"):
+        with pytest.raises(ConfigError):
+            parse_pool(bad)
+    with pytest.raises(ConfigError):
+        parse_pool("adaptive", start=0)
+
+
+def _crp(n_questions: int, k: int, conc: float, disc: float, inv: float, seed: int) -> list[Question]:
+    """Pools whose candidates follow the urn exactly."""
+    rng = np.random.default_rng(seed)
+    recs = []
+    for q in range(n_questions):
+        answers: list[str | None] = []
+        counts: dict[str, int] = {}
+        n_inv = 0
+        for _ in range(k):
+            w = [c - disc for c in counts.values()] + [conc + disc * len(counts), n_inv + inv]
+            j = int(rng.choice(len(w), p=np.array(w) / sum(w)))
+            if j == len(w) - 1:
+                answers.append(None)
+                n_inv += 1
+            elif j == len(w) - 2:
+                a = f"a{len(counts)}"
+                counts[a] = 1
+                answers.append(a)
+            else:
+                a = list(counts)[j]
+                counts[a] += 1
+                answers.append(a)
+        recs.append(
+            {
+                "format": "boe-ledger/1",
+                "question_id": f"q{q}",
+                "dataset": "d",
+                "candidates": [{"index": i, "answer": a, "valid": a is not None} for i, a in enumerate(answers)],
+            }
+        )
+    qs, _ = _load(recs)
+    return qs
+
+
+def test_the_predictive_is_fitted_by_maximum_likelihood():
+    """On pools drawn from a known urn, the fitted urn is close to it (no labels needed)."""
+    got = fit_predictive(_crp(600, 12, conc=2.0, disc=0.3, inv=0.5, seed=4)).predictive["d"]
+    assert 1.2 < got.concentration < 3.2
+    assert 0.15 <= got.discount <= 0.45
+    assert 0.25 < got.invalid < 1.0
+
+
+def _prior(counts, k):
+    from boe.core.bayes import prior_log
+
+    return prior_log(counts, k, np.tile([0.0, 1.0, -3.0, 0.0], (counts.shape[0], 1)))[0]
+
+
+def test_a_draw_that_cannot_change_the_answer_is_worth_nothing():
+    """Four of four on one answer: one more sample cannot move the choice; a split pool's draw can."""
+    pred = np.array([[Predictive().concentration, 0.0, Predictive().invalid]])
+    for counts, worth in (([4.0, 0.0], False), ([2.0, 2.0], True), ([3.0, 1.0], True)):
+        c = np.array([counts])
+        k = np.array([sum(counts)])
+        lpost = _prior(c, k)
+        v1 = draw_values(lpost, _prior, c, k, np.zeros(1), pred, 1, np.array([0]))
+        v4 = draw_values(lpost, _prior, c, k, np.zeros(1), pred, 4, np.array([0]))
+        assert (v1[0] > 1e-9) == (counts == [2.0, 2.0])  # one sample changes a tie only
+        assert (v4[0] > 1e-9) == worth
+        assert 0 <= v1[0] <= v4[0] + 1e-12 <= 1
+
+
+def test_adaptive_replay_of_a_simulated_ledger_beats_a_fixed_pool_of_the_same_cost():
+    """A smoke test of the value rule on a fixed seed: at a budget covering samples and checks, the adaptive pool
+    is at least as accurate as the fixed pool of its mean samples, and it spends at most its budget."""
+    recs = list(pool_ledger(200, seed=21, spec=pool_spec("default", sample_cost=0.25)))
+    qs, groups = _load(recs)
+    plan = plan_calibration(qs, groups.keys, "fit", extra_fit=AdaptivePool(make_policy("bayes"), 2).fit_extra)
+    run = replay(qs, groups.keys, ["bayes"], [8.0], plan, pool=parse_pool("adaptive"), workers=1)[0]
+    samples = int(round(float(np.mean([run.samples_of(r, q) for r, q in enumerate(qs)]))))
+    fixed = replay(qs, groups.keys, ["bayes"], [8.0], plan, pool=parse_pool(f"fixed:{samples}"), workers=1)[0]
+    acc = [float(np.mean([q.utility[x.selected[r]] for r, q in enumerate(qs)])) for x in (run, fixed)]
+    assert float(run.cost.max()) <= 8.0
+    assert acc[0] >= acc[1]
