@@ -20,7 +20,7 @@ the same few words. `monotone_tables` lives in `boe.core.monotone`, below the
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -101,15 +101,23 @@ def calibration_warnings(
     """What to distrust in a calibration: its reversed and under-sampled channels, in a few lines (only the
     groups of ``datasets`` when given; with ``reader`` "kappa" or "bayes", only the reversed channels that
     reader weighs by)."""
-    from boe.core.bayes import BAYES_KEY, BayesModel
+    from boe.core.bayes import BAYES_KEY
 
     keep = None if datasets is None else {f"{d}/" for d in datasets}
 
     def mine(key: str) -> bool:
         return keep is None or any(key.startswith(p) for p in keep)
 
+    out = _kappa_warnings({k: g for k, g in cal.groups.items() if mine(k)}, limit, reader)
+    data = cal.extra.get(BAYES_KEY)
+    if data is not None and reader != "kappa":
+        out += _bayes_warnings(data, mine, limit)
+    return out
+
+
+def _kappa_warnings(groups: Mapping[str, GroupCalibration], limit: int, reader: str | None) -> list[str]:
+    """The kappa groups' reversed (with confidence or without) and under-sampled channels."""
     out: list[str] = []
-    groups = {k: g for k, g in cal.groups.items() if mine(k)}
     rev = [k for k, g in groups.items() if "reversed" in kappa_status(g)]
     unsup = [k for k, g in groups.items() if "reversal not supported" in kappa_status(g)]
     few = [k for k, g in groups.items() if "under-sampled" in kappa_status(g)]
@@ -122,18 +130,21 @@ def calibration_warnings(
         )
     if few and reader is None:
         out.append(f"under-sampled (< {UNDER_SAMPLED:.0f} checks): {_names(few, limit)}")
-    data = cal.extra.get(BAYES_KEY)
-    if data is not None and reader != "kappa":
-        try:
-            model = data if isinstance(data, BayesModel) else BayesModel.model_validate(data)
-        except ValueError:
-            return out
-        tables = {k: t for k, t in {**model.factor_channels, **model.whole_channels}.items() if mine(k)}
-        status = {k: channel_status(t.given_true, t.given_false, t.counts)[0] for k, t in tables.items()}
-        brev = [k for k, w in status.items() if "reversed" in w]
-        if brev:
-            out.append(f"bayes channels reversed with confidence: {_names(brev, limit)}")
     return out
+
+
+def _bayes_warnings(data: object, mine: Callable[[str], bool], limit: int) -> list[str]:
+    """The `bayes` model's channels reversed with confidence (none when ``data`` is not a model)."""
+    from boe.core.bayes import BayesModel
+
+    try:
+        model = data if isinstance(data, BayesModel) else BayesModel.model_validate(data)
+    except ValueError:
+        return []
+    tables = {k: t for k, t in {**model.factor_channels, **model.whole_channels}.items() if mine(k)}
+    status = {k: channel_status(t.given_true, t.given_false, t.counts)[0] for k, t in tables.items()}
+    brev = [k for k, w in status.items() if "reversed" in w]
+    return [f"bayes channels reversed with confidence: {_names(brev, limit)}"] if brev else []
 
 
 def _names(keys: list[str], limit: int) -> str:
