@@ -191,14 +191,17 @@ def fit_predictive(questions: Sequence[Question], train: B_ | None = None) -> Pr
     for ds, parts in sorted(by_ds.items()):
         x = np.concatenate(parts)
         ll = np.zeros((a.shape[0], d.shape[1], b.shape[2]))
-        for kind in (0, 1, 2):
-            rows = x[x[:, 4] == kind]
-            if not rows.size:
+        # each term depends on one statistic of a candidate: summed over its distinct values, times their counts
+        k, times = np.unique(x[:, 0], return_counts=True)
+        ll -= (times[:, None, None, None] * np.log(k[:, None, None, None] + a + b)).sum(axis=0)
+        for kind, col in ((0, 1), (1, 2), (2, 3)):
+            v, times = np.unique(x[x[:, 4] == kind, col], return_counts=True)
+            if not v.size:
                 continue
-            k, n, big_d, inv = (rows[:, i][:, None, None, None] for i in range(4))
-            num = (n - d) if kind == 0 else (a + d * big_d) if kind == 1 else (inv + b)
-            num = np.broadcast_to(num, (rows.shape[0], *ll.shape))
-            ll += np.log(np.maximum(num, 1e-300)).sum(axis=0) - np.log(k + a + b).sum(axis=0)
+            v = v[:, None, None, None]
+            num = (v - d) if kind == 0 else (a + d * v) if kind == 1 else (v + b)
+            num = np.broadcast_to(num, (v.shape[0], *ll.shape))
+            ll += (times[:, None, None, None] * np.log(np.maximum(num, 1e-300))).sum(axis=0)
         i, j, m = np.unravel_index(int(np.argmax(ll)), ll.shape)
         out.predictive[ds] = Predictive(
             concentration=float(_CONCENTRATIONS[i]),
