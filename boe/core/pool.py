@@ -53,8 +53,12 @@ __all__ = [
     "PredictiveModel",
     "draw_values",
     "fit_predictive",
+    "fit_sized_model",
     "make_pool_policy",
     "parse_pool",
+    "pool_sizes",
+    "prefix_question",
+    "sized_key",
 ]
 
 F64 = npt.NDArray[np.float64]
