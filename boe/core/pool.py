@@ -59,6 +59,7 @@ __all__ = [
     "pool_sizes",
     "prefix_question",
     "sized_key",
+    "with_sized_model",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -319,6 +320,28 @@ def fit_sized_model(
     return model
 
 
+def with_sized_model(
+    cal: Calibration,
+    questions: Sequence[Question],
+    train: B_,
+    group_keys: Sequence[str],
+    start: int = DEFAULT_START,
+    step: int = DEFAULT_STEP,
+) -> Calibration:
+    """``cal`` (with a fitted `bayes` model) whose pool extra also holds the model of the pool sizes an adaptive
+    pool of ``start`` and ``step`` visits (`fit_sized_model`); ``cal`` itself when it has no `bayes` model or
+    the training pools are no larger than ``start``."""
+    from boe.core.bayes import BAYES_KEY, model_of
+
+    k_max = max((q.k for q, t in zip(questions, train, strict=True) if t), default=0)
+    if BAYES_KEY not in cal.extra or k_max <= start:
+        return cal
+    sizes = pool_sizes(k_max, start, step)
+    sized = fit_sized_model(questions, train, group_keys, sizes, model_of(cal))
+    pm = predictive_of(cal).model_copy(update={"sizes": sizes, "bayes": sized.model_dump(mode="json")})
+    return cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: pm.model_dump(mode="json")}})
+
+
 # --------------------------------------------------------------------------- the value of a draw
 
 
@@ -549,17 +572,11 @@ class AdaptivePool(_PoolPolicy):
         cal = super().fit_extra(questions, train_mask, calibration, group_keys)
         if self.model is not self.inner and not self.model.fit_extra_present(cal):
             cal = self.model.fit_extra(questions, train_mask, cal, group_keys)
-        from boe.core.bayes import _keys_from_calibration, model_of
+        from boe.core.bayes import _keys_from_calibration
 
         train = np.asarray(train_mask, dtype=bool)
         keys = list(group_keys) if group_keys is not None else _keys_from_calibration(questions, train, cal)
-        k_max = max((q.k for q, t in zip(questions, train, strict=True) if t), default=0)
-        if k_max == 0:
-            return cal
-        sizes = pool_sizes(k_max, self.first, self.step)
-        sized = fit_sized_model(questions, train, keys, sizes, model_of(cal))
-        pm = predictive_of(cal).model_copy(update={"sizes": sizes, "bayes": sized.model_dump(mode="json")})
-        return cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: pm.model_dump(mode="json")}})
+        return with_sized_model(cal, questions, train, keys, self.first, self.step)
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
         return super().fit_extra_present(calibration) and bool(self.model.fit_extra_present(calibration))
