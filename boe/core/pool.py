@@ -20,6 +20,10 @@ pool drawn so far (`boe.core.state.EvidenceState.draw`, `boe.core.session.Policy
   per unit cost is taken; the question stops when neither is worth more than ``eta`` per unit cost -- when the
   calibrated chance that one more draw or check changes the answer, times what the change gains, is below
   its cost at the price ``eta``.
+* The posterior is that of the pool drawn: the `bayes` prior and claim model are fitted per pool size on the
+  training pools' first k candidates (`prefix_question`, `fit_sized_model`; stored beside the predictive), and
+  a pool of k reads the model of the largest fitted size <= k. A model fitted on whole pools only misreads a
+  small pool (on 4 of 16 it picked worse than majority voting on the 4).
 * `GreedyPool` draws a round whenever its controller would stop: the rule the literal reading implements.
 """
 
