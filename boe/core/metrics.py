@@ -77,10 +77,51 @@ class Comparison:
         return d
 
 
-def _selected_utility(
-    run: ReplayRun, questions: Sequence[Question], idx: npt.NDArray[np.intp]
-) -> npt.NDArray[np.float64]:
-    return np.array([questions[r].utility[run.selected[r]] for r in idx], dtype=np.float64)
+@dataclass(frozen=True)
+class _Pools:
+    """Per question, padded to the largest K: what the metrics read of every run (built once, not per run)."""
+
+    k: npt.NDArray[np.intp]  # (N,)
+    utility: npt.NDArray[np.float64]  # (N, K_max), nan padding
+    own_cost: npt.NDArray[np.float64]  # (N, K_max) recorded sample costs (format 1.3), nan padding
+    has_cost: npt.NDArray[np.bool_]  # (N,) the record carries sample costs
+
+    @classmethod
+    def of(cls, questions: Sequence[Question]) -> _Pools:
+        n = len(questions)
+        k = np.array([q.k for q in questions], dtype=np.intp)
+        width = int(k.max(initial=1))
+        utility = np.full((n, width), np.nan)
+        own = np.full((n, width), np.nan)
+        has = np.zeros(n, dtype=bool)
+        for r, q in enumerate(questions):
+            utility[r, : q.k] = q.utility
+            if q.sample_cost is not None:
+                own[r, : q.k] = q.sample_cost
+                has[r] = True
+        return cls(k, utility, own, has)
+
+    def selected_utility(self, run: ReplayRun, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+        """The utility of the candidate ``run`` selected, for each question of ``idx``."""
+        sel = run.selected[idx]
+        sel = np.where(sel < 0, self.k[idx] + sel, sel)  # (a negative index counts from the question's end)
+        out: npt.NDArray[np.float64] = self.utility[idx, sel]
+        return out
+
+    def samples(self, run: ReplayRun, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+        """`ReplayRun.samples_of` of each question of ``idx``."""
+        return self.k[idx] if run.samples is None else run.samples[idx].astype(np.intp)
+
+    def sample_cost(self, run: ReplayRun, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+        """`ReplayRun.sample_cost_of` of each question of ``idx`` (the same sums: sequential, in index order)."""
+        if run.pool.adaptive and run.sample_cost is not None:
+            return run.sample_cost[idx].astype(np.float64)
+        k = self.samples(run, idx)
+        costs = np.where(self.has_cost[idx, None], self.own_cost[idx], run.pool.sample_cost)
+        total = np.cumsum(costs, axis=1)
+        at = np.take_along_axis(total, (np.maximum(k, 1) - 1)[:, None], axis=1)[:, 0]
+        out: npt.NDArray[np.float64] = np.where(k > 0, at, 0.0)
+        return out
 
 
 def _datasets(questions: Sequence[Question]) -> list[tuple[str, npt.NDArray[np.intp]]]:
@@ -98,19 +139,20 @@ def _datasets(questions: Sequence[Question]) -> list[tuple[str, npt.NDArray[np.i
 def summarize(questions: Sequence[Question], runs: Sequence[ReplayRun], raw: ReplayRun) -> list[MetricRow]:
     """One row per dataset x policy x budget (questions without utilities are left out)."""
     rows = []
+    pools = _Pools.of(questions)
     for dataset, idx in _datasets(questions):
         n = len(idx)
-        raw_u = _selected_utility(raw, questions, idx)
+        raw_u = pools.selected_utility(raw, idx)
         raw_ok = raw_u >= CORRECT
         oracle = float(np.mean([questions[r].utility.max() >= CORRECT for r in idx]))
         mw = ~raw_ok
         for run in runs:
-            u = _selected_utility(run, questions, idx)
+            u = pools.selected_utility(run, idx)
             ok = u >= CORRECT
             corr = int(np.sum(~raw_ok & ok))
             harm = int(np.sum(raw_ok & ~ok))
-            samples = np.array([run.samples_of(int(r), questions[r]) for r in idx], dtype=np.float64)
-            sample_cost = np.array([run.sample_cost_of(int(r), questions[r]) for r in idx], dtype=np.float64)
+            samples = pools.samples(run, idx).astype(np.float64)
+            sample_cost = pools.sample_cost(run, idx)
             total = run.cost[idx] + (0.0 if run.pool.adaptive else sample_cost)
             rows.append(
                 MetricRow(
@@ -178,9 +220,10 @@ def compare(
 ) -> list[Comparison]:
     """Paired interval and McNemar p of run_a vs run_b, per dataset."""
     out = []
+    pools = _Pools.of(questions)
     for dataset, idx in _datasets(questions):
-        ua = _selected_utility(run_a, questions, idx)
-        ub = _selected_utility(run_b, questions, idx)
+        ua = pools.selected_utility(run_a, idx)
+        ub = pools.selected_utility(run_b, idx)
         oka, okb = ua >= CORRECT, ub >= CORRECT
         diff, lo, hi = paired_bootstrap(ua, ub, resamples, seed)
         b_, c_ = int(np.sum(oka & ~okb)), int(np.sum(~oka & okb))

@@ -175,56 +175,95 @@ class Raw(ScorePolicy):
         return np.full(state.n, -1, dtype=np.intp)
 
 
-def plugin_values(state: EvidenceState) -> npt.NDArray[np.float64]:
-    """Plug-in EVSI(e | t) of every action (spec section 5), shape (Q, A).
+def plugin_values(state: EvidenceState, mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float64]:
+    """Plug-in EVSI(e | t) of every action (spec section 5), shape (Q, A); with ``mask``, of the masked actions
+    only (the others are -inf).
 
     max_i s_i = sigmoid(max_i logit_i) because the logistic map is monotone,
     so maxima are taken on logits and only they are transformed. A factor
     action moves the candidates that assert its claim by +w, those that deny
     it by -w and leaves the rest, so its best hypothetical logit is
     max(P + w, Z, N - w) with P, Z, N the best current logits of the three
-    parts, computed once per claim; a whole-response check moves only its
+    parts, computed once per claim (of a masked action); a whole-response check moves only its
     target (P = its logit, Z = the best of the others, no N), and an
     answer-level check moves the candidates holding its answer (P = their best
     logit, Z = the best of the others, no N). Rounding is monotone, so this
     equals the candidate-by-candidate maximum exactly. The sum runs over
     outcomes in the order confirm, reject, unresolved.
     """
-    part = state.partition  # (3, K, M, Q)
-    lt = state.logit.T  # (K, Q)
-    best = part[:, 0] + lt[0]
-    tmp = np.empty_like(best)
-    for k in range(1, part.shape[1]):  # a maximum over K slabs that stay in cache
-        np.add(part[:, k], lt[k], out=tmp)
-        np.maximum(best, tmp, out=best)
     n = state.n
-    flat = np.maximum(state.claim, 0) * n + np.arange(n)[:, None]
-    p_best, z_best, n_best = best.reshape(3, -1)[:, flat]  # (3, Q, A)
-    whole = state.whole
+    out = np.full(state.cost.shape, -np.inf)
+    q, a = np.nonzero(mask) if mask is not None else np.indices(state.cost.shape).reshape(2, -1)
+    if not q.size:
+        return out
+    pairs, at = _pairs(state, np.maximum(state.claim[q, a], 0) * n + q)  # each action's (claim, question)
+    p_best, z_best, n_best = _part_best(state, pairs)[:, at]  # (3, P)
+    logit = state.logit
+    whole = state.whole[q, a]
     if whole.any():
-        logit = state.logit
         first = np.argmax(logit, axis=1)
         top1 = logit[np.arange(n), first]
         rest = logit.copy()
         rest[np.arange(n), first] = -np.inf
         top2 = rest.max(axis=1)
-        tgt = np.maximum(state.target, 0)
-        p_best = np.where(whole, np.take_along_axis(logit, tgt, axis=1), p_best)
-        z_best = np.where(whole, np.where(tgt == first[:, None], top2[:, None], top1[:, None]), z_best)
+        tgt = np.maximum(state.target[q, a], 0)
+        p_best = np.where(whole, logit[q, tgt], p_best)
+        z_best = np.where(whole, np.where(tgt == first[q], top2[q], top1[q]), z_best)
         n_best = np.where(whole, -np.inf, n_best)
-    if state.answer.any():
-        qa, aa = np.nonzero(state.answer)
-        moved = state.alpha[qa, aa] == 1  # (n, K)
-        lg = state.logit[qa]
-        p_best[qa, aa] = np.where(moved, lg, -np.inf).max(axis=1)
-        z_best[qa, aa] = np.where(moved, -np.inf, lg).max(axis=1)
-        n_best[qa, aa] = -np.inf
-    w = state.weight
+    answer = np.nonzero(state.answer[q, a])[0]
+    if answer.size:
+        qa = q[answer]
+        moved = state.alpha[qa, a[answer]] == 1  # (n, K)
+        lg = logit[qa]
+        p_best[answer] = np.where(moved, lg, -np.inf).max(axis=1)
+        z_best[answer] = np.where(moved, -np.inf, lg).max(axis=1)
+        n_best[answer] = -np.inf
+    w = state.weight[q, a]
     m_conf = np.maximum(np.maximum(p_best + w, z_best), n_best - w)
     m_rej = np.maximum(np.maximum(p_best - w, z_best), n_best + w)
-    s_now = sigmoid(state.logit.max(axis=1))[:, None]
-    p = state.p
-    return ((p[:, :, 0] * sigmoid(m_conf) + p[:, :, 1] * sigmoid(m_rej)) + p[:, :, 2] * s_now) - s_now
+    s_now = sigmoid(logit.max(axis=1))[q]
+    p = state.p[q, a]
+    out[q, a] = ((p[:, 0] * sigmoid(m_conf) + p[:, 1] * sigmoid(m_rej)) + p[:, 2] * s_now) - s_now
+    return out
+
+
+def _pairs(state: EvidenceState, flat: IntArr) -> tuple[IntArr | None, IntArr]:
+    """The distinct (claim, question) pairs that ``flat`` (claim * Q + question) names, and the pair of each of its
+    entries; None (every pair, ``flat`` itself) when they are so many that one pass over all is cheaper."""
+    size = state.partition.shape[2] * state.partition.shape[3]
+    need = np.zeros(size, dtype=bool)
+    need[flat] = True
+    pairs = np.flatnonzero(need)
+    if pairs.size * 3 > size:
+        return None, flat
+    return pairs, (np.cumsum(need) - 1)[flat]
+
+
+def _part_logits(state: EvidenceState, pairs: IntArr) -> npt.NDArray[np.float64]:
+    """The logits of the candidates in each part (asserting, ignoring, denying) of the (claim, question) pairs
+    ``pairs``, shape (3, K, pairs)."""
+    part = state.partition  # (3, K, M, Q)
+    k = part.shape[1]
+    v = np.take(part.reshape(3 * k, -1), pairs, axis=1).reshape(3, k, -1)
+    v += state.logit.T[:, pairs % state.n]
+    return v
+
+
+def _part_best(state: EvidenceState, pairs: IntArr | None) -> npt.NDArray[np.float64]:
+    """The best logit of each part of the (claim, question) pairs ``pairs`` (None: every pair), shape (3, pairs)."""
+    out: npt.NDArray[np.float64]
+    if pairs is not None:
+        out = _part_logits(state, pairs).max(axis=1)
+        return out
+    part = state.partition  # (3, K, M, Q): one pass over K slabs that stay in cache
+    lt = state.logit.T  # (K, Q)
+    best = part[:, 0] + lt[0]
+    tmp = np.empty_like(best)
+    for k in range(1, part.shape[1]):
+        np.add(part[:, k], lt[k], out=tmp)
+        np.maximum(best, tmp, out=best)
+    out = best.reshape(3, -1)
+    return out
 
 
 def _literal_value(logit: list[float], alpha: list[int], w: float, p: tuple[float, float, float], cost: float) -> float:
@@ -257,7 +296,7 @@ class BoE(ScorePolicy):
         feasible = state.feasible()
         if self.factor_only:
             feasible &= state.factor
-        value = plugin_values(state) / state.cost
+        value = plugin_values(state, feasible) / state.cost
         choice = first_max(value, feasible)
         rows = np.nonzero(choice >= 0)[0]
         chosen = value[rows, choice[rows]]
@@ -386,36 +425,43 @@ _SAFE_LOGIT = 20.0
 def _selection_after(state: EvidenceState, step: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_]) -> IntArr:
     """The selected candidate after each factor action moved its claim's parts by ``step`` (Q, A).
 
-    For every claim and part (asserting / ignoring / denying) one pass over
-    the candidates keeps the best logit, the first candidate holding it and
-    the best *different* logit. Where the winner is clear -- every other
+    For every claim of a masked action and part (asserting / ignoring /
+    denying) it takes the best logit, the first candidate holding it and the
+    best *different* logit. Where the winner is clear -- every other
     candidate at least 1e-3 below in logit and the scores not saturated, so
     that no score is within 1e-12 of the best -- the first holder of the
     maximum is the selection. Other entries of ``mask`` are decided exactly on
     the probability scale; entries outside ``mask`` (infeasible actions) are
-    -1 and cost nothing.
+    -1 and cost nothing, and so do claims that no masked action checks.
     """
     sel = np.full(mask.shape, -1, dtype=np.intp)
     q, a = np.nonzero(mask)  # only these: most actions are infeasible or not factors
     if not q.size:
         return sel
-    part = state.partition  # (3, K, M, Q): per claim and part, one pass over K slabs that stay in cache
-    lt = state.logit.T
-    best = part[:, 0] + lt[0]
-    first = np.zeros(best.shape, dtype=np.intp)
-    second = np.full(best.shape, -np.inf)
-    for k in range(1, part.shape[1]):
-        v = part[:, k] + lt[k]
-        up = v > best
-        second = np.where(up, best, np.where(v < best, np.maximum(second, v), second))
-        first = np.where(up, k, first)
-        best = np.where(up, v, best)
-    flat = np.maximum(state.claim[q, a], 0) * state.n + q  # each masked action's (claim, question)
+    pairs, at = _pairs(state, np.maximum(state.claim[q, a], 0) * state.n + q)
+    if pairs is None:  # most claims: one pass over the candidates, in K slabs that stay in cache
+        part = state.partition
+        lt = state.logit.T
+        best = part[:, 0] + lt[0]
+        first = np.zeros(best.shape, dtype=np.intp)
+        second = np.full(best.shape, -np.inf)
+        for k in range(1, part.shape[1]):
+            v = part[:, k] + lt[k]
+            up = v > best
+            second = np.where(up, best, np.where(v < best, np.maximum(second, v), second))
+            first = np.where(up, k, first)
+            best = np.where(up, v, best)
+        best, first, second = best.reshape(3, -1), first.reshape(3, -1), second.reshape(3, -1)
+    else:
+        v = _part_logits(state, pairs)
+        best = v.max(axis=1)
+        first = v.argmax(axis=1)  # the first candidate holding the best
+        second = np.where(v < best[:, None], v, -np.inf).max(axis=1)  # the best different logit
     st = step[q, a]
     shift = np.stack([st, np.zeros_like(st), -st])
-    b = best.reshape(3, -1)[:, flat] + shift  # (3, P)
-    s2 = second.reshape(3, -1)[:, flat] + shift
-    f = first.reshape(3, -1)[:, flat]
+    b = best[:, at] + shift  # (3, P)
+    s2 = second[:, at] + shift
+    f = first[:, at]
     top = b.max(axis=0)
     holds = b == top  # parts whose best reaches the new maximum exactly
     clear = (np.abs(top) < _SAFE_LOGIT) & np.all(holds | (b < top - _GAP), axis=0) & np.all(s2 < top - _GAP, axis=0)

@@ -331,8 +331,10 @@ def bind_questions(
             claim[i, :na] = q.action_claim
         if with_labels:
             assert utility is not None and outcome is not None
-            utility[i, :k] = np.nan_to_num(q.utility, nan=0.0)
+            utility[i, :k] = q.utility
             outcome[i, :na] = q.outcome
+    if utility is not None:
+        np.nan_to_num(utility, nan=0.0, copy=False)  # once for the batch, not per question
     partition = _partition(qs, k_max)
     whole = kind == WHOLE_CODE
     answer = kind == ANSWER_CODE
