@@ -29,11 +29,16 @@ whether the candidate is correct under H::
     P(stances_j, T_j = t | H) = P(T_j = t) prod_i theta[correct_i(H), t, s_ij]
 
 so P(T_j = t | H, stances) follows from Bayes' rule and P(stances_j | H) is
-evidence about H. Stance evidence enters with a claim's first check, so the
-cheap context stays the answer counts. Claims are not independent given H
-(one candidate's stances on the values of one slot are a single choice), so
-the stance evidence enters as P(stances_j | H)^lambda, lambda fitted to
-predict the true answer (a calibrated composite likelihood).
+evidence about H: the pool's own structure, known before any check. Claims
+are not independent given H (one candidate's stances on the values of one
+slot are a single choice), so the stance evidence enters the prior as
+P(stances_j | H)^lambda, lambda fitted to predict the true answer (a
+calibrated composite likelihood, cross-fitted; 0 where it does not help).
+The structure alone may move the prior's mode off the raw majority only where
+held-out data show such overrules right more often than wrong (a one-sided
+sign test at 5%, `overrules_supported`); on any other question that would be
+such an overrule it is left out, so before a check `bayes` selects the raw
+majority unless the data say the structure beats it.
 
 Verdicts. A whole-response judge may judge equal answers alike, so checks of
 candidates sharing an answer are not independent. Each answer d has a latent
@@ -136,6 +141,7 @@ __all__ = [
     "model_of",
     "prior_model",
     "with_prior_model",
+    "overrules_supported",
     "prior_log",
     "stance_counts",
 ]
@@ -204,6 +210,9 @@ class ClaimParams(BaseModel):
     # weight of the stance evidence log P(stances_j | H) in the prior (a calibrated composite likelihood, see
     # `_fit_stance_weight`): 0 ignores the pool's structure, below 0 reads it against its face
     stance_weight: float = Field(default=1.0, ge=-5.0, le=5.0)
+    # held-out (right, wrong) questions on which the stance evidence at this weight moved the prior's mode off the
+    # raw majority; it may do so only where these support it at 5% (`overrules_supported`), default: never
+    overrules: tuple[float, float] = (0.0, 0.0)
     # tempering w of every channel table, P(o | t, s)^w normalised over o (see `_fit_check_weight`); 1 = untempered
     check_weight: float = Field(default=1.0, gt=0.0, le=1.0)
 
@@ -911,7 +920,7 @@ STANCE_FOLDS = 3
 
 def _fit_stance_weight(
     questions: Sequence[Question], data: _FitData, rows: B_, n_groups: int, claims: ClaimParams
-) -> float:
+) -> tuple[float, tuple[float, float]]:
     """The weight lambda of the pool's structure (the claims' stance evidence) in the prior, cross-fitted.
 
     The stance model treats the claims of a question as independent given H, but
@@ -924,15 +933,21 @@ def _fit_stance_weight(
     on the other `STANCE_FOLDS` - 1 folds of the training questions (held out:
     lambda is 0, or negative, where the structure does not carry over), and
     lambda stays 0 unless it beats 0 by a likelihood-ratio test at 5% (`LR_TEST`).
-    With too few questions to split, ``claims`` is scored in-sample.
+    With too few questions to split, ``claims`` is scored in-sample (and no overrule counts).
+
+    Also returns the held-out (right, wrong) overrules at lambda: questions on which
+    the stance evidence moved the prior's mode to an answer fewer candidates hold than
+    the raw majority's, and that answer was right and the majority wrong, or the reverse.
     """
     idx = np.nonzero(rows)[0]
     labelled = [int(i) for i in idx if questions[int(i)].labelled]
     if len(labelled) < 2 * STANCE_FOLDS:
         prior = _fit_prior(data, rows[data.pq]) if rows[data.pq].any() else DEFAULT_PRIOR
-        return _significant(STANCE_WEIGHTS, _stance_loglik([questions[i] for i in labelled], prior, claims))
+        total, _ = _stance_loglik([questions[i] for i in labelled], prior, claims)
+        return _significant(STANCE_WEIGHTS, total), (0.0, 0.0)
     folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in labelled], STANCE_FOLDS)
     total = np.zeros(STANCE_WEIGHTS.size)
+    overrules = np.zeros((STANCE_WEIGHTS.size, 2))
     for f in range(STANCE_FOLDS):
         train = np.zeros(rows.size, dtype=bool)
         train[[i for i, k in zip(labelled, folds, strict=True) if k != f]] = True
@@ -942,8 +957,12 @@ def _fit_stance_weight(
             continue
         fold_claims, _ = _fit_claims(data, crow, frow, n_groups)
         held = [questions[i] for i, k in zip(labelled, folds, strict=True) if k == f]
-        total += _stance_loglik(held, _fit_prior(data, train[data.pq]), fold_claims)
-    return _significant(STANCE_WEIGHTS, total)
+        ll, over = _stance_loglik(held, _fit_prior(data, train[data.pq]), fold_claims)
+        total += ll
+        overrules += over
+    weight = _significant(STANCE_WEIGHTS, total)
+    right, wrong = overrules[int(np.argmin(np.abs(STANCE_WEIGHTS - weight)))]
+    return weight, (float(right), float(wrong))
 
 
 #: Half the 95% point of chi-square with one degree of freedom: a weight is kept only if its held-out
@@ -958,13 +977,30 @@ def _significant(grid: F64, score: F64) -> float:
     return best if score.max() - score[zero] > LR_TEST else float(grid[zero])
 
 
-def _stance_loglik(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> F64:
-    """sum_q log P(true H_q | stances of q) for every weight of `STANCE_WEIGHTS`."""
+#: One-sided level of the sign test that lets the pool's structure overrule the raw majority (`overrules_supported`).
+OVERRULE_LEVEL = 0.05
+
+
+def overrules_supported(right: float, wrong: float) -> bool:
+    """Whether held-out overrules of the raw majority, ``right`` of them right and ``wrong`` wrong, show with
+    one-sided 95% confidence (an exact sign test) that such overrules are right more often than not."""
+    r, n = round(right), round(right) + round(wrong)
+    if r == 0:
+        return False
+    tail = sum(math.comb(n, i) for i in range(r, n + 1))  # P(at least r right of n | a coin), times 2^n
+    return bool(tail <= OVERRULE_LEVEL * 2**n)
+
+
+def _stance_loglik(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> tuple[F64, F64]:
+    """sum_q log P(true H_q | stances of q) for every weight of `STANCE_WEIGHTS`, and per weight the
+    (right, wrong) overrules: questions whose prior mode is held by fewer candidates than the raw majority,
+    right with the majority wrong, or wrong with the majority right."""
     pri = np.array([[prior.count_coef, prior.log_count_coef, prior.none_intercept, prior.none_slope]])
     theta = _stance_matrix(np.log(np.clip(np.array(claims.stance), EPS, 1.0)))
     al = np.clip(np.array(claims.aligned_true), EPS, 1 - EPS)
     ft = min(max(claims.free_true, EPS), 1 - EPS)
     total = np.zeros(STANCE_WEIGHTS.size)
+    overrules = np.zeros((STANCE_WEIGHTS.size, 2))
     for q in questions:
         if not q.labelled:
             continue
@@ -988,7 +1024,14 @@ def _stance_loglik(questions: Sequence[Question], prior: PriorParams, claims: Cl
         lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
         for t in right if right else [d]:
             total += weight * (z[:, t] - lse)
-    return total
+        mode = np.argmax(z[:, :d], axis=1)  # (L,) the prior's mode among the answers
+        majority = n_ans[0] == n_ans[0].max()
+        is_right = np.isin(np.arange(d), right)
+        over = ~majority[mode]
+        majority_right = bool((majority & is_right).any())
+        overrules[:, 0] += over & is_right[mode] & ~majority_right
+        overrules[:, 1] += over & ~is_right[mode] & majority_right
+    return total, overrules
 
 
 def _nearest_zero_max(grid: F64, score: F64) -> float:
@@ -1003,12 +1046,13 @@ def fit_bayes_model(
     train: npt.NDArray[np.bool_] | None = None,
     *,
     stance_weights: Mapping[str, float] | None = None,
+    overrules: Mapping[str, tuple[float, float]] | None = None,
     _data: _FitData | None = None,
 ) -> BayesModel:
     """Fit the prior, claim model and channels on the labelled questions selected by ``train``.
 
     ``group_keys[g]`` names the group id g of the questions' actions ("dataset/group"); ``stance_weights``
-    (by dataset) are taken as given instead of cross-fitted.
+    (by dataset) are taken as given instead of cross-fitted, with their held-out ``overrules`` (by dataset).
     """
     data = _data if _data is not None else _fit_data(questions)
     n = len(questions)
@@ -1027,8 +1071,9 @@ def fit_bayes_model(
             claims, ch = _fit_claims(data, crow, frow, n_groups)
             if stance_weights is not None and ds in stance_weights:
                 claims.stance_weight = float(stance_weights[ds])
+                claims.overrules = (overrules or {}).get(ds, (0.0, 0.0))
             else:
-                claims.stance_weight = _fit_stance_weight(questions, data, in_ds, n_groups, claims)
+                claims.stance_weight, claims.overrules = _fit_stance_weight(questions, data, in_ds, n_groups, claims)
             model.claims[ds] = claims
             for c, g in enumerate(ch.ids.tolist()):
                 table = ChannelTable(
@@ -1093,11 +1138,14 @@ def _fit_check_weight(
     else:
         data = data if data is not None else _fit_data(questions)
         lam = {ds: cp.stance_weight for ds, cp in model.claims.items()}
+        over = {ds: cp.overrules for ds, cp in model.claims.items()}
         folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in rows], STANCE_FOLDS)
         for f in range(STANCE_FOLDS):
             fold_train = train.copy()
             fold_train[rows[folds == f]] = False
-            fold_model = fit_bayes_model(questions, group_keys, fold_train, _data=data, stance_weights=lam)
+            fold_model = fit_bayes_model(
+                questions, group_keys, fold_train, _data=data, stance_weights=lam, overrules=over
+            )
             held = np.array([i for i in rows[folds == f] if questions[i].dataset in fold_model.claims], dtype=np.intp)
             if held.size:
                 _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score)
@@ -1202,6 +1250,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     aligned_true = np.empty((n, 3))
     verdict = np.empty((n, 2))
     stance_weight = np.empty(n)
+    may_overrule = np.empty(n, dtype=bool)
     check_weight = np.empty(n)
     cache: dict[tuple[int, str], tuple[PriorParams, ClaimParams]] = {}
     for r in range(n):
@@ -1217,6 +1266,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         aligned_true[r] = cp.aligned_true
         verdict[r] = cp.verdict
         stance_weight[r] = cp.stance_weight
+        may_overrule[r] = overrules_supported(*cp.overrules)
         check_weight[r] = cp.check_weight
     channel = np.clip(channel, EPS, 1.0)
     if (check_weight != 1.0).any():
@@ -1233,6 +1283,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         "aligned_true": np.clip(aligned_true, EPS, 1 - EPS),
         "verdict": np.clip(verdict, EPS, 1 - EPS),
         "stance_weight": stance_weight,
+        "may_overrule": may_overrule,
         "check_weight": check_weight,
     }
 
@@ -1340,8 +1391,14 @@ class Bayes:
         free = menu_claim & ~aligned
         evidence = np.where(free[:, :, None], np.logaddexp(weights[..., 0], weights[..., 1]), 0.0)
         # the pool's own structure, at no cost: every claim's stances weigh in from the start, tempered by
-        # the fitted stance weight (0 where the agreement of candidates does not predict the truth)
-        lpost = _log_normalise(lpost + tabs["stance_weight"][:, None] * evidence.sum(axis=1))
+        # the fitted stance weight (0 where the agreement of candidates does not predict the truth) ...
+        structure = tabs["stance_weight"][:, None] * evidence.sum(axis=1)
+        # ... but on a question where it alone would move the mode off the raw majority, only if held-out
+        # overrules of the dataset were right more often than not with confidence (else it is left out there)
+        mode = np.argmax(np.where(real[:, :d], lpost[:, :d] + structure[:, :d], -np.inf), axis=1) if d else 0
+        held = n_ans[np.arange(n), mode] if d else np.zeros(n)
+        overrule = (tabs["may_overrule"] == 0) & (held < n_ans.max(axis=1, initial=0.0))
+        lpost = _log_normalise(lpost + np.where(overrule[:, None], 0.0, structure))
         rho = _sigmoid(weights[..., 0] - weights[..., 1])
         # the verdicts on the answers (latents m .. m + d - 1) and on invalid responses (m + d)
         v = tabs["verdict"]
