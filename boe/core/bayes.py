@@ -113,7 +113,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
@@ -437,6 +437,48 @@ class _FitData:
     f_bin: I64
     f_kind: I64
     dataset: list[str]  # of each question
+    stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
+
+
+@dataclass(frozen=True)
+class _StanceParts:
+    """What the stance weight's score needs of one labelled question (`_stance_loglik`)."""
+
+    n_ans: F64  # (d,) candidates per answer
+    k: float
+    free: F64  # (r, 6) stance counts of its free claims under each hypothesis, claim-major
+    hyp: I64  # (r,) the hypothesis of each row: an answer, or d for `none`
+    right: list[int]  # true answers (empty: `none`)
+    weight: float
+
+
+def _stance_parts(questions: Sequence[Question], data: _FitData, ids: Sequence[int]) -> list[_StanceParts]:
+    """The `_StanceParts` of ``questions[ids]`` that have answers and claims (computed once per question)."""
+    out = []
+    for i in ids:
+        if i not in data.stance:
+            q = questions[i]
+            valid = q.answer_id >= 0
+            d = int(q.answer_id.max()) + 1 if valid.any() else 0
+            claim_ids = np.unique(q.action_claim[q.is_factor])
+            if not q.labelled or d == 0 or claim_ids.size == 0:
+                data.stance[i] = None
+                continue
+            counts, aligned, _ = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
+            free = counts[0][~aligned[0]]  # (m_free, d + 1, 2, 3)
+            right, weight = _true_answers(q)
+            data.stance[i] = _StanceParts(
+                n_ans=np.bincount(q.answer_id[valid], minlength=d).astype(np.float64),
+                k=float(q.k),
+                free=free.reshape(-1, 6),
+                hyp=np.tile(np.arange(d + 1), free.shape[0]),
+                right=right,
+                weight=weight,
+            )
+        got = data.stance[i]
+        if got is not None:
+            out.append(got)
+    return out
 
 
 def _true_answers(q: Question) -> tuple[list[int], float]:
@@ -943,7 +985,7 @@ def _fit_stance_weight(
     labelled = [int(i) for i in idx if questions[int(i)].labelled]
     if len(labelled) < 2 * STANCE_FOLDS:
         prior = _fit_prior(data, rows[data.pq]) if rows[data.pq].any() else DEFAULT_PRIOR
-        total, _ = _stance_loglik([questions[i] for i in labelled], prior, claims)
+        total, _ = _stance_loglik(_stance_parts(questions, data, labelled), prior, claims)
         return _significant(STANCE_WEIGHTS, total), (0.0, 0.0)
     folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in labelled], STANCE_FOLDS)
     total = np.zeros(STANCE_WEIGHTS.size)
@@ -956,7 +998,7 @@ def _fit_stance_weight(
         if not (crow.any() and frow.any() and train[data.pq].any()):
             continue
         fold_claims, _ = _fit_claims(data, crow, frow, n_groups)
-        held = [questions[i] for i, k in zip(labelled, folds, strict=True) if k == f]
+        held = _stance_parts(questions, data, [i for i, k in zip(labelled, folds, strict=True) if k == f])
         ll, over = _stance_loglik(held, _fit_prior(data, train[data.pq]), fold_claims)
         total += ll
         overrules += over
@@ -991,46 +1033,48 @@ def overrules_supported(right: float, wrong: float) -> bool:
     return bool(tail <= OVERRULE_LEVEL * 2**n)
 
 
-def _stance_loglik(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> tuple[F64, F64]:
+def _stance_loglik(parts: Sequence[_StanceParts], prior: PriorParams, claims: ClaimParams) -> tuple[F64, F64]:
     """sum_q log P(true H_q | stances of q) for every weight of `STANCE_WEIGHTS`, and per weight the
     (right, wrong) overrules: questions whose prior mode is held by fewer candidates than the raw majority,
-    right with the majority wrong, or wrong with the majority right."""
+    right with the majority wrong, or wrong with the majority right. All questions at once, padded to the
+    most answers (`none` last)."""
+    n_w = STANCE_WEIGHTS.size
+    if not parts:
+        return np.zeros(n_w), np.zeros((n_w, 2))
+    nq = len(parts)
+    dmax = max(p.n_ans.size for p in parts)
+    h = dmax + 1
+    n_ans = np.zeros((nq, dmax))
+    right = np.zeros((nq, h))  # weight of each true hypothesis
+    for i, p in enumerate(parts):
+        n_ans[i, : p.n_ans.size] = p.n_ans
+        right[i, p.right if p.right else [dmax]] = p.weight
     pri = np.array([[prior.count_coef, prior.log_count_coef, prior.none_intercept, prior.none_slope]])
+    lp, real = prior_log(n_ans, np.array([p.k for p in parts]), np.repeat(pri, nq, axis=0))  # (Q, H)
     theta = _stance_matrix(np.log(np.clip(np.array(claims.stance), EPS, 1.0)))
-    al = np.clip(np.array(claims.aligned_true), EPS, 1 - EPS)
     ft = min(max(claims.free_true, EPS), 1 - EPS)
-    total = np.zeros(STANCE_WEIGHTS.size)
-    overrules = np.zeros((STANCE_WEIGHTS.size, 2))
-    for q in questions:
-        if not q.labelled:
-            continue
-        valid = q.answer_id >= 0
-        d = int(q.answer_id.max()) + 1 if valid.any() else 0
-        claim_ids = np.unique(q.action_claim[q.is_factor])
-        if d == 0 or claim_ids.size == 0:
-            continue
-        right, weight = _true_answers(q)
-        n_ans = np.bincount(q.answer_id[valid], minlength=d).astype(np.float64)[None]
-        lp, _ = prior_log(n_ans, np.array([float(q.k)]), pri)
-        counts, aligned, cls = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
-        h = d + 1
-        m = claim_ids.size
-        w = _claim_weights(
-            counts.reshape(-1, 6), np.repeat(aligned.reshape(-1), h), cls.reshape(-1), np.full(1, ft), theta, al
-        ).reshape(m, h, 2)
-        ev = np.where(aligned[0][:, None], 0.0, np.logaddexp(w[..., 0], w[..., 1])).sum(axis=0)  # (H,)
-        z = lp[0][None, :] + STANCE_WEIGHTS[:, None] * ev[None, :]  # (L, H)
-        top = z.max(axis=1, keepdims=True)
-        lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
-        for t in right if right else [d]:
-            total += weight * (z[:, t] - lse)
-        mode = np.argmax(z[:, :d], axis=1)  # (L,) the prior's mode among the answers
-        majority = n_ans[0] == n_ans[0].max()
-        is_right = np.isin(np.arange(d), right)
-        over = ~majority[mode]
-        majority_right = bool((majority & is_right).any())
-        overrules[:, 0] += over & is_right[mode] & ~majority_right
-        overrules[:, 1] += over & ~is_right[mode] & majority_right
+    free = np.concatenate([p.free for p in parts]) @ theta + np.log([ft, 1 - ft])  # (R, 2)
+    seg = np.concatenate(
+        [i * h + np.where(p.hyp == p.n_ans.size, dmax, p.hyp) for i, p in enumerate(parts)]
+    )  # (question, hypothesis) of each row
+    ev = np.bincount(seg, weights=np.logaddexp(free[:, 0], free[:, 1]), minlength=nq * h).reshape(nq, h)
+    z = lp[None] + STANCE_WEIGHTS[:, None, None] * ev[None]  # (L, Q, H)
+    top = z.max(axis=2, keepdims=True)
+    lse = top + np.log(np.exp(z - top).sum(axis=2, keepdims=True))
+    total = (right * np.where(right > 0, z - lse, 0.0)).sum(axis=(1, 2))
+    mode = np.argmax(np.where(real[None, :, :dmax], z[:, :, :dmax], -np.inf), axis=2)  # (L, Q)
+    majority = (n_ans == n_ans.max(axis=1, keepdims=True)) & (n_ans > 0)
+    is_right = right[:, :dmax] > 0
+    q = np.arange(nq)[None]
+    over = ~majority[q, mode]
+    majority_right = (majority & is_right).any(axis=1)[None]
+    overrules = np.stack(
+        [
+            (over & is_right[q, mode] & ~majority_right).sum(axis=1),
+            (over & ~is_right[q, mode] & majority_right).sum(axis=1),
+        ],
+        axis=1,
+    ).astype(np.float64)
     return total, overrules
 
 
@@ -1189,16 +1233,18 @@ def _check_weight_scores(
     state.labels = None
     pol = Bayes()
 
+    truth = {int(i): _true_answers(questions[int(i)]) for i in np.unique(rows)}
+    ds_of = {int(i): datasets.index(questions[int(i)].dataset) for i in np.unique(rows)}
+
     def sink(st: EvidenceState, _: Policy) -> None:
         post = pol.posterior(st)
         none = post.shape[1] - 1
         for i, qi in enumerate(st.rows.tolist()):
-            q = questions[qi]
-            right, weight = _true_answers(q)
+            right, weight = truth[qi]
             p = post[i]
             tot = float(p.sum())
             ll = sum(math.log(max(float(p[h]) / tot, 1e-12)) for h in (right if right else [none]))
-            score[datasets.index(q.dataset), int(st.calibration[i])] += weight * ll
+            score[ds_of[qi], int(st.calibration[i])] += weight * ll
 
     run_policy(state, cast(Policy, pol), outcomes, sink, _skipped(questions, all_rows, outcomes.shape))
 
@@ -1244,30 +1290,21 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     standing = action_standing(state)
     response = (state.whole | state.answer)[:, :, None, None]
     channel = np.where(response, wc[cal[:, None], grp, standing], fc[cal[:, None], grp, standing])  # (Q, A, 2, 3)
-    prior = np.empty((n, 4))
-    free_true = np.empty(n)
-    theta = np.empty((n, 2, 2, 3))
-    aligned_true = np.empty((n, 3))
-    verdict = np.empty((n, 2))
-    stance_weight = np.empty(n)
-    may_overrule = np.empty(n, dtype=bool)
-    check_weight = np.empty(n)
-    cache: dict[tuple[int, str], tuple[PriorParams, ClaimParams]] = {}
-    for r in range(n):
-        ck = (int(cal[r]), state.dataset[r])
-        got = cache.get(ck)
-        if got is None:
-            m = models[ck[0]]
-            got = cache[ck] = (m.priors.get(ck[1], DEFAULT_PRIOR), m.claims.get(ck[1], DEFAULT_CLAIMS))
-        pp, cp = got
-        prior[r] = (pp.count_coef, pp.log_count_coef, pp.none_intercept, pp.none_slope)
-        free_true[r] = cp.free_true
-        theta[r] = cp.stance
-        aligned_true[r] = cp.aligned_true
-        verdict[r] = cp.verdict
-        stance_weight[r] = cp.stance_weight
-        may_overrule[r] = overrules_supported(*cp.overrules)
-        check_weight[r] = cp.check_weight
+    # the prior and claim parameters of each (calibration, dataset) pair, then per row
+    codes: dict[tuple[int, str], int] = {}
+    pair = np.array(
+        [codes.setdefault((int(c), ds), len(codes)) for c, ds in zip(cal, state.dataset, strict=True)], dtype=np.intp
+    )
+    params = [(models[c].priors.get(ds, DEFAULT_PRIOR), models[c].claims.get(ds, DEFAULT_CLAIMS)) for c, ds in codes]
+    prior = np.array([(pp.count_coef, pp.log_count_coef, pp.none_intercept, pp.none_slope) for pp, _ in params])
+    prior = prior.reshape(-1, 4)[pair]
+    free_true = np.array([cp.free_true for _, cp in params])[pair]
+    theta = np.array([cp.stance for _, cp in params]).reshape(-1, 2, 2, 3)[pair]
+    aligned_true = np.array([cp.aligned_true for _, cp in params]).reshape(-1, 3)[pair]
+    verdict = np.array([cp.verdict for _, cp in params]).reshape(-1, 2)[pair]
+    stance_weight = np.array([cp.stance_weight for _, cp in params])[pair]
+    may_overrule = np.array([overrules_supported(*cp.overrules) for _, cp in params], dtype=bool)[pair]
+    check_weight = np.array([cp.check_weight for _, cp in params])[pair]
     channel = np.clip(channel, EPS, 1.0)
     if (check_weight != 1.0).any():
         cw = check_weight[:, None, None, None]
@@ -1377,7 +1414,10 @@ class Bayes:
         stance[qi, state.claim[qi, ai]] = state.alpha[qi, ai]
         menu_claim = np.zeros((n, m), dtype=bool)  # claims with a factor action (the rest are padding)
         menu_claim[qi, state.claim[qi, ai]] = True
-        counts, aligned, cls = stance_counts(stance, state.answer_id, d)
+        # one question bound several times (a check weight's candidates) has its stance counts counted once
+        _, first, again = np.unique(state.rows, return_index=True, return_inverse=True)
+        counts, aligned, cls = stance_counts(stance[first], state.answer_id[first], d)
+        counts, aligned, cls = counts[again], aligned[again], cls[again]
         h = d + 1
         rows = np.repeat(np.arange(n), m * h)
         weights = _claim_weights(
