@@ -143,6 +143,7 @@ __all__ = [
     "with_prior_model",
     "overrules_supported",
     "prior_log",
+    "prior_setup",
     "stance_counts",
 ]
 
@@ -1323,6 +1324,31 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         "may_overrule": may_overrule,
         "check_weight": check_weight,
     }
+
+
+def prior_setup(state: EvidenceState) -> tuple[F64, F64, F64]:
+    """The cheap context of the prior of every row: answer counts (Q, D), candidates (Q,) and the prior's
+    parameters (Q, 4) from the row's calibration and dataset (`DEFAULT_PRIOR` where it has no model)."""
+    d = int(state.answer_id.max()) + 1 if state.answer_id.size else 0
+    n_ans = (state.answer_id[:, :, None] == np.arange(d)[None, None, :]).sum(axis=1).astype(np.float64)
+    models: list[BayesModel] = []
+    for c in state.calibrations:
+        try:
+            models.append(model_of(c))
+        except CalibrationError:
+            models.append(BayesModel())
+    models = models or [BayesModel()]
+    cal = state.calibration if state.calibrations else np.zeros(state.n, dtype=np.intp)
+    found: dict[tuple[int, str], tuple[float, float, float, float]] = {}
+    params = np.empty((state.n, 4))
+    for r in range(state.n):
+        key = (int(cal[r]), state.dataset[r])
+        got = found.get(key)
+        if got is None:
+            pp = models[key[0]].priors.get(key[1], DEFAULT_PRIOR)
+            got = found[key] = (pp.count_coef, pp.log_count_coef, pp.none_intercept, pp.none_slope)
+        params[r] = got
+    return n_ans, state.candidate.sum(axis=1).astype(np.float64), params
 
 
 def action_standing(state: EvidenceState) -> I64:

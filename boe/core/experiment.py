@@ -269,14 +269,18 @@ def fit_deployable_calibration(
         if isinstance(pol, FittablePolicy):
             cal = pol.fit_extra(questions, everyone, cal, keys)
             extras.append(name)
-    from boe.core.pool import POOL_KEY, fit_predictive
+    from boe.core.pool import POOL_KEY, fit_predictive, with_sized_model
 
     # the next sample's predictive (an adaptive pool, spec section 12): from the pools, no labels needed
     cal = cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: fit_predictive(questions).model_dump(mode="json")}})
+    if any(q.sample_cost is not None for q in questions):  # sampled pools (format 1.3): the posterior of a pool of k
+        cal = with_sized_model(cal, questions, everyone, keys)
     how = "plug-in kappa and p on every question (spec section 4)"
     if extras:
         how += f", and the {', '.join(extras)} observation model"
     how += "; the next sample's predictive of an adaptive pool"
+    if "sizes" in cal.extra.get(POOL_KEY, {}):
+        how += " and the bayes model of its pool sizes"
     cal.info = CalibrationInfo(
         method="fit",
         how=how,

@@ -20,14 +20,19 @@ pool drawn so far (`boe.core.state.EvidenceState.draw`, `boe.core.session.Policy
   per unit cost is taken; the question stops when neither is worth more than ``eta`` per unit cost -- when the
   calibrated chance that one more draw or check changes the answer, times what the change gains, is below
   its cost at the price ``eta``.
+* The posterior is that of the pool drawn: the `bayes` prior and claim model are fitted per pool size on the
+  training pools' first k candidates (`prefix_question`, `fit_sized_model`; stored beside the predictive), and
+  a pool of k reads the model of the largest fitted size <= k. A model fitted on whole pools only misreads a
+  small pool (on 4 of 16 it picked worse than majority voting on the 4).
 * `GreedyPool` draws a round whenever its controller would stop: the rule the literal reading implements.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from functools import cache
 from itertools import combinations_with_replacement
 from typing import Any, ClassVar, Literal
@@ -52,8 +57,13 @@ __all__ = [
     "PredictiveModel",
     "draw_values",
     "fit_predictive",
+    "fit_sized_model",
     "make_pool_policy",
     "parse_pool",
+    "pool_sizes",
+    "prefix_question",
+    "sized_key",
+    "with_sized_model",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -144,6 +154,10 @@ class PredictiveModel(BaseModel):
 
     format: Literal["boe-pool/1"] = "boe-pool/1"
     predictive: dict[str, Predictive] = Field(default_factory=dict)
+    # the `bayes` model of the pools an adaptive pool visits: prior and claim model per dataset and pool size
+    # (keyed `sized_key`), channels fitted on every size; None: the controller's model at every size
+    sizes: list[int] | None = None
+    bayes: dict[str, Any] | None = None
 
 
 #: An unseen dataset: a new answer as likely as one drawn once, invalid replies rare.
@@ -186,14 +200,17 @@ def fit_predictive(questions: Sequence[Question], train: B_ | None = None) -> Pr
     for ds, parts in sorted(by_ds.items()):
         x = np.concatenate(parts)
         ll = np.zeros((a.shape[0], d.shape[1], b.shape[2]))
-        for kind in (0, 1, 2):
-            rows = x[x[:, 4] == kind]
-            if not rows.size:
+        # each term depends on one statistic of a candidate: summed over its distinct values, times their counts
+        k, times = np.unique(x[:, 0], return_counts=True)
+        ll -= (times[:, None, None, None] * np.log(k[:, None, None, None] + a + b)).sum(axis=0)
+        for kind, col in ((0, 1), (1, 2), (2, 3)):
+            v, times = np.unique(x[x[:, 4] == kind, col], return_counts=True)
+            if not v.size:
                 continue
-            k, n, big_d, inv = (rows[:, i][:, None, None, None] for i in range(4))
-            num = (n - d) if kind == 0 else (a + d * big_d) if kind == 1 else (inv + b)
-            num = np.broadcast_to(num, (rows.shape[0], *ll.shape))
-            ll += np.log(np.maximum(num, 1e-300)).sum(axis=0) - np.log(k + a + b).sum(axis=0)
+            v = v[:, None, None, None]
+            num = (v - d) if kind == 0 else (a + d * v) if kind == 1 else (v + b)
+            num = np.broadcast_to(num, (v.shape[0], *ll.shape))
+            ll += (times[:, None, None, None] * np.log(np.maximum(num, 1e-300))).sum(axis=0)
         i, j, m = np.unravel_index(int(np.argmax(ll)), ll.shape)
         out.predictive[ds] = Predictive(
             concentration=float(_CONCENTRATIONS[i]),
@@ -232,6 +249,101 @@ def _row_predictive(state: EvidenceState) -> F64:
             got = cache_[key] = (p.concentration, p.discount, p.invalid)
         out[r] = got
     return out
+
+
+# --------------------------------------------------------------------------- the posterior of a pool of k
+
+#: Training questions (evenly spaced) per pool size that fit the pool-size models.
+SIZED_QUESTIONS = 1000
+
+
+def sized_key(dataset: str, size: int) -> str:
+    """The key of a dataset's prior and claim model at pool size ``size`` (in `PredictiveModel.bayes`)."""
+    return f"{dataset}#k{size}"
+
+
+def prefix_question(q: Question, k: int, dataset: str | None = None) -> Question:
+    """The pool of the first k candidates of ``q`` as a question of its own (spec section 12): the claims they
+    assert, the actions they make available (file order), the cheap prior counted among them."""
+    k = max(1, min(k, q.k))
+    aid = q.answer_id[:k]
+    counts = np.where(aid >= 0, (aid[:, None] == aid[None, :]).sum(axis=1), 0).astype(np.float64)
+    claims = (q.incidence[:, :k] == 1).any(axis=1)
+    new_id = np.cumsum(claims) - 1
+    acts = q.need() <= k
+    a_claim = q.action_claim[acts]
+    a_claim = np.where(a_claim >= 0, new_id[np.maximum(a_claim, 0)] if new_id.size else -1, -1).astype(np.int32)
+    return replace(
+        q,
+        dataset=q.dataset if dataset is None else dataset,
+        answers=q.answers[:k],
+        valid=q.valid[:k],
+        counts=counts,
+        answer_id=aid,
+        utility=q.utility[:k],
+        claim_ids=[c for c, keep in zip(q.claim_ids, claims, strict=True) if keep],
+        incidence=q.incidence[claims][:, :k],
+        action_ids=[a for a, keep in zip(q.action_ids, acts, strict=True) if keep],
+        kind=q.kind[acts],
+        action_claim=a_claim,
+        action_candidate=q.action_candidate[acts],
+        cost=q.cost[acts],
+        group=q.group[acts],
+        alpha=q.alpha[acts][:, :k],
+        outcome=q.outcome[acts],
+        unobserved=None if q.unobserved is None else q.unobserved[acts],
+        skipped=None if q.skipped is None else q.skipped[acts],
+        sample_cost=None if q.sample_cost is None else q.sample_cost[:k],
+    )
+
+
+def pool_sizes(k_max: int, start: int, step: int) -> list[int]:
+    """The pool sizes an adaptive pool visits when it draws whole rounds: start, start + step, ..., k_max."""
+    return sorted({min(k, k_max) for k in range(max(start, 1), k_max + step, step)})
+
+
+def fit_sized_model(
+    questions: Sequence[Question], train: B_, group_keys: Sequence[str], sizes: Sequence[int], base: Any
+) -> Any:
+    """The `bayes` model of the pools of ``sizes``: fitted on the training pools' prefixes of every size, the
+    prior and claim model per (dataset, size) (`sized_key`), the channels on all sizes; each dataset's check
+    weight is ``base``'s (fitted on whole pools)."""
+    from boe.core.bayes import fit_bayes_model
+
+    rows = np.nonzero(np.asarray(train, dtype=bool))[0]
+    rows = np.array([i for i in rows.tolist() if questions[i].labelled and questions[i].k], dtype=np.intp)
+    if rows.size > SIZED_QUESTIONS:
+        rows = rows[np.linspace(0, rows.size - 1, SIZED_QUESTIONS).round().astype(np.intp)]
+    picked = [questions[i] for i in rows.tolist()]
+    sub = [prefix_question(q, k, sized_key(q.dataset, k)) for k in sizes for q in picked]
+    model = fit_bayes_model(sub, group_keys)
+    for key, cp in model.claims.items():
+        ds = key.rpartition("#k")[0]
+        if ds in base.claims:
+            cp.check_weight = base.claims[ds].check_weight
+    return model
+
+
+def with_sized_model(
+    cal: Calibration,
+    questions: Sequence[Question],
+    train: B_,
+    group_keys: Sequence[str],
+    start: int = DEFAULT_START,
+    step: int = DEFAULT_STEP,
+) -> Calibration:
+    """``cal`` (with a fitted `bayes` model) whose pool extra also holds the model of the pool sizes an adaptive
+    pool of ``start`` and ``step`` visits (`fit_sized_model`); ``cal`` itself when it has no `bayes` model or
+    the training pools are no larger than ``start``."""
+    from boe.core.bayes import BAYES_KEY, model_of
+
+    k_max = max((q.k for q, t in zip(questions, train, strict=True) if t), default=0)
+    if BAYES_KEY not in cal.extra or k_max <= start:
+        return cal
+    sizes = pool_sizes(k_max, start, step)
+    sized = fit_sized_model(questions, train, group_keys, sizes, model_of(cal))
+    pm = predictive_of(cal).model_copy(update={"sizes": sizes, "bayes": sized.model_dump(mode="json")})
+    return cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: pm.model_dump(mode="json")}})
 
 
 # --------------------------------------------------------------------------- the value of a draw
@@ -394,21 +506,64 @@ class AdaptivePool(_PoolPolicy):
     """Draw when m more candidates are worth more per unit cost than the controller's check; stop when neither
     is worth more than ``eta`` per unit cost (see the module docstring)."""
 
-    def __init__(self, inner: Policy, step: int, eta: float = 0.0) -> None:
+    def __init__(self, inner: Policy, step: int, eta: float = 0.0, start: int = DEFAULT_START) -> None:
         super().__init__(inner, step)
         if not math.isfinite(eta) or eta < 0:
             raise ConfigError(f"eta must be a finite number >= 0, got {eta}")
         self.eta = float(eta)
+        self.first = int(start)
         from boe.core.bayes import Bayes
 
         self.model: Any = inner if isinstance(inner, Bayes) else Bayes()
+        self._sized: dict[int, tuple[Calibration, Calibration, list[int]]] = {}
 
     def start(self, state: EvidenceState) -> None:
-        super().start(state)
-        if self.model is not self.inner:
-            self.model.start(state)
+        k = _drawn(state)
+        with self._at_size(state, k):
+            super().start(state)
+            if self.model is not self.inner:
+                self.model.start(state)
         state.extra["pool_predictive"] = _row_predictive(state)
-        state.extra["pool_prior"] = _row_prior(state)
+
+    def _sized_calibration(self, cal: Calibration) -> tuple[Calibration, list[int]]:
+        """``cal`` with the `bayes` model of the pool sizes in place of the whole pools' one, and those sizes
+        (``cal`` itself and no sizes when it has none)."""
+        got = self._sized.get(id(cal))
+        if got is None or got[0] is not cal:
+            from boe.core.bayes import BAYES_KEY, BayesModel
+
+            pm = predictive_of(cal)
+            if pm.bayes is None or not pm.sizes:
+                got = (cal, cal, [])
+            else:
+                model = BayesModel.model_validate(pm.bayes)  # validated once, kept as a model
+                got = (cal, cal.model_copy(update={"extra": {**cal.extra, BAYES_KEY: model}}), sorted(pm.sizes))
+            self._sized[id(cal)] = got
+        return got[1], got[2]
+
+    @contextmanager
+    def _at_size(self, state: EvidenceState, k: IntArr) -> Iterator[None]:
+        """``state`` as the `bayes` model of pools of ``k[r]`` candidates sees it: its row's calibration's
+        sized model, under the largest fitted size <= k (the smallest above it when none is)."""
+        cals, datasets = state.calibrations, state.dataset
+        sized = [self._sized_calibration(c) for c in cals]
+        if not any(sizes for _, sizes in sized):
+            yield
+            return
+        names = []
+        for r in range(state.n):
+            sizes = sized[int(state.calibration[r])][1]
+            if not sizes:
+                names.append(datasets[r])
+                continue
+            fit = [s for s in sizes if s <= k[r]]
+            names.append(sized_key(datasets[r], fit[-1] if fit else sizes[0]))
+        state.calibrations = [c for c, _ in sized]
+        state.dataset = names
+        try:
+            yield
+        finally:
+            state.calibrations, state.dataset = cals, datasets
 
     def observe(self, state: EvidenceState, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
         super().observe(state, rows, actions, outcomes)
@@ -421,7 +576,11 @@ class AdaptivePool(_PoolPolicy):
         cal = super().fit_extra(questions, train_mask, calibration, group_keys)
         if self.model is not self.inner and not self.model.fit_extra_present(cal):
             cal = self.model.fit_extra(questions, train_mask, cal, group_keys)
-        return cal
+        from boe.core.bayes import _keys_from_calibration
+
+        train = np.asarray(train_mask, dtype=bool)
+        keys = list(group_keys) if group_keys is not None else _keys_from_calibration(questions, train, cal)
+        return with_sized_model(cal, questions, train, keys, self.first, self.step)
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
         return super().fit_extra_present(calibration) and bool(self.model.fit_extra_present(calibration))
@@ -471,16 +630,18 @@ class AdaptivePool(_PoolPolicy):
 
     def _draw_value(self, state: EvidenceState, rows: IntArr, m: int) -> F64:
         """The expected gain of drawing m more candidates (`draw_values`) for ``rows``."""
-        from boe.core.bayes import prior_log
+        from boe.core.bayes import prior_log, prior_setup
 
         aid = state.answer_id[rows]
-        d = max(int(state.answer_id.max(initial=-1)) + 1, 1)
-        counts = (aid[:, :, None] == np.arange(d)[None, None, :]).sum(axis=1).astype(np.float64)
-        k = state.candidate[rows].sum(axis=1).astype(np.float64)
+        with self._at_size(state, _drawn(state) + m):  # the prior of the pool after the draw
+            counts, k, params = prior_setup(state)
+        counts, k, params = counts[rows], k[rows], params[rows]
+        if counts.shape[1] == 0:
+            counts = np.zeros((rows.size, 1))
+        d = counts.shape[1]
         n_inv = k - counts.sum(axis=1)
         lpost = state.extra["bayes_lpost"][rows]
         lpost = np.concatenate([lpost[:, :d], lpost[:, -1:]], axis=1)  # answers 0..d-1, then `none`
-        params = state.extra["pool_prior"][rows]
         reps = {"n": params.shape[0]}
 
         def lprior(c: F64, kk: F64) -> F64:
@@ -493,22 +654,9 @@ class AdaptivePool(_PoolPolicy):
         return draw_values(lpost, lprior, counts, k, n_inv, state.extra["pool_predictive"][rows], m, np.maximum(now, 0))
 
 
-def _row_prior(state: EvidenceState) -> F64:
-    """The `bayes` prior parameters of every row (Q, 4)."""
-    from boe.core.bayes import DEFAULT_PRIOR, BayesModel, model_of
-
-    models = []
-    for c in state.calibrations:
-        try:
-            models.append(model_of(c))
-        except CalibrationError:
-            models.append(BayesModel())
-    models = models or [BayesModel()]
-    out = np.empty((state.n, 4))
-    for r in range(state.n):
-        m = models[int(state.calibration[r]) if state.calibrations else 0]
-        p = m.priors.get(state.dataset[r], DEFAULT_PRIOR)
-        out[r] = (p.count_coef, p.log_count_coef, p.none_intercept, p.none_slope)
+def _drawn(state: EvidenceState) -> IntArr:
+    """Candidates drawn per row."""
+    out: IntArr = state.candidate.sum(axis=1).astype(np.intp)
     return out
 
 
@@ -516,7 +664,7 @@ def make_pool_policy(name: str | Policy, spec: PoolSpec, **options: Any) -> Poli
     """The policy ``name`` (or a built one) under the pool ``spec``: itself for a fixed pool, else wrapped."""
     inner = make_policy(name, **options) if isinstance(name, str) else name
     if spec.mode == "adaptive":
-        return AdaptivePool(inner, spec.step, eta=float(options.get("eta", 0.0)))  # type: ignore[return-value]
+        return AdaptivePool(inner, spec.step, eta=float(options.get("eta", 0.0)), start=spec.start)  # type: ignore[return-value]
     if spec.mode == "greedy":
         return GreedyPool(inner, spec.step)  # type: ignore[return-value]
     return inner
