@@ -154,7 +154,8 @@ def test_the_example_commands_against_the_simulator(fresh: Fresh) -> None:
     port = str(free_port())
     commands = [c.replace("8011", port) for c in doc_block("chartqa-live").commands()]
     _serve, ask, batch, replay = run_commands(commands, cwd=fresh.root, env=fresh.env)
-    assert "raw majority: normal" in ask  # what the README says the simulator answers a chart question
+    # what the README says: the simulator's majority finding, selected (no prior overrules it before a check)
+    assert "selected: normal" in ask and "raw majority: normal" in ask
     assert "stored 6" in batch
     assert "chartqa: N=6" in replay
     lines = _ledger(fresh.root / "runs.db", "charts")

@@ -29,11 +29,16 @@ whether the candidate is correct under H::
     P(stances_j, T_j = t | H) = P(T_j = t) prod_i theta[correct_i(H), t, s_ij]
 
 so P(T_j = t | H, stances) follows from Bayes' rule and P(stances_j | H) is
-evidence about H. Stance evidence enters with a claim's first check, so the
-cheap context stays the answer counts. Claims are not independent given H
-(one candidate's stances on the values of one slot are a single choice), so
-the stance evidence enters as P(stances_j | H)^lambda, lambda fitted to
-predict the true answer (a calibrated composite likelihood).
+evidence about H: the pool's own structure, known before any check. Claims
+are not independent given H (one candidate's stances on the values of one
+slot are a single choice), so the stance evidence enters the prior as
+P(stances_j | H)^lambda, lambda fitted to predict the true answer (a
+calibrated composite likelihood, cross-fitted; 0 where it does not help).
+The structure alone may move the prior's mode off the raw majority only where
+held-out data show such overrules right more often than wrong (a one-sided
+sign test at 5%, `overrules_supported`); on any other question that would be
+such an overrule it is left out, so before a check `bayes` selects the raw
+majority unless the data say the structure beats it.
 
 Verdicts. A whole-response judge may judge equal answers alike, so checks of
 candidates sharing an answer are not independent. Each answer d has a latent
@@ -108,7 +113,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
@@ -136,6 +141,7 @@ __all__ = [
     "model_of",
     "prior_model",
     "with_prior_model",
+    "overrules_supported",
     "prior_log",
     "prior_setup",
     "stance_counts",
@@ -205,6 +211,9 @@ class ClaimParams(BaseModel):
     # weight of the stance evidence log P(stances_j | H) in the prior (a calibrated composite likelihood, see
     # `_fit_stance_weight`): 0 ignores the pool's structure, below 0 reads it against its face
     stance_weight: float = Field(default=1.0, ge=-5.0, le=5.0)
+    # held-out (right, wrong) questions on which the stance evidence at this weight moved the prior's mode off the
+    # raw majority; it may do so only where these support it at 5% (`overrules_supported`), default: never
+    overrules: tuple[float, float] = (0.0, 0.0)
     # tempering w of every channel table, P(o | t, s)^w normalised over o (see `_fit_check_weight`); 1 = untempered
     check_weight: float = Field(default=1.0, gt=0.0, le=1.0)
 
@@ -429,6 +438,48 @@ class _FitData:
     f_bin: I64
     f_kind: I64
     dataset: list[str]  # of each question
+    stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
+
+
+@dataclass(frozen=True)
+class _StanceParts:
+    """What the stance weight's score needs of one labelled question (`_stance_loglik`)."""
+
+    n_ans: F64  # (d,) candidates per answer
+    k: float
+    free: F64  # (r, 6) stance counts of its free claims under each hypothesis, claim-major
+    hyp: I64  # (r,) the hypothesis of each row: an answer, or d for `none`
+    right: list[int]  # true answers (empty: `none`)
+    weight: float
+
+
+def _stance_parts(questions: Sequence[Question], data: _FitData, ids: Sequence[int]) -> list[_StanceParts]:
+    """The `_StanceParts` of ``questions[ids]`` that have answers and claims (computed once per question)."""
+    out = []
+    for i in ids:
+        if i not in data.stance:
+            q = questions[i]
+            valid = q.answer_id >= 0
+            d = int(q.answer_id.max()) + 1 if valid.any() else 0
+            claim_ids = np.unique(q.action_claim[q.is_factor])
+            if not q.labelled or d == 0 or claim_ids.size == 0:
+                data.stance[i] = None
+                continue
+            counts, aligned, _ = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
+            free = counts[0][~aligned[0]]  # (m_free, d + 1, 2, 3)
+            right, weight = _true_answers(q)
+            data.stance[i] = _StanceParts(
+                n_ans=np.bincount(q.answer_id[valid], minlength=d).astype(np.float64),
+                k=float(q.k),
+                free=free.reshape(-1, 6),
+                hyp=np.tile(np.arange(d + 1), free.shape[0]),
+                right=right,
+                weight=weight,
+            )
+        got = data.stance[i]
+        if got is not None:
+            out.append(got)
+    return out
 
 
 def _true_answers(q: Question) -> tuple[list[int], float]:
@@ -912,7 +963,7 @@ STANCE_FOLDS = 3
 
 def _fit_stance_weight(
     questions: Sequence[Question], data: _FitData, rows: B_, n_groups: int, claims: ClaimParams
-) -> float:
+) -> tuple[float, tuple[float, float]]:
     """The weight lambda of the pool's structure (the claims' stance evidence) in the prior, cross-fitted.
 
     The stance model treats the claims of a question as independent given H, but
@@ -925,15 +976,21 @@ def _fit_stance_weight(
     on the other `STANCE_FOLDS` - 1 folds of the training questions (held out:
     lambda is 0, or negative, where the structure does not carry over), and
     lambda stays 0 unless it beats 0 by a likelihood-ratio test at 5% (`LR_TEST`).
-    With too few questions to split, ``claims`` is scored in-sample.
+    With too few questions to split, ``claims`` is scored in-sample (and no overrule counts).
+
+    Also returns the held-out (right, wrong) overrules at lambda: questions on which
+    the stance evidence moved the prior's mode to an answer fewer candidates hold than
+    the raw majority's, and that answer was right and the majority wrong, or the reverse.
     """
     idx = np.nonzero(rows)[0]
     labelled = [int(i) for i in idx if questions[int(i)].labelled]
     if len(labelled) < 2 * STANCE_FOLDS:
         prior = _fit_prior(data, rows[data.pq]) if rows[data.pq].any() else DEFAULT_PRIOR
-        return _significant(STANCE_WEIGHTS, _stance_loglik([questions[i] for i in labelled], prior, claims))
+        total, _ = _stance_loglik(_stance_parts(questions, data, labelled), prior, claims)
+        return _significant(STANCE_WEIGHTS, total), (0.0, 0.0)
     folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in labelled], STANCE_FOLDS)
     total = np.zeros(STANCE_WEIGHTS.size)
+    overrules = np.zeros((STANCE_WEIGHTS.size, 2))
     for f in range(STANCE_FOLDS):
         train = np.zeros(rows.size, dtype=bool)
         train[[i for i, k in zip(labelled, folds, strict=True) if k != f]] = True
@@ -942,9 +999,13 @@ def _fit_stance_weight(
         if not (crow.any() and frow.any() and train[data.pq].any()):
             continue
         fold_claims, _ = _fit_claims(data, crow, frow, n_groups)
-        held = [questions[i] for i, k in zip(labelled, folds, strict=True) if k == f]
-        total += _stance_loglik(held, _fit_prior(data, train[data.pq]), fold_claims)
-    return _significant(STANCE_WEIGHTS, total)
+        held = _stance_parts(questions, data, [i for i, k in zip(labelled, folds, strict=True) if k == f])
+        ll, over = _stance_loglik(held, _fit_prior(data, train[data.pq]), fold_claims)
+        total += ll
+        overrules += over
+    weight = _significant(STANCE_WEIGHTS, total)
+    right, wrong = overrules[int(np.argmin(np.abs(STANCE_WEIGHTS - weight)))]
+    return weight, (float(right), float(wrong))
 
 
 #: Half the 95% point of chi-square with one degree of freedom: a weight is kept only if its held-out
@@ -959,37 +1020,63 @@ def _significant(grid: F64, score: F64) -> float:
     return best if score.max() - score[zero] > LR_TEST else float(grid[zero])
 
 
-def _stance_loglik(questions: Sequence[Question], prior: PriorParams, claims: ClaimParams) -> F64:
-    """sum_q log P(true H_q | stances of q) for every weight of `STANCE_WEIGHTS`."""
+#: One-sided level of the sign test that lets the pool's structure overrule the raw majority (`overrules_supported`).
+OVERRULE_LEVEL = 0.05
+
+
+def overrules_supported(right: float, wrong: float) -> bool:
+    """Whether held-out overrules of the raw majority, ``right`` of them right and ``wrong`` wrong, show with
+    one-sided 95% confidence (an exact sign test) that such overrules are right more often than not."""
+    r, n = round(right), round(right) + round(wrong)
+    if r == 0:
+        return False
+    tail = sum(math.comb(n, i) for i in range(r, n + 1))  # P(at least r right of n | a coin), times 2^n
+    return bool(tail <= OVERRULE_LEVEL * 2**n)
+
+
+def _stance_loglik(parts: Sequence[_StanceParts], prior: PriorParams, claims: ClaimParams) -> tuple[F64, F64]:
+    """sum_q log P(true H_q | stances of q) for every weight of `STANCE_WEIGHTS`, and per weight the
+    (right, wrong) overrules: questions whose prior mode is held by fewer candidates than the raw majority,
+    right with the majority wrong, or wrong with the majority right. All questions at once, padded to the
+    most answers (`none` last)."""
+    n_w = STANCE_WEIGHTS.size
+    if not parts:
+        return np.zeros(n_w), np.zeros((n_w, 2))
+    nq = len(parts)
+    dmax = max(p.n_ans.size for p in parts)
+    h = dmax + 1
+    n_ans = np.zeros((nq, dmax))
+    right = np.zeros((nq, h))  # weight of each true hypothesis
+    for i, p in enumerate(parts):
+        n_ans[i, : p.n_ans.size] = p.n_ans
+        right[i, p.right if p.right else [dmax]] = p.weight
     pri = np.array([[prior.count_coef, prior.log_count_coef, prior.none_intercept, prior.none_slope]])
+    lp, real = prior_log(n_ans, np.array([p.k for p in parts]), np.repeat(pri, nq, axis=0))  # (Q, H)
     theta = _stance_matrix(np.log(np.clip(np.array(claims.stance), EPS, 1.0)))
-    al = np.clip(np.array(claims.aligned_true), EPS, 1 - EPS)
     ft = min(max(claims.free_true, EPS), 1 - EPS)
-    total = np.zeros(STANCE_WEIGHTS.size)
-    for q in questions:
-        if not q.labelled:
-            continue
-        valid = q.answer_id >= 0
-        d = int(q.answer_id.max()) + 1 if valid.any() else 0
-        claim_ids = np.unique(q.action_claim[q.is_factor])
-        if d == 0 or claim_ids.size == 0:
-            continue
-        right, weight = _true_answers(q)
-        n_ans = np.bincount(q.answer_id[valid], minlength=d).astype(np.float64)[None]
-        lp, _ = prior_log(n_ans, np.array([float(q.k)]), pri)
-        counts, aligned, cls = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
-        h = d + 1
-        m = claim_ids.size
-        w = _claim_weights(
-            counts.reshape(-1, 6), np.repeat(aligned.reshape(-1), h), cls.reshape(-1), np.full(1, ft), theta, al
-        ).reshape(m, h, 2)
-        ev = np.where(aligned[0][:, None], 0.0, np.logaddexp(w[..., 0], w[..., 1])).sum(axis=0)  # (H,)
-        z = lp[0][None, :] + STANCE_WEIGHTS[:, None] * ev[None, :]  # (L, H)
-        top = z.max(axis=1, keepdims=True)
-        lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
-        for t in right if right else [d]:
-            total += weight * (z[:, t] - lse)
-    return total
+    free = np.concatenate([p.free for p in parts]) @ theta + np.log([ft, 1 - ft])  # (R, 2)
+    seg = np.concatenate(
+        [i * h + np.where(p.hyp == p.n_ans.size, dmax, p.hyp) for i, p in enumerate(parts)]
+    )  # (question, hypothesis) of each row
+    ev = np.bincount(seg, weights=np.logaddexp(free[:, 0], free[:, 1]), minlength=nq * h).reshape(nq, h)
+    z = lp[None] + STANCE_WEIGHTS[:, None, None] * ev[None]  # (L, Q, H)
+    top = z.max(axis=2, keepdims=True)
+    lse = top + np.log(np.exp(z - top).sum(axis=2, keepdims=True))
+    total = (right * np.where(right > 0, z - lse, 0.0)).sum(axis=(1, 2))
+    mode = np.argmax(np.where(real[None, :, :dmax], z[:, :, :dmax], -np.inf), axis=2)  # (L, Q)
+    majority = (n_ans == n_ans.max(axis=1, keepdims=True)) & (n_ans > 0)
+    is_right = right[:, :dmax] > 0
+    q = np.arange(nq)[None]
+    over = ~majority[q, mode]
+    majority_right = (majority & is_right).any(axis=1)[None]
+    overrules = np.stack(
+        [
+            (over & is_right[q, mode] & ~majority_right).sum(axis=1),
+            (over & ~is_right[q, mode] & majority_right).sum(axis=1),
+        ],
+        axis=1,
+    ).astype(np.float64)
+    return total, overrules
 
 
 def _nearest_zero_max(grid: F64, score: F64) -> float:
@@ -1004,12 +1091,13 @@ def fit_bayes_model(
     train: npt.NDArray[np.bool_] | None = None,
     *,
     stance_weights: Mapping[str, float] | None = None,
+    overrules: Mapping[str, tuple[float, float]] | None = None,
     _data: _FitData | None = None,
 ) -> BayesModel:
     """Fit the prior, claim model and channels on the labelled questions selected by ``train``.
 
     ``group_keys[g]`` names the group id g of the questions' actions ("dataset/group"); ``stance_weights``
-    (by dataset) are taken as given instead of cross-fitted.
+    (by dataset) are taken as given instead of cross-fitted, with their held-out ``overrules`` (by dataset).
     """
     data = _data if _data is not None else _fit_data(questions)
     n = len(questions)
@@ -1028,8 +1116,9 @@ def fit_bayes_model(
             claims, ch = _fit_claims(data, crow, frow, n_groups)
             if stance_weights is not None and ds in stance_weights:
                 claims.stance_weight = float(stance_weights[ds])
+                claims.overrules = (overrules or {}).get(ds, (0.0, 0.0))
             else:
-                claims.stance_weight = _fit_stance_weight(questions, data, in_ds, n_groups, claims)
+                claims.stance_weight, claims.overrules = _fit_stance_weight(questions, data, in_ds, n_groups, claims)
             model.claims[ds] = claims
             for c, g in enumerate(ch.ids.tolist()):
                 table = ChannelTable(
@@ -1094,11 +1183,14 @@ def _fit_check_weight(
     else:
         data = data if data is not None else _fit_data(questions)
         lam = {ds: cp.stance_weight for ds, cp in model.claims.items()}
+        over = {ds: cp.overrules for ds, cp in model.claims.items()}
         folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in rows], STANCE_FOLDS)
         for f in range(STANCE_FOLDS):
             fold_train = train.copy()
             fold_train[rows[folds == f]] = False
-            fold_model = fit_bayes_model(questions, group_keys, fold_train, _data=data, stance_weights=lam)
+            fold_model = fit_bayes_model(
+                questions, group_keys, fold_train, _data=data, stance_weights=lam, overrules=over
+            )
             held = np.array([i for i in rows[folds == f] if questions[i].dataset in fold_model.claims], dtype=np.intp)
             if held.size:
                 _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score)
@@ -1142,16 +1234,18 @@ def _check_weight_scores(
     state.labels = None
     pol = Bayes()
 
+    truth = {int(i): _true_answers(questions[int(i)]) for i in np.unique(rows)}
+    ds_of = {int(i): datasets.index(questions[int(i)].dataset) for i in np.unique(rows)}
+
     def sink(st: EvidenceState, _: Policy) -> None:
         post = pol.posterior(st)
         none = post.shape[1] - 1
         for i, qi in enumerate(st.rows.tolist()):
-            q = questions[qi]
-            right, weight = _true_answers(q)
+            right, weight = truth[qi]
             p = post[i]
             tot = float(p.sum())
             ll = sum(math.log(max(float(p[h]) / tot, 1e-12)) for h in (right if right else [none]))
-            score[datasets.index(q.dataset), int(st.calibration[i])] += weight * ll
+            score[ds_of[qi], int(st.calibration[i])] += weight * ll
 
     run_policy(state, cast(Policy, pol), outcomes, sink, skipped_mask(questions, all_rows, outcomes.shape))
 
@@ -1197,28 +1291,21 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     standing = action_standing(state)
     response = (state.whole | state.answer)[:, :, None, None]
     channel = np.where(response, wc[cal[:, None], grp, standing], fc[cal[:, None], grp, standing])  # (Q, A, 2, 3)
-    prior = np.empty((n, 4))
-    free_true = np.empty(n)
-    theta = np.empty((n, 2, 2, 3))
-    aligned_true = np.empty((n, 3))
-    verdict = np.empty((n, 2))
-    stance_weight = np.empty(n)
-    check_weight = np.empty(n)
-    cache: dict[tuple[int, str], tuple[PriorParams, ClaimParams]] = {}
-    for r in range(n):
-        ck = (int(cal[r]), state.dataset[r])
-        got = cache.get(ck)
-        if got is None:
-            m = models[ck[0]]
-            got = cache[ck] = (m.priors.get(ck[1], DEFAULT_PRIOR), m.claims.get(ck[1], DEFAULT_CLAIMS))
-        pp, cp = got
-        prior[r] = (pp.count_coef, pp.log_count_coef, pp.none_intercept, pp.none_slope)
-        free_true[r] = cp.free_true
-        theta[r] = cp.stance
-        aligned_true[r] = cp.aligned_true
-        verdict[r] = cp.verdict
-        stance_weight[r] = cp.stance_weight
-        check_weight[r] = cp.check_weight
+    # the prior and claim parameters of each (calibration, dataset) pair, then per row
+    codes: dict[tuple[int, str], int] = {}
+    pair = np.array(
+        [codes.setdefault((int(c), ds), len(codes)) for c, ds in zip(cal, state.dataset, strict=True)], dtype=np.intp
+    )
+    params = [(models[c].priors.get(ds, DEFAULT_PRIOR), models[c].claims.get(ds, DEFAULT_CLAIMS)) for c, ds in codes]
+    prior = np.array([(pp.count_coef, pp.log_count_coef, pp.none_intercept, pp.none_slope) for pp, _ in params])
+    prior = prior.reshape(-1, 4)[pair]
+    free_true = np.array([cp.free_true for _, cp in params])[pair]
+    theta = np.array([cp.stance for _, cp in params]).reshape(-1, 2, 2, 3)[pair]
+    aligned_true = np.array([cp.aligned_true for _, cp in params]).reshape(-1, 3)[pair]
+    verdict = np.array([cp.verdict for _, cp in params]).reshape(-1, 2)[pair]
+    stance_weight = np.array([cp.stance_weight for _, cp in params])[pair]
+    may_overrule = np.array([overrules_supported(*cp.overrules) for _, cp in params], dtype=bool)[pair]
+    check_weight = np.array([cp.check_weight for _, cp in params])[pair]
     channel = np.clip(channel, EPS, 1.0)
     if (check_weight != 1.0).any():
         cw = check_weight[:, None, None, None]
@@ -1234,6 +1321,7 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         "aligned_true": np.clip(aligned_true, EPS, 1 - EPS),
         "verdict": np.clip(verdict, EPS, 1 - EPS),
         "stance_weight": stance_weight,
+        "may_overrule": may_overrule,
         "check_weight": check_weight,
     }
 
@@ -1352,7 +1440,10 @@ class Bayes:
         stance[qi, state.claim[qi, ai]] = state.alpha[qi, ai]
         menu_claim = np.zeros((n, m), dtype=bool)  # claims with a factor action (the rest are padding)
         menu_claim[qi, state.claim[qi, ai]] = True
-        counts, aligned, cls = stance_counts(stance, state.answer_id, d)
+        # one question bound several times (a check weight's candidates) has its stance counts counted once
+        _, first, again = np.unique(state.rows, return_index=True, return_inverse=True)
+        counts, aligned, cls = stance_counts(stance[first], state.answer_id[first], d)
+        counts, aligned, cls = counts[again], aligned[again], cls[again]
         h = d + 1
         rows = np.repeat(np.arange(n), m * h)
         weights = _claim_weights(
@@ -1366,8 +1457,14 @@ class Bayes:
         free = menu_claim & ~aligned
         evidence = np.where(free[:, :, None], np.logaddexp(weights[..., 0], weights[..., 1]), 0.0)
         # the pool's own structure, at no cost: every claim's stances weigh in from the start, tempered by
-        # the fitted stance weight (0 where the agreement of candidates does not predict the truth)
-        lpost = _log_normalise(lpost + tabs["stance_weight"][:, None] * evidence.sum(axis=1))
+        # the fitted stance weight (0 where the agreement of candidates does not predict the truth) ...
+        structure = tabs["stance_weight"][:, None] * evidence.sum(axis=1)
+        # ... but on a question where it alone would move the mode off the raw majority, only if held-out
+        # overrules of the dataset were right more often than not with confidence (else it is left out there)
+        mode = np.argmax(np.where(real[:, :d], lpost[:, :d] + structure[:, :d], -np.inf), axis=1) if d else 0
+        held = n_ans[np.arange(n), mode] if d else np.zeros(n)
+        overrule = (tabs["may_overrule"] == 0) & (held < n_ans.max(axis=1, initial=0.0))
+        lpost = _log_normalise(lpost + np.where(overrule[:, None], 0.0, structure))
         rho = _sigmoid(weights[..., 0] - weights[..., 1])
         # the verdicts on the answers (latents m .. m + d - 1) and on invalid responses (m + d)
         v = tabs["verdict"]

@@ -131,10 +131,12 @@ def posterior_relevance(
     np.minimum.at(cheapest, flat, cost[act])
     r_now = np.take_along_axis(rho, now[:, None, None], axis=2)  # (Q, L, 1)
 
-    def mix(log_r: F64, p: F64) -> F64:
-        return np.asarray(np.logaddexp(np.log(p) + log_r, np.log1p(-p)), dtype=np.float64)
+    logs = (np.log(rho), np.log1p(-rho)), (np.log(r_now), np.log1p(-r_now))  # each computed once
 
-    gain = np.maximum(mix(log_hi, rho) - mix(log_hi, r_now), mix(log_lo, rho) - mix(log_lo, r_now))  # (Q, L, H)
+    def mix(log_r: F64, log_p: tuple[F64, F64]) -> F64:
+        return np.asarray(np.logaddexp(log_p[0] + log_r, log_p[1]), dtype=np.float64)
+
+    gain = np.maximum(mix(log_hi, logs[0]) - mix(log_hi, logs[1]), mix(log_lo, logs[0]) - mix(log_lo, logs[1]))
     bound = knapsack_bound(gain.transpose(0, 2, 1), cheapest.reshape(n, 1, n_lat), remaining[:, None])  # (Q, H)
     with np.errstate(over="ignore", invalid="ignore"):
         gap = lpost[q, now][:, None] - lpost  # inf for absent answers

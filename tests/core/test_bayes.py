@@ -18,6 +18,7 @@ from boe.core.bayes import (
     ClaimParams,
     PriorParams,
     model_of,
+    overrules_supported,
 )
 from boe.core.calibration import Calibration, load_calibration, save_calibration
 from boe.core.experiment import load_questions, run_experiment
@@ -100,17 +101,49 @@ def test_noisy_factor_model_success_is_rho_to_the_m(rho):
 # --------------------------------------------------------------------------- exactness
 
 
-def _lik_claim(q, model, j, h, outcomes):
+def _aligned(q, j):
+    aid = q.answer_id
+    valid = aid >= 0
+    groups = {}
+    for i in np.nonzero(valid)[0]:
+        groups.setdefault(int(aid[i]), set()).add(int(q.incidence[j][i]))
+    return bool(valid.any()) and all(len(g) == 1 and 0 not in g for g in groups.values())
+
+
+def _stance_evidence(q, cp, j, h):
+    """P(stances_j | h) of a free claim, literally."""
+    aid = q.answer_id
+    s = q.incidence[j]
+    ev = 0.0
+    for t in (1, 0):
+        w = cp.free_true if t == 1 else 1 - cp.free_true
+        for i in np.nonzero(aid >= 0)[0]:
+            w *= cp.stance[0 if aid[i] == h else 1][1 - t][{1: 0, -1: 1, 0: 2}[int(s[i])]]
+        ev += w
+    return ev
+
+
+def _structure_weight(q, cp, prior, n):
+    """lambda, or 0 where the structure alone would move the prior's mode to a minority answer without support."""
+    d = n.size
+    if d == 0 or overrules_supported(*cp.overrules):
+        return cp.stance_weight
+    free = [int(j) for j in np.unique(q.action_claim[q.is_factor]) if not _aligned(q, int(j))]
+    with_structure = [
+        math.log(prior[h]) + cp.stance_weight * sum(math.log(_stance_evidence(q, cp, j, h)) for j in free)
+        for h in range(d)
+    ]
+    return 0.0 if n[int(np.argmax(with_structure))] < n.max() else cp.stance_weight
+
+
+def _lik_claim(q, model, j, h, outcomes, lam):
     """sum_T P(stances_j, T | h) prod C(o | T) for a claim (aligned: P(T | h) instead), literally."""
     ds = q.dataset
     cp = model.claims.get(ds, ClaimParams())
     aid = q.answer_id
     valid = aid >= 0
     s = q.incidence[j]
-    groups = {}
-    for i in np.nonzero(valid)[0]:
-        groups.setdefault(int(aid[i]), set()).add(int(s[i]))
-    aligned = bool(valid.any()) and all(len(g) == 1 and 0 not in g for g in groups.values())
+    aligned = _aligned(q, j)
     total = 0.0
     for t in (1, 0):
         if aligned:
@@ -125,13 +158,7 @@ def _lik_claim(q, model, j, h, outcomes):
             w *= (ch.given_true if t == 1 else ch.given_false)[o]
         total += w
     if not aligned:  # the stance evidence enters with weight lambda: P(stances | h)^lambda P(outcomes | h, stances)
-        ev = 0.0
-        for t in (1, 0):
-            w = cp.free_true if t == 1 else 1 - cp.free_true
-            for i in np.nonzero(valid)[0]:
-                w *= cp.stance[0 if aid[i] == h else 1][1 - t][{1: 0, -1: 1, 0: 2}[int(s[i])]]
-            ev += w
-        total *= ev ** (cp.stance_weight - 1.0)
+        total *= _stance_evidence(q, cp, j, h) ** (lam - 1.0)
     return total
 
 
@@ -194,12 +221,13 @@ def _literal_joint(q, model, group_keys, history):
     for j in np.unique(q.action_claim[q.is_factor]):  # every claim's stances weigh in from the start
         by_claim.setdefault(int(j), [])
     cp = model.claims.get(q.dataset, ClaimParams())
+    lam = _structure_weight(q, cp, prior, n if d else np.zeros(0))
     out = []
     for hi, ph in enumerate(prior):
         h = hi if hi < d else -1
         v = ph
         for j, outs in by_claim.items():
-            v *= _lik_claim(q, model, j, h, outs)
+            v *= _lik_claim(q, model, j, h, outs, lam)
         for answer, outs in by_answer.items():  # the judge's latent verdict on each judged answer
             total = 0.0
             for t in (1, 0):
