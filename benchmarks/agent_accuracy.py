@@ -56,8 +56,8 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 async def answer(questions: list[dict[str, Any]], base_url: str, args: argparse.Namespace, db: str, ledger: str) -> Any:
     """Run the agent on the questions as run ``ledger`` ("online" or "full"); (results, config)."""
-    from boe.agent.configuration import make_config
     from boe.agent.demo import run_questions
+    from boe.agent.settings import make_config
 
     cfg = make_config(
         base_url=base_url,

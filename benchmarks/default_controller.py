@@ -37,12 +37,12 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from boe.core.calibration import prior_calibration
 from boe.core.curve import learning_curve
 from boe.core.experiment import load_questions, run_experiment
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import parse_record_dict
 from boe.core.metrics import compare
+from boe.core.prior import prior_calibration
 from boe.kinds import prior_channels
 from boe.sim.ledgers import pool_ledger, pool_spec
 

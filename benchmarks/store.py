@@ -64,6 +64,7 @@ def loading_only(ledger: Path, url: str) -> None:
     """Loading is the only step where the two replays differ: time the file and store loaders in this process."""
     from boe.core.loading import load_ledgers, load_lines
     from boe.db import Store
+    from boe.db.loading import load_questions
 
     print("\nloading only (ledger -> replay-ready questions), in this process:")
     start = time.perf_counter()
@@ -74,8 +75,8 @@ def loading_only(ledger: Path, url: str) -> None:
         n = len(load_lines(store.iter_ledger_lines("bench"), "store")[0])
         print(f"  store, load_lines(store.iter_ledger_lines) (serial)  {time.perf_counter() - start:6.1f} s  ({n})")
         start = time.perf_counter()
-        n = len(store.load_questions("bench")[0])
-        print(f"  store, Store.load_questions (parallel)               {time.perf_counter() - start:6.1f} s  ({n})")
+        n = len(load_questions(store, "bench")[0])
+        print(f"  store, db.loading.load_questions (parallel)         {time.perf_counter() - start:6.1f} s  ({n})")
 
 
 def main() -> None:

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from boe import logs as _logs  # noqa: F401  (the `boe` logger's NullHandler)
 from boe.core import registry as _registry
-
-__version__ = "0.1.0"
+from boe.core.version import __version__
 
 #: Names `boe` re-exports from `boe.api` (loaded on first access).
 __all__ = [

@@ -235,10 +235,11 @@ def _load_run(
     db: str, run: str, strict: bool, on_error: Callable[[RecordError], None], bad: list[str]
 ) -> LoadedQuestions:
     from boe.db import Store
+    from boe.db.loading import load_questions as from_store
     from boe.util import redact_url
 
     with Store(_db_url(db), create=False) as store:
-        questions, groups = store.load_questions(run, strict=strict, on_error=on_error)
+        questions, groups = from_store(store, run, strict=strict, on_error=on_error)
         stored = store.get_run(run).config.get("calibration")
     source = f"{redact_url(db) if '@' in db else db}#{run}"
     return LoadedQuestions(questions, groups, stored, {"db": redact_url(db), "run": run}, [source], bad)
@@ -455,7 +456,7 @@ def register_policy(name: str, *, override: bool = False) -> Callable[[type], ty
 def register_tool(kind: str, *, override: bool = False) -> Callable[[type], type]:
     """Class decorator: the tool that runs actions of ``kind`` in the agent (a built-in kind's tool is replaced
     only with ``override``)."""
-    from boe.tools.protocol import register_tool as register
+    from boe.kinds import register_tool as register
 
     return register(kind, override=override)
 

@@ -99,7 +99,7 @@ def registries() -> dict[str, Any]:
     of the kinds."""
     for mod in _REGISTRY_MODULES:
         importlib.import_module(mod)
-    from boe.tools.protocol import TOOLS
+    from boe.kinds import TOOLS
 
     out: dict[str, Any] = {}
     for noun, reg in all_registries().items():

@@ -27,7 +27,7 @@ from boe.kinds import KindSpec, Prior, TokenEstimate, claims_per_question, judge
 
 def menu(kind, ctx):
     """One check per claim in a judged slot (``second`` channel)."""
-    from boe.agent.claims import claim_group
+    from boe.kinds import claim_group
     from boe.vocab import SLOTS
 
     group = lambda c: claim_group("second", c, ctx.q)  # noqa: E731

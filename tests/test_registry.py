@@ -34,7 +34,7 @@ def test_a_lazy_entry_is_imported_on_first_use_and_its_module_may_register_itsel
 
 
 def test_a_user_tool_for_a_built_in_kind_is_refused_not_silently_replaced():
-    from boe.tools.protocol import TOOLS, make_tool, register_tool
+    from boe.kinds import TOOLS, make_tool, register_tool
 
     with pytest.raises(ConfigError, match="evidence tool 'vlm_factor' is already registered by 'boe'"):
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from boe.agent.api import Agent, AskResult, ask, ask_async, parse_options
-from boe.agent.configuration import AgentConfig, Costs, default_calibration, make_config
+from boe.agent.configuration import AgentConfig, Costs, default_calibration
+from boe.agent.settings import make_config
 
 if TYPE_CHECKING:
     from boe.agent.graph import BoeGraph, make_graph

@@ -15,19 +15,29 @@ import asyncio
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from boe.agent.configuration import NEUTRAL, AgentConfig, make_config
+from boe.agent.configuration import NEUTRAL, AgentConfig
 from boe.agent.costs import CostMeter, QuestionCosts, cost_kinds, load_costs_file, measured_costs, model_kinds
+from boe.agent.inputs import (
+    MAX_FIGURES,
+    ImageInput,
+    figure_paths,
+    open_figures,
+    parse_options,
+    question_input,
+)
+from boe.agent.settings import make_config
 from boe.agent.state import evidence_log
 from boe.core.bayes import BAYES_KEY, with_prior_model
-from boe.core.calibration import Calibration, with_prior
+from boe.core.calibration import Calibration
 from boe.core.policies import FittablePolicy, make_policy
-from boe.errors import ConfigError, InputError, MissingExtraError
+from boe.core.prior import with_prior
+from boe.errors import ConfigError, MissingExtraError
 
 if TYPE_CHECKING:
     from boe.agent.state import AgentContext
@@ -43,66 +53,10 @@ __all__ = [
     "figure_paths",
     "open_figures",
     "parse_options",
+    "plain_serializer",
     "question_input",
+    "sqlite_saver",
 ]
-
-#: A question's image(s): a path, or a list of paths or (figure id, path) pairs.
-ImageInput = str | Path | Sequence[str | Path | tuple[str, str | Path]]
-#: The most figures one question may have (MedXpertQA-MM has 1-6).
-MAX_FIGURES = 6
-
-
-def figure_paths(image: ImageInput) -> list[tuple[str, str | Path]]:
-    """(figure id, path) of every image of a question: ``"0"`` for a lone image, file stems for several
-    (made unique as MedXpertQA's loader does: ``a``, ``a-2``), or the ids given."""
-    if isinstance(image, (str, Path)):
-        return [("0", image)]
-    items = list(image)
-    if not items:
-        raise InputError("a question needs at least one image")
-    if len(items) > MAX_FIGURES:
-        raise InputError(f"a question may have at most {MAX_FIGURES} images, got {len(items)}")
-    if len(items) == 1 and not isinstance(items[0], tuple):
-        return [("0", items[0])]
-    out: list[tuple[str, str | Path]] = []
-    seen: set[str] = set()
-    for item in items:
-        if isinstance(item, tuple):
-            fig, path = str(item[0]).strip(), item[1]
-            if not fig or fig in seen:
-                raise InputError(f"figure ids must be unique and non-empty, got {fig!r} twice or empty")
-        else:
-            path = item
-            base = Path(item).stem or "figure"
-            fig, n = base, 2
-            while fig in seen:
-                fig, n = f"{base}-{n}", n + 1
-        seen.add(fig)
-        out.append((fig, path))
-    return out
-
-
-def _tags(img: Any) -> dict[str, str]:
-    """slot -> the DICOM tag its value came from (empty for other formats)."""
-    return dict(((img.ref.dicom or {}).get("sources")) or {})
-
-
-def open_figures(image: ImageInput, config: AgentConfig) -> list[LoadedImage]:
-    """Read and decode every figure of a question, as `Agent.ask` does first (a batch does it ahead, in worker
-    processes, and hands the result to ``ask(opened=...)``)."""
-    from boe.tools.images import open_image
-
-    return [
-        open_image(
-            p,
-            config.root,
-            figure=f,
-            frame=config.dicom_frame,
-            max_pixels=config.max_pixels or None,
-            pixel_limit=config.pixel_limit,
-        )
-        for f, p in figure_paths(image)
-    ]
 
 
 @dataclass
@@ -194,85 +148,6 @@ class AskResult:
 _CANDIDATE_KEYS = ("index", "answer", "answer_text", "figure", "valid", "slots", "error", "utility")
 
 
-def parse_options(text: str | Mapping[str, str] | None) -> dict[str, str] | None:
-    """``"A=CT,B=MRI"`` (or a mapping) as ``{"A": "CT", "B": "MRI"}``; None for none."""
-    if text is None:
-        return None
-    if isinstance(text, Mapping):
-        items = [(str(k), str(v)) for k, v in text.items()]
-    else:
-        items = []
-        for part in str(text).split(","):
-            if not part.strip():
-                continue
-            key, sep, value = part.partition("=")
-            if not sep or not key.strip() or not value.strip():
-                raise ConfigError(f"--options: expected LETTER=text pairs separated by commas, got {part.strip()!r}")
-            items.append((key.strip(), value.strip()))
-    out: dict[str, str] = {}
-    for k, v in items:
-        if k in out:
-            raise ConfigError(f"--options: option {k!r} given twice")
-        out[k] = v
-    if len(out) < 2:
-        raise ConfigError("--options: a multiple-choice question needs at least two options")
-    return out
-
-
-def question_input(
-    config: AgentConfig,
-    image: ImageInput,
-    question: str,
-    *,
-    options: Mapping[str, str] | str | None = None,
-    reference: str | None = None,
-    question_id: str | None = None,
-    dataset: str | None = None,
-    opened: Sequence[LoadedImage] | None = None,
-    costs: QuestionCosts | None = None,
-) -> tuple[dict[str, Any], list[LoadedImage]]:
-    """The graph's input state for one question (id, figures, analysis, costs) and its opened figures.
-
-    ``costs`` default to the configuration's design costs (an `Agent` in measured cost mode passes its own).
-    """
-    from boe.agent.claims import analyse_question
-
-    if not isinstance(question, str) or not question.strip():
-        raise InputError("the question is empty")
-    opts = parse_options(options)
-    imgs = list(opened) if opened else open_figures(image, config)
-    img = imgs[0]
-    key = img.ref.image_id if len(imgs) == 1 else ",".join(f"{i.ref.figure}:{i.ref.image_id}" for i in imgs)
-    qid = question_id or question_key(key, question, opts)
-    if costs is None:
-        design = {k: config.costs.of(k) for k in cost_kinds()}
-        costs = QuestionCosts(design, design, "design")
-    if len(imgs) == 1:
-        analysis = analyse_question(question, opts, img.ref.metadata, tags=_tags(img))
-    else:
-        analysis = analyse_question(
-            question, opts, figure_metadata={i.ref.figure: (i.ref.metadata, _tags(i)) for i in imgs}
-        )
-    state_in: dict[str, Any] = {
-        "question_id": qid,
-        "dataset": dataset or config.dataset,
-        "question": question.strip(),
-        "options": opts,
-        "reference": reference,
-        "image": img.ref.as_dict(),
-        "images": [i.ref.as_dict() for i in imgs],
-        "analysis": analysis,
-        "costs": costs.as_dict(),
-        "calls": [],
-    }
-    return state_in, imgs
-
-
-def question_key(image_id: str, question: str, options: Mapping[str, str] | None) -> str:
-    blob = json.dumps([image_id, question, options], sort_keys=True)
-    return "q-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
-
-
 def prior_note(channels: Mapping[str, tuple[float, Any]], dataset: str) -> str:
     """The one message that says an uncovered dataset is scored under the prior, and how to fit a real one."""
     chans = ", ".join(f"{ch} {k:.2f}" for ch, (k, _) in channels.items() if k != 0.5)  # kappa 0.5: never bought
@@ -283,6 +158,28 @@ def prior_note(channels: Mapping[str, tuple[float, Any]], dataset: str) -> str:
         f"labelled full-ledger run (boe batch DATA --ledger full --db runs.db --run NAME): boe calibrate --db "
         f"runs.db --run NAME --out {dataset}-calibration.json, then pass --calibration {dataset}-calibration.json"
     )
+
+
+def plain_serializer() -> Any:
+    """A checkpoint serialiser that rebuilds no class beyond LangGraph's safe list (strict msgpack, whatever the
+    environment says): the agent's state is plain data, so nothing in a checkpoint file can run code on load."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    return JsonPlusSerializer(allowed_msgpack_modules=None)
+
+
+@asynccontextmanager
+async def sqlite_saver(path: str | Path) -> AsyncIterator[Any]:
+    """LangGraph's `AsyncSqliteSaver` on a file, with the strict serialiser (`plain_serializer`)."""
+    try:
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    except ImportError as exc:
+        from boe.errors import MissingExtraError
+
+        raise MissingExtraError("agent", "langgraph-checkpoint-sqlite", "checkpointing") from exc
+    async with aiosqlite.connect(str(path)) as conn:
+        yield AsyncSqliteSaver(conn, serde=plain_serializer())
 
 
 class Agent:
@@ -379,7 +276,7 @@ class Agent:
     async def open(self) -> None:
         """Create the clients, tools, store run and checkpointer."""
         try:
-            from boe.agent.graph import build_graph
+            import langgraph.graph  # noqa: F401  (the graph's library: missing, fail before connecting)
         except ImportError as exc:
             raise MissingExtraError("agent", exc.name or "langgraph", "the agent") from exc
         if self.config.approve and self.approver is None:
@@ -391,17 +288,20 @@ class Agent:
         assert self._stack is not None
         saver: Any = None
         if self.checkpoint is not None:
-            from boe.agent.graph import sqlite_saver
-
             saver = await self._stack.enter_async_context(sqlite_saver(self.checkpoint))
         elif self.config.approve:
             from langgraph.checkpoint.memory import InMemorySaver
 
-            from boe.agent.graph import plain_serializer
-
             saver = InMemorySaver(serde=plain_serializer())  # an interrupt needs a checkpointer to resume from
-        self.graph = build_graph(saver)
-        self._saver = saver
+        self.compile(saver)
+
+    def compile(self, checkpointer: Any = None) -> Any:
+        """Compile this agent's graph with ``checkpointer`` (None: questions do not resume) and return it."""
+        from boe.agent.nodes import build_graph
+
+        self.graph = build_graph(checkpointer)
+        self._saver = checkpointer
+        return self.graph
 
     def connect(self) -> None:
         """Create the clients, tools and store run (`open` without the checkpointer; `make_graph` calls it)."""
@@ -548,7 +448,7 @@ class Agent:
         return str(memo[2])
 
     def _recursion_limit(self, costs: dict[str, float] | None = None) -> int:
-        from boe.agent.graph import recursion_limit
+        from boe.agent.nodes import recursion_limit
 
         cfg = self.config
         min_cost = min(((costs or {}).get(k, cfg.costs.of(k)) for k in cfg.kinds), default=1.0)

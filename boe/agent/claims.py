@@ -22,20 +22,19 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from boe.agent.state import Candidate, CanonClaim, Edge
 from boe.tools.crop import LOCATION_WORDS
 from boe.tools.parse import ReplyError, read_generation
 from boe.vocab import CLOSED_SLOTS, SLOTS, Canon, normalise, vocabulary
 
 __all__ = [
     "analyse_question",
-    "answer_key",
     "answer_of",
     "build_graph",
     "build_menu",
     "canonicalise",
     "claim_figure",
     "claim_id",
-    "figure_context",
     "grade",
     "parse_candidate",
     "sampled_order",
@@ -96,15 +95,7 @@ def _header_context(metadata: Mapping[str, str], tags: Mapping[str, str]) -> dic
     return out
 
 
-def figure_context(q: Mapping[str, Any], figure: str | None) -> dict[str, str]:
-    """The record context a check of a claim about ``figure`` reads: the question's, plus that figure's header."""
-    ctx = dict(q.get("context") or {})
-    if figure is not None:
-        ctx.update((q.get("figure_context") or {}).get(figure) or {})
-    return ctx
-
-
-def parse_candidate(index: int, raw: str | None) -> dict[str, Any]:
+def parse_candidate(index: int, raw: str | None) -> Candidate:
     """One generation reply as a candidate dict; unreadable replies become invalid candidates."""
     try:
         answer, slots, present = read_generation(raw)
@@ -178,14 +169,14 @@ def _option_letter(text: str, options: Mapping[str, str], slot: str) -> str | No
     return None
 
 
-def canonicalise(cand: dict[str, Any], q: Mapping[str, Any]) -> dict[str, Any]:
+def canonicalise(cand: Candidate, q: Mapping[str, Any]) -> Candidate:
     """Add the canonical answer and the canonical slot claims (``claims``: slot -> Canon dict) to a candidate."""
-    out = dict(cand)
+    out = cand.copy()
     if not cand["valid"]:
-        out.update(answer=None, claims={})
+        out["answer"], out["claims"] = None, {}
         return out
     vocab = vocabulary()
-    claims: dict[str, dict[str, Any]] = {}
+    claims: dict[str, CanonClaim] = {}
     for slot in SLOTS:
         c = vocab.canonical(slot, cand["slots"].get(slot))
         if c is not None:
@@ -193,16 +184,16 @@ def canonicalise(cand: dict[str, Any], q: Mapping[str, Any]) -> dict[str, Any]:
     answer, asked = answer_of(cand["answer_text"], q)
     if asked is not None:
         claims[asked.slot] = _canon_dict(asked)
-    if q.get("options") and answer in (q.get("options") or {}):
+    if q.get("options") and answer is not None and answer in (q.get("options") or {}):
         claims["option"] = {"slot": "option", "value": answer, "known": True, "family": "option"}
-    out.update(answer=answer, claims=claims)
+    out["answer"], out["claims"] = answer, claims
     if answer is None:
         out["valid"] = False
         out["error"] = "empty answer"
     return out
 
 
-def _canon_dict(c: Canon) -> dict[str, Any]:
+def _canon_dict(c: Canon) -> CanonClaim:
     return {"slot": c.slot, "value": c.value, "known": c.known, "family": c.family}
 
 
@@ -226,8 +217,8 @@ def claim_id(slot: str, value: str, figure: str | None, multi: bool) -> str:
 
 
 def build_graph(
-    cands: Sequence[Mapping[str, Any]], figure: str | None = "0", *, multi: bool = False, sampled: bool = False
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    cands: Sequence[Candidate], figure: str | None = "0", *, multi: bool = False, sampled: bool = False
+) -> tuple[list[dict[str, Any]], list[Edge]]:
     """Canonical claims (with figure and location words) and signed edges of a canonicalised pool.
 
     With several figures (``multi``) a claim is about the figure its
@@ -267,7 +258,7 @@ def build_graph(
         claims = sorted(
             found.values(), key=lambda c: (order[c["slot"]], -c["support"], c["value"], str(c["figure"] or ""))
         )
-    edges: list[dict[str, Any]] = []
+    edges: list[Edge] = []
     supporters: dict[str, list[Mapping[str, Any]]] = {}
     for claim in claims:
         for cand in cands:
@@ -312,35 +303,6 @@ def _location(claim: Mapping[str, Any], supporters: Sequence[Mapping[str, Any]])
     return out
 
 
-def answer_slot(q: Mapping[str, Any]) -> str:
-    """The slot whose claims carry the answer itself (yes/no answers fill ``attribute``)."""
-    return "attribute" if q.get("closed") else str(q["slot"])
-
-
-def claim_group(channel: str, claim: Mapping[str, Any], q: Mapping[str, Any]) -> str:
-    """Calibration group of a factor action: the channel, then ``answer:SLOT`` for a claim that carries
-    the answer, or the slot of a supporting claim (their discrimination differs by far)."""
-    if claim["slot"] == answer_slot(q):
-        # attribute answers split by family: yes/no, side, vertical, size answers differ in reliability
-        kind = claim.get("family") if claim["slot"] == "attribute" and claim.get("family") else claim["slot"]
-        return f"{channel}/answer:{kind}"
-    return f"{channel}/{claim['slot']}"
-
-
-def record_states(q: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
-    """Whether the record (DICOM header, metadata, question text) states what the claim's record check reads.
-
-    Such checks form the ``record`` channel, whatever the dataset is called: their reliability is the record's.
-    """
-    from boe.tools.structured import _option_against_context
-
-    ctx = figure_context(q, claim.get("figure"))
-    if claim["slot"] == "option":
-        text = (q.get("options") or {}).get(claim.get("value")) if isinstance(q.get("options"), Mapping) else None
-        return isinstance(text, str) and _option_against_context(vocabulary(), text, ctx) is not None
-    return bool(ctx.get(claim["slot"]))
-
-
 def build_menu(
     claims: Sequence[Mapping[str, Any]],
     cands: Sequence[Mapping[str, Any]],
@@ -371,7 +333,7 @@ def build_menu(
     return menu
 
 
-def sampled_order(menu: Sequence[Mapping[str, Any]], edges: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def sampled_order(menu: Sequence[Mapping[str, Any]], edges: Sequence[Edge]) -> list[dict[str, Any]]:
     """A menu in the order of a sampled pool (spec section 12): by the first candidate that makes each action
     available (a claim's first asserting candidate, a response's candidate, an answer's representative), then
     as `build_menu` made it (kind, claim). Drawing more candidates then only adds actions at the end."""
@@ -387,18 +349,6 @@ def sampled_order(menu: Sequence[Mapping[str, Any]], edges: Sequence[Mapping[str
         return int(a["candidate"]) if a.get("candidate") is not None else big
 
     return [dict(a) for a in sorted(menu, key=need)]
-
-
-#: An answer is short enough for an answer-level check up to this many words and characters.
-SHORT_WORDS = 5
-SHORT_CHARS = 48
-
-
-def answer_key(cand: Mapping[str, Any]) -> str | None:
-    """The normalised answer an answer-level verdict is shared by (``strip().lower()``); None if invalid."""
-    if not cand.get("valid") or cand.get("answer") is None:
-        return None
-    return str(cand["answer"]).strip().lower()
 
 
 def grade(answer: str | None, reference: str | None, q: Mapping[str, Any]) -> float | None:

@@ -28,7 +28,7 @@ from pydantic import (
 from boe.core.calibration import Calibration, load_calibration
 from boe.util import redact_urls, split_urls
 
-__all__ = ["DEFAULT_CALIBRATION", "FLAGS", "NEUTRAL", "AgentConfig", "Costs", "default_calibration", "make_config"]
+__all__ = ["DEFAULT_CALIBRATION", "FLAGS", "NEUTRAL", "AgentConfig", "Costs", "default_calibration"]
 
 #: The shipped calibration, fitted on a full simulator ledger (see boe/agent/data/README.md).
 DEFAULT_CALIBRATION = "sim-calibration.json"
@@ -313,10 +313,3 @@ def default_calibration() -> Calibration:
     cal = load_calibration(_default_path())
     cal.source = f"boe/agent/data/{DEFAULT_CALIBRATION} (shipped, fitted on the simulator)"
     return cal
-
-
-def make_config(**values: Any) -> AgentConfig:
-    """Build an `AgentConfig` (None values left out, costs as text too); one `ConfigError` naming the field."""
-    from boe.agent.settings import resolve
-
-    return resolve([(str, values)])

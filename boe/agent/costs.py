@@ -46,7 +46,7 @@ record, so offline replays use exactly those numbers.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -90,19 +90,12 @@ Basis = Literal["tokens", "seconds"]
 
 def costs_fields(text: str) -> dict[str, Any]:
     """The `AgentConfig` cost fields a costs text sets (module docstring); `ConfigError` says what was wrong."""
-    from boe.core.ledger import FORMAT
     from boe.kinds import builtin_kinds, kind_spec
 
     text, kinds = text.strip(), builtin_kinds()
     items = [p.strip() for p in text.split(",")]
     if any(p.startswith(SAMPLE + "=") for p in items) and not all("=" in p for p in items):
-        # the cost of one sample beside a form that is not kind=cost pairs (measured, numbers by position, a FILE)
-        samples = [p for p in items if p.startswith(SAMPLE + "=")]
-        if len(samples) > 1:
-            raise ConfigError(f"{text!r} gives {SAMPLE}= {len(samples)} times")
-        sample = samples[0]
-        rest = costs_fields(",".join(p for p in items if p != sample))
-        return {**rest, "costs": {**rest.get("costs", {}), SAMPLE: sample.partition("=")[2]}}
+        return _with_sample(text, items)
     mode, _, basis = text.partition(":")
     named = ",".join(f"{k}={kind_spec(k).cost:g}" for k in kinds)
     parts = [p.partition("=") for p in text.split(",")]
@@ -114,15 +107,38 @@ def costs_fields(text: str) -> dict[str, Any]:
     if "=" in text and values is not None and all(sep for _, sep, _ in parts):
         return {"costs": {k.strip(): x for (k, _, _), x in zip(parts, values, strict=True)}}
     if values is None or "=" in text:
-        path = Path(text).expanduser()
-        if len(parts) > 1 or not path.is_file():
-            raise ConfigError(f"{text!r} is not paper, measured[:tokens|:seconds], kind=cost pairs ({named}) or a file")
-        fixed, _, file_basis = load_costs_file(path)
-        return (
-            {"costs": fixed}
-            if fixed is not None
-            else {"cost_mode": "measured", "cost_basis": file_basis, "cost_file": str(path)}
-        )
+        return _costs_file(text, len(parts), named)
+    return {"costs": _by_position(values, kinds, named)}
+
+
+def _with_sample(text: str, items: list[str]) -> dict[str, Any]:
+    """The cost of one sample given beside a form that is not kind=cost pairs (measured, numbers by position,
+    a FILE): that form's fields, with the sample's cost added."""
+    samples = [p for p in items if p.startswith(SAMPLE + "=")]
+    if len(samples) > 1:
+        raise ConfigError(f"{text!r} gives {SAMPLE}= {len(samples)} times")
+    sample = samples[0]
+    rest = costs_fields(",".join(p for p in items if p != sample))
+    return {**rest, "costs": {**rest.get("costs", {}), SAMPLE: sample.partition("=")[2]}}
+
+
+def _costs_file(text: str, n_parts: int, named: str) -> dict[str, Any]:
+    """The cost fields of a costs file (fixed costs, or measured ones with their basis)."""
+    path = Path(text).expanduser()
+    if n_parts > 1 or not path.is_file():
+        raise ConfigError(f"{text!r} is not paper, measured[:tokens|:seconds], kind=cost pairs ({named}) or a file")
+    fixed, _, file_basis = load_costs_file(path)
+    if fixed is not None:
+        return {"costs": fixed}
+    return {"cost_mode": "measured", "cost_basis": file_basis, "cost_file": str(path)}
+
+
+def _by_position(values: list[float], kinds: Sequence[str], named: str) -> dict[str, float]:
+    """Numbers by position over the ledger format's kinds in menu order, refused once more than one reading is
+    possible (a built-in kind outside the paper's)."""
+    from boe.core.ledger import FORMAT
+    from boe.kinds import kind_spec
+
     paper = [k for k in kinds if kind_spec(k).ledger is not None]  # the kinds of the ledger format, in menu order
     sizes = sorted({sum(kind_spec(k).ledger == FORMAT for k in paper), len(paper)})
     if len(paper) != len(kinds):
@@ -132,7 +148,7 @@ def costs_fields(text: str) -> dict[str, Any]:
         raise ConfigError(
             f"{' or '.join(map(str, sizes))} numbers ({', '.join(paper)}), got {len(values)}; or name them: {named}"
         )
-    return {"costs": dict(zip(paper, values, strict=False))}
+    return dict(zip(paper, values, strict=False))
 
 
 def _floats(parts: list[str]) -> list[float] | None:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from boe.agent.api import Agent, AskResult
-from boe.agent.configuration import AgentConfig, make_config
+from boe.agent.configuration import AgentConfig
+from boe.agent.settings import make_config
 
 __all__ = ["DEMO_QUESTIONS", "DemoRun", "demo_questions", "run_questions", "simulator"]
 

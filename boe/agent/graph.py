@@ -32,24 +32,19 @@ and, given no context, builds one from the environment (`config_from_env`).
 from __future__ import annotations
 
 import json
-import math
 import os
 import threading
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from langgraph.graph import END, START, StateGraph
-
-from boe.agent import nodes
-from boe.agent.api import Agent, question_input
-from boe.agent.configuration import AgentConfig, make_config
-from boe.agent.settings import config_from_env
-from boe.agent.state import AgentContext, AgentState
+from boe.agent.api import Agent, plain_serializer, sqlite_saver
+from boe.agent.configuration import AgentConfig
+from boe.agent.inputs import ImageInput, keep_images, question_input
+from boe.agent.nodes import build_graph, recursion_limit
+from boe.agent.settings import config_from_env, make_config
+from boe.agent.state import AgentContext
 
 if TYPE_CHECKING:
-    from boe.agent.api import ImageInput
     from boe.core.calibration import Calibration
     from boe.tools.images import LoadedImage
 
@@ -65,6 +60,7 @@ __all__ = [
     "question_input",
     "recursion_limit",
     "sqlite_saver",
+    "studio_context",
 ]
 
 #: The `AgentConfig` fields LangGraph Studio shows in the context form of the module graph.
@@ -82,16 +78,6 @@ STUDIO_FIELDS = [
     "root",
     "calibration",
 ]
-#: Figures kept decoded in a shared context (older ones are read again from their path when needed).
-MAX_IMAGES = 32
-
-
-def recursion_limit(n_actions: int, budget: float, min_cost: float) -> int:
-    """Supersteps a question can take: the fixed nodes plus four per purchase."""
-    purchases = n_actions if min_cost <= 0 or math.isinf(budget) else min(n_actions, math.floor(budget / min_cost))
-    return 14 + 4 * (purchases + 1)
-
-
 #: What LangGraph Studio / server may pass as the module graph's context: `AgentConfig` fields over those of the
 #: environment (`config_from_env`); the clients are built once per distinct set.
 StudioContext = TypedDict(  # type: ignore[misc]  # (the functional form: its fields are AgentConfig's)
@@ -99,41 +85,6 @@ StudioContext = TypedDict(  # type: ignore[misc]  # (the functional form: its fi
     {f: AgentConfig.model_fields[f].annotation for f in STUDIO_FIELDS},
     total=False,
 )
-
-
-def build_graph(checkpointer: Any = None, *, context_schema: Any = AgentContext) -> Any:
-    """The compiled graph (with an optional checkpointer, so an interrupted question resumes).
-
-    Its nodes take an `AgentContext` (``context=``); ``context_schema=StudioContext`` (the module-level
-    `graph`) declares a dict of configuration fields instead, from which a context is built.
-    """
-    g = StateGraph(AgentState, context_schema=context_schema)
-    g.add_node("intake", nodes.intake)
-    g.add_node("generate", nodes.generate)
-    g.add_node("parse", nodes.parse)
-    g.add_node("claims", nodes.claims)
-    g.add_node("menu", nodes.menu)
-    g.add_node("ledger", nodes.ledger)
-    g.add_node("plan", nodes.plan)
-    g.add_node("approve", nodes.approve)
-    g.add_node("act", nodes.act)
-    g.add_node("update", nodes.update)
-    g.add_node("select", nodes.select)
-    g.add_node("persist", nodes.persist)
-    g.add_edge(START, "intake")
-    g.add_edge("intake", "generate")
-    g.add_edge("generate", "parse")
-    g.add_edge("parse", "claims")
-    g.add_edge("claims", "menu")
-    g.add_conditional_edges("menu", nodes.route_after_menu, ["ledger", "plan"])
-    g.add_edge("ledger", "plan")
-    g.add_conditional_edges("plan", nodes.route_after_plan, ["approve", "select", "generate"])
-    g.add_conditional_edges("approve", nodes.route_after_approve, ["act", "plan", "select"])
-    g.add_edge("act", "update")
-    g.add_edge("update", "plan")
-    g.add_edge("select", "persist")
-    g.add_edge("persist", END)
-    return g.compile(checkpointer=checkpointer)
 
 
 class BoeGraph:
@@ -190,37 +141,6 @@ class BoeGraph:
         await self.aclose()
 
 
-def keep_images(ctx: AgentContext, imgs: Sequence[LoadedImage]) -> None:
-    """Add decoded figures to a context, dropping the oldest beyond `MAX_IMAGES`."""
-    for img in imgs:
-        ctx.images.pop(img.ref.image_id, None)
-        ctx.images[img.ref.image_id] = img
-    while len(ctx.images) > max(MAX_IMAGES, len(imgs)):
-        del ctx.images[next(iter(ctx.images))]
-
-
-def plain_serializer() -> Any:
-    """A checkpoint serialiser that rebuilds no class beyond LangGraph's safe list (strict msgpack, whatever the
-    environment says): the agent's state is plain data, so nothing in a checkpoint file can run code on load."""
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-    return JsonPlusSerializer(allowed_msgpack_modules=None)
-
-
-@asynccontextmanager
-async def sqlite_saver(path: str | Path) -> AsyncIterator[Any]:
-    """LangGraph's `AsyncSqliteSaver` on a file, with the strict serialiser (`plain_serializer`)."""
-    try:
-        import aiosqlite
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-    except ImportError as exc:
-        from boe.errors import MissingExtraError
-
-        raise MissingExtraError("agent", "langgraph-checkpoint-sqlite", "checkpointing") from exc
-    async with aiosqlite.connect(str(path)) as conn:
-        yield AsyncSqliteSaver(conn, serde=plain_serializer())
-
-
 def make_graph(
     config: AgentConfig | Mapping[str, Any] | None = None,
     *,
@@ -261,10 +181,7 @@ def make_graph(
         from boe.errors import MissingExtraError
 
         raise MissingExtraError("agent", exc.name or "openai", "the agent") from exc
-    compiled = build_graph(checkpointer)
-    agent.graph = compiled
-    agent._saver = checkpointer
-    return BoeGraph(graph=compiled, context=agent.context(), agent=agent)
+    return BoeGraph(graph=agent.compile(checkpointer), context=agent.context(), agent=agent)
 
 
 _ENV_CONTEXTS: dict[str, AgentContext] = {}
@@ -286,6 +203,14 @@ def environment_context(overrides: Mapping[str, Any] | None = None) -> AgentCont
     return ctx
 
 
+def studio_context(given: Any) -> AgentContext:
+    """The live context of a run: the `AgentContext` given, else (LangGraph Studio / server, which pass none or a
+    dict of `AgentConfig` overrides) the one built once per process from the environment."""
+    if isinstance(given, AgentContext):
+        return given
+    return environment_context(given if isinstance(given, dict) else None)
+
+
 #: The graph `langgraph.json` names (LangGraph Studio / server): no checkpointer (the server brings its own),
 #: context from the environment unless one is passed.
-graph = build_graph(context_schema=StudioContext)
+graph = build_graph(context_schema=StudioContext, resolve_context=studio_context)

@@ -9,27 +9,25 @@ one event dict per step, ``{"event": "generated" | "purchase" | "veto" | "select
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from boe.agent.claims import (
-    build_graph,
-    build_menu,
-    canonicalise,
-    figure_context,
-    grade,
-    parse_candidate,
-    sampled_order,
-)
+from boe.agent.claims import build_graph as claim_graph
+from boe.agent.claims import build_menu, canonicalise, grade, parse_candidate, sampled_order
 from boe.agent.costs import cost_kinds
+from boe.agent.inputs import keep_images, question_input
 from boe.agent.planner import build_record, draw_entry, events_of, skip_entry
 from boe.agent.state import (
     AgentContext,
     AgentState,
+    Candidate,
     ClaimNode,
     EvidenceEntry,
     MenuAction,
@@ -48,6 +46,7 @@ from boe.core.pool import PoolSpec
 from boe.core.relevance import IRRELEVANT
 from boe.core.session import Session, drawn
 from boe.errors import ModelError
+from boe.kinds import figure_context
 from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
 from boe.tools.images import LoadedImage, open_image
 from boe.tools.parse import ReplyError, extract_json, read_figure, read_generation, read_slots
@@ -55,6 +54,8 @@ from boe.tools.protocol import ToolRequest, ToolResult
 
 __all__ = [
     "act",
+    "build_graph",
+    "recursion_limit",
     "approve",
     "context_of",
     "intake",
@@ -76,14 +77,8 @@ Ctx = Runtime[AgentContext]
 
 
 def context_of(runtime: Ctx) -> AgentContext:
-    """The run's live context: the one given to the graph, or (LangGraph Studio / server, which pass none or a
-    dict of `AgentConfig` overrides) one built once per process from the environment (see `boe.agent.graph`)."""
-    ctx = runtime.context
-    if isinstance(ctx, AgentContext):
-        return ctx
-    from boe.agent.graph import environment_context
-
-    return environment_context(ctx if isinstance(ctx, dict) else None)
+    """The run's live context (a graph built with ``resolve_context`` has turned what it was given into one)."""
+    return runtime.context
 
 
 def emit(ctx: AgentContext, state: AgentState, event: str, **data: Any) -> None:
@@ -99,8 +94,6 @@ async def intake(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     in the id, figures, analysis and costs exactly as `Agent.ask` does; a prepared input passes unchanged."""
     if state.get("analysis") is not None:
         return {}
-    from boe.agent.graph import keep_images, question_input
-
     ctx = context_of(runtime)
     if not state.get("image_path") or not state.get("question"):
         from boe.errors import InputError
@@ -245,7 +238,7 @@ async def parse(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         urls = [img.data_url for img in all_images(ctx, state)]
         prompt = load_prompt("claim_extraction")
 
-        async def extract(cand: dict[str, Any]) -> None:
+        async def extract(cand: Candidate) -> None:
             rendered = prompt.render(
                 question=state["question"],
                 options_block=options_block(state.get("options")),
@@ -289,7 +282,7 @@ async def claims(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         c["utility"] = grade(c["answer"], state.get("reference"), q)
     ids = figure_ids(state)
     sampled = context_of(runtime).config.pool == "adaptive"
-    claim_list, edges = build_graph(cands, figure=ids[0], multi=len(ids) > 1, sampled=sampled)
+    claim_list, edges = claim_graph(cands, figure=ids[0], multi=len(ids) > 1, sampled=sampled)
     claim_list = [ClaimNode.model_validate(c).as_dict() for c in claim_list]  # checked once here, stored plain
     return {"candidates": cands, "claims": claim_list, "edges": edges}
 
@@ -607,12 +600,12 @@ async def select(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     raw, _ = session.raw_majority()
     prior = session.initial_scores()
     emit(ctx, state, "selected", selected=res.selected, raw_selected=raw, cost=res.spent, scores=res.scores)
-    chosen = state["candidates"][res.selected] if res.selected >= 0 else {}
+    chosen = state["candidates"][res.selected] if res.selected >= 0 else None
     return {
         **out,
         "selected": res.selected,
-        "answer": chosen.get("answer"),
-        "answer_text": chosen.get("answer_text"),
+        "answer": None if chosen is None else chosen.get("answer"),
+        "answer_text": None if chosen is None else chosen["answer_text"],
         "scores": res.scores,
         "cost": res.spent,
         "raw_selected": raw,
@@ -720,3 +713,55 @@ async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
 
         await asyncio.to_thread(save_question, ctx, rec, state.get("calls") or [], transcript, figure_refs(state))
     return {"record": record, "transcript": transcript}
+
+
+def recursion_limit(n_actions: int, budget: float, min_cost: float) -> int:
+    """Supersteps a question can take: the fixed nodes plus four per purchase."""
+    purchases = n_actions if min_cost <= 0 or math.isinf(budget) else min(n_actions, math.floor(budget / min_cost))
+    return 14 + 4 * (purchases + 1)
+
+
+Node = Callable[[AgentState, Ctx], Awaitable[dict[str, Any]]]
+
+
+def _resolving(node: Node, resolve: Callable[[Any], AgentContext]) -> Node:
+    """The node run with the context ``resolve`` makes of the one the graph was given."""
+
+    async def run(state: AgentState, runtime: Ctx) -> dict[str, Any]:  # LangGraph passes `runtime` by its name
+        return await node(state, runtime.override(context=resolve(runtime.context)))
+
+    run.__name__ = run.__qualname__ = node.__name__
+    return run
+
+
+def build_graph(
+    checkpointer: Any = None,
+    *,
+    context_schema: Any = AgentContext,
+    resolve_context: Callable[[Any], AgentContext] | None = None,
+) -> Any:
+    """The compiled graph (with an optional checkpointer, so an interrupted question resumes).
+
+    Its nodes take an `AgentContext` (``context=``); a graph that declares another ``context_schema`` (the
+    module-level `boe.agent.graph.graph`: a dict of configuration fields) passes ``resolve_context``, which
+    turns what the graph is given into an `AgentContext` before each node runs.
+    """
+    g = StateGraph(AgentState, context_schema=context_schema)
+    steps: list[Node] = [intake, generate, parse, claims, menu, ledger, plan, approve, act, update, select, persist]
+    for step in steps:
+        action: Any = step if resolve_context is None else _resolving(step, resolve_context)  # (LangGraph's protocols)
+        g.add_node(step.__name__, action)
+    g.add_edge(START, "intake")
+    g.add_edge("intake", "generate")
+    g.add_edge("generate", "parse")
+    g.add_edge("parse", "claims")
+    g.add_edge("claims", "menu")
+    g.add_conditional_edges("menu", route_after_menu, ["ledger", "plan"])
+    g.add_edge("ledger", "plan")
+    g.add_conditional_edges("plan", route_after_plan, ["approve", "select", "generate"])
+    g.add_conditional_edges("approve", route_after_approve, ["act", "plan", "select"])
+    g.add_edge("act", "update")
+    g.add_edge("update", "plan")
+    g.add_edge("select", "persist")
+    g.add_edge("persist", END)
+    return g.compile(checkpointer=checkpointer)

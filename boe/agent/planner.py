@@ -3,7 +3,7 @@
 The agent never scores or chooses on its own. It builds the ledger record of
 the question (candidates, claims, edges, the menu with placeholder outcomes)
 and holds a `boe.core.session.Session` on it: the same `PolicySession` that
-`boe.core.replay.run_policy` drives offline, answered here by the tools (and
+`boe.core.loop.run_policy` drives offline, answered here by the tools (and
 by a person or program that vetoes a purchase) instead of stored outcomes.
 
 Graph state keeps the events only (the evidence log's purchases, and the

@@ -37,6 +37,7 @@ __all__ = [
     "file_values",
     "missing",
     "load_config",
+    "make_config",
     "resolve",
 ]
 
@@ -161,3 +162,8 @@ def config_from_env(overrides: Mapping[str, Any] | None = None, env: Mapping[str
             "or pass a configuration to make_graph"
         )
     return resolve(layers)
+
+
+def make_config(**values: Any) -> AgentConfig:
+    """Build an `AgentConfig` (None values left out, costs as text too); one `ConfigError` naming the field."""
+    return resolve([(str, values)])

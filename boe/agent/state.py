@@ -4,11 +4,12 @@
 and dicts. Any checkpoint serialiser round-trips it, strict msgpack included (``LANGGRAPH_STRICT_MSGPACK=true``
 reads an unlisted class back as a dict). Allow-listing classes would not do: a LangGraph server attaches its own
 checkpointer with ``Pregel.copy``, which drops the allow-list the graph compiled with (langgraph 1.2.24), and
-langgraph-api 0.16.7 ignores ``allowed_msgpack_modules`` in ``langgraph.json``. The small records below
-(`ClaimNode`, `MenuAction`, `Observation`, `Purchase`, `EvidenceEntry`) are the typed views nodes read the state
-through (`claim_nodes`, `menu_actions`, `observations`, `pending_purchase`, `evidence_log`); the state stores
-each as its ``model_dump()``. Images, arrays, clients and the policy live in `AgentContext`, handed to every
-node by the runtime and never serialised.
+langgraph-api 0.16.7 ignores ``allowed_msgpack_modules`` in ``langgraph.json``. Candidates and edges are
+`TypedDict`s (`Candidate`, `Edge`: plain dicts to any serialiser). The small records below (`ClaimNode`,
+`MenuAction`, `Observation`, `Purchase`, `EvidenceEntry`) are the typed views nodes read the state through
+(`claim_nodes`, `menu_actions`, `observations`, `pending_purchase`, `evidence_log`); the state stores each as its
+``model_dump()``. Images, arrays, clients and the policy live in `AgentContext`, handed to every node by the
+runtime and never serialised.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Required, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentContext",
     "AgentState",
+    "Candidate",
+    "CanonClaim",
     "ClaimNode",
+    "Edge",
     "EvidenceEntry",
     "MenuAction",
     "Observation",
@@ -49,6 +53,42 @@ M = TypeVar("M", bound=BaseModel)
 def typed(model: type[M], value: Any) -> M:
     """A state entry as its record type (the state stores the dict; an older checkpoint may hold the record)."""
     return value if isinstance(value, model) else model.model_validate(value)
+
+
+class CanonClaim(TypedDict):
+    """What a candidate claims in one slot, in canonical form (`boe.vocab.Canon`)."""
+
+    slot: str
+    value: str
+    known: bool  # found in the slot's vocabulary
+    family: str | None  # exclusivity family; None: rivals nothing
+
+
+class Candidate(TypedDict, total=False):
+    """One of the K sampled replies: ``parse`` writes the required keys (and ``figure``, the extraction's), ``claims``
+    adds the canonical ``answer``, its ``claims`` by slot and its ``utility`` against the reference."""
+
+    index: Required[int]
+    raw_text: Required[str | None]
+    valid: Required[bool]
+    answer_text: Required[str | None]
+    slots: Required[dict[str, str | None]]
+    slots_present: Required[bool]  # the reply named its slots itself (else claim extraction may fill them)
+    error: Required[str | None]
+    figure: str | None  # the figure it is about (questions with several figures)
+    extracted: bool  # its slots came from the claim-extraction call
+    extraction_error: str
+    answer: str | None  # the canonical answer (None: invalid)
+    claims: dict[str, CanonClaim]
+    utility: float | None  # 1/0 against the reference (None: no reference)
+
+
+class Edge(TypedDict):
+    """A signed candidate–claim edge: +1 the candidate asserts the claim, -1 it asserts a rival value."""
+
+    candidate: int  # the candidate's index
+    claim: str  # the claim's id
+    sign: int
 
 
 class ClaimNode(BaseModel):
@@ -193,9 +233,9 @@ class AgentState(TypedDict, total=False):
     costs: dict[str, Any]  # QuestionCosts.as_dict(): the costs planned with, the design costs, their source
     analysis: dict[str, Any]  # question type, asked slot, stated context
     replies: list[str | None]  # the K generation replies, as received
-    candidates: list[dict[str, Any]]
+    candidates: list[Candidate]
     claims: list[dict[str, Any]]  # ClaimNode dumps (read: claim_nodes)
-    edges: list[dict[str, Any]]
+    edges: list[Edge]
     actions: list[dict[str, Any]]  # the menu, without outcomes: MenuAction dumps (read: menu_actions)
     mode: str  # "online" (run the bought actions) or "full" (run every action, then plan over them)
     outcomes: dict[str, dict[str, Any]]  # full-ledger mode: every action's Observation dump, by action id

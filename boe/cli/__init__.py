@@ -12,8 +12,8 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from boe import __version__
 from boe.cli.common import Interrupted
+from boe.core.version import __version__
 from boe.errors import BoeError
 from boe.logs import redact_text
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -116,15 +117,31 @@ def _with_words(result: AskResult) -> dict[str, Any]:
 def render_result(result: AskResult, console: Console, *, title: str | None = None) -> None:
     """Print the candidates, the selection beside the raw majority, and the evidence log."""
     from rich.markup import escape
-    from rich.table import Table
 
     prior = result.record.get("agent", {})
-    cands = result.candidates
     head = title or f"question {result.question_id}"
     console.print(f"\n[bold]{escape(head)}[/]: {escape(result.question)}", highlight=False)
     console.print(f"[dim]calibration: {escape(str(prior.get('calibration')))}[/]", highlight=False)
     if result.options:
         console.print("  options: " + ", ".join(f"{k}={escape(v)}" for k, v in result.options.items()), highlight=False)
+    multi = len(result.record.get("figures") or []) > 1
+    console.print(_candidate_table(result, multi))
+    short = [f"{c} {slot}" for slot, c in _SLOT_COLS if c != slot]
+    console.print(
+        f"[dim]{'; '.join(short)}; s0 score before any evidence, s score after"
+        f"{'; ✓/✗ correct/wrong against the reference' if result.reference is not None else ''}[/]",
+        highlight=False,
+    )
+    _print_evidence(result, console, multi)
+    _print_outcome(result, console, prior)
+
+
+def _candidate_table(result: AskResult, multi: bool) -> Any:
+    """The candidates as a rich table: answer, figure, claims by slot, scores before and after, marks."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    cands = result.candidates
     t = Table(
         title=f"{len(cands)} candidates (canonical claims; ◀ selected, ◁ raw majority)",
         title_justify="left",
@@ -133,7 +150,6 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         header_style="bold",
         collapse_padding=True,
     )
-    multi = len(result.record.get("figures") or []) > 1
     for col, just in (
         ("#", "right"),
         ("answer", "left"),
@@ -144,7 +160,7 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
         ("", "left"),
     ):
         t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis")
-    s0 = prior.get("prior_scores") or []
+    s0 = result.record.get("agent", {}).get("prior_scores") or []
     for c in cands:
         i = c["index"]
         if not c["valid"]:
@@ -156,13 +172,6 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             )
             continue
         claims = c.get("claims") or {}
-        marks = ""
-        if c.get("utility") is not None:
-            marks += "[green]✓[/]" if c["utility"] >= 0.5 else "[red]✗[/]"
-        if i == result.selected:
-            marks += "[bold green]◀[/]"
-        if i == result.raw_selected:
-            marks += "[yellow]◁[/]"
         t.add_row(
             str(i),
             escape(_short(c["answer"], 14)),
@@ -170,60 +179,65 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             *(escape(_short(claims.get(slot, {}).get("value"), 9)) for slot, _ in _SLOT_COLS),
             f"{s0[i]:.2f}" if s0 else "",
             f"{result.scores[i]:.2f}",
-            marks,
+            _marks(result, c),
         )
-    console.print(t)
-    short = [f"{c} {slot}" for slot, c in _SLOT_COLS if c != slot]
-    console.print(
-        f"[dim]{'; '.join(short)}; s0 score before any evidence, s score after"
-        f"{'; ✓/✗ correct/wrong against the reference' if result.reference is not None else ''}[/]",
-        highlight=False,
-    )
+    return t
+
+
+def _marks(result: AskResult, c: Mapping[str, Any]) -> str:
+    """✓/✗ against the reference, ◀ selected, ◁ raw majority."""
+    marks = ""
+    if c.get("utility") is not None:
+        marks += "[green]✓[/]" if c["utility"] >= 0.5 else "[red]✗[/]"
+    if c["index"] == result.selected:
+        marks += "[bold green]◀[/]"
+    if c["index"] == result.raw_selected:
+        marks += "[yellow]◁[/]"
+    return marks
+
+
+def _evidence_where(result: AskResult, e: Mapping[str, Any], spec: Any, multi: bool) -> tuple[str, str]:
+    """(what checked, what it looked at) of one evidence entry, as the log line names them."""
+    view = e.get("view") or {}
+    kind = spec.label if spec is not None else e["kind"]
+    if view.get("kind") in ("mask", "overlay"):
+        kind = f"judge, {view['kind']}"
+    where = ""
+    if view.get("box"):
+        x0, y0, x1, y1 = view["box"]
+        words = " ".join(view.get("location") or []) or "body"
+        seg = (view.get("segmentation") or {}).get("segmenter")
+        where = f" of the {words} x{x0}-{x1} y{y0}-{y1}" + (f", {seg}" if seg else "")
+    if spec is not None and spec.target == "answer" and e.get("candidate") is not None:
+        rep, cands = e["candidate"], result.candidates
+        answer = cands[rep].get("answer") if 0 <= rep < len(cands) else None
+        where = f" on answer {_short(answer, 24)!r}: every candidate giving it, shown as #{rep}"
+    if multi and view.get("figures"):
+        where += f" on figures {','.join(view['figures'])}"
+    elif multi and view.get("figure") is not None:
+        where += f" on figure {view['figure']}"
+    if view.get("tag"):
+        where += f" ({view.get('source')} {view['tag']})"
+    return kind, where
+
+
+def _print_evidence(result: AskResult, console: Console, multi: bool) -> None:
+    """The evidence log: one line per bought check, what it moved or why, the vetoes and the closing words."""
+    from rich.markup import escape
+
+    from boe.kinds import KINDS
+
     console.print(
         f"[bold]evidence log[/] (policy {escape(result.policy)}, budget {_num(result.budget)}, "
         f"spent {_num(result.cost)})",
         highlight=False,
     )
-    draws = (result.transcript or {}).get("draws")
-    if draws:  # an adaptive pool: samples and checks under one budget
-        pool = (result.record.get("agent") or {}).get("pool") or {}
-        rounds = " + ".join(
-            str(b - a) for a, b in zip([0] + [d[1] for d in draws[:-1]], [d[1] for d in draws], strict=True)
-        )
-        cost = (result.record.get("candidates") or [{}])[0].get("cost")
-        console.print(
-            f"  drew {draws[-1][1]} of at most {pool.get('limit', '?')} candidates in rounds of {rounds}"
-            + (f", {_num(cost)} each" if cost is not None else "")
-            + "; each step drew or checked, whichever was worth more per unit cost",
-            highlight=False,
-        )
+    _print_draws(result, console)
     colours = {"confirm": "green", "reject": "red", "unresolved": "dim"}
-    from boe.kinds import KINDS
-
     narration = _narration(result)
     by_kappa = _scores_by_kappa(result.policy)  # a posterior policy's weights are its channel tables, not kappa
     for n, e in enumerate(result.evidence):
-        view = e.get("view") or {}
-        spec = KINDS.get(e["kind"])
-        kind = spec.label if spec is not None else e["kind"]
-        if view.get("kind") in ("mask", "overlay"):
-            kind = f"judge, {view['kind']}"
-        where = ""
-        if view.get("box"):
-            x0, y0, x1, y1 = view["box"]
-            words = " ".join(view.get("location") or []) or "body"
-            seg = (view.get("segmentation") or {}).get("segmenter")
-            where = f" of the {words} x{x0}-{x1} y{y0}-{y1}" + (f", {seg}" if seg else "")
-        if spec is not None and spec.target == "answer" and e.get("candidate") is not None:
-            rep = e["candidate"]
-            answer = cands[rep].get("answer") if 0 <= rep < len(cands) else None
-            where = f" on answer {_short(answer, 24)!r}: every candidate giving it, shown as #{rep}"
-        if multi and view.get("figures"):
-            where += f" on figures {','.join(view['figures'])}"
-        elif multi and view.get("figure") is not None:
-            where += f" on figure {view['figure']}"
-        if view.get("tag"):
-            where += f" ({view.get('source')} {view['tag']})"
+        kind, where = _evidence_where(result, e, KINDS.get(e["kind"]), multi)
         kappa = f", κ {e['kappa']:.3f}" if by_kappa else ""
         console.print(
             f" {e['step']:>2}. [bold]{escape(e['id'])}[/] ({escape(kind)}{escape(where)}) "
@@ -240,6 +254,35 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
             console.print(f"     [red]error:[/] {escape(_short(e['error'], 160))}", highlight=False)
         elif e.get("rationale"):
             console.print(f"     [dim]{escape(_short(e['rationale'], 160))}[/]", highlight=False)
+    _print_vetoes(result, console)
+    if narration is not None:
+        console.print(f"  [bold]{escape(narration.closing)}[/]", highlight=False)
+    elif not result.evidence:
+        console.print("  [dim](nothing bought)[/]", highlight=False)
+
+
+def _print_draws(result: AskResult, console: Console) -> None:
+    """An adaptive pool's line: the candidates drawn, in which rounds, at what cost each (nothing otherwise)."""
+    draws = (result.transcript or {}).get("draws")
+    if not draws:
+        return
+    pool = (result.record.get("agent") or {}).get("pool") or {}
+    rounds = " + ".join(
+        str(b - a) for a, b in zip([0] + [d[1] for d in draws[:-1]], [d[1] for d in draws], strict=True)
+    )
+    cost = (result.record.get("candidates") or [{}])[0].get("cost")
+    console.print(
+        f"  drew {draws[-1][1]} of at most {pool.get('limit', '?')} candidates in rounds of {rounds}"
+        + (f", {_num(cost)} each" if cost is not None else "")
+        + "; each step drew or checked, whichever was worth more per unit cost",
+        highlight=False,
+    )
+
+
+def _print_vetoes(result: AskResult, console: Console) -> None:
+    """The proposals a veto refused (not those skipped as irrelevant to the answer)."""
+    from rich.markup import escape
+
     from boe.core.relevance import IRRELEVANT
 
     irrelevant = {a.get("id") for a in result.record.get("actions") or [] if a.get("skipped") == IRRELEVANT}
@@ -247,10 +290,12 @@ def render_result(result: AskResult, console: Console, *, title: str | None = No
     if skipped:
         shown = ", ".join(skipped[:6]) + (f" and {len(skipped) - 6} more" if len(skipped) > 6 else "")
         console.print(f"  [yellow]vetoed (not bought):[/] {escape(shown)}", highlight=False)
-    if narration is not None:
-        console.print(f"  [bold]{escape(narration.closing)}[/]", highlight=False)
-    elif not result.evidence:
-        console.print("  [dim](nothing bought)[/]", highlight=False)
+
+
+def _print_outcome(result: AskResult, console: Console, prior: Mapping[str, Any]) -> None:
+    """The selection beside the raw majority (and the reference), what it took, the costs used and the notes."""
+    from rich.markup import escape
+
     verdict = ""
     if result.reference is not None:
         verdict = (

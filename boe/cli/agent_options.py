@@ -67,31 +67,9 @@ class AgentOptions:
 
 def _option(name: str, default: Any, shown: str | None) -> tuple[Any, type]:
     """The typer option of one field (its help with the registered names and the choices) and its type."""
-    from boe.cli.common import registered
-    from boe.core.policies import POLICIES
-    from boe.kinds import KINDS
-    from boe.tools.segment import SEGMENTERS
-
-    ann = AgentConfig.model_fields[name].annotation
-    ann = (
-        next((a for a in typing.get_args(ann) if a is not type(None)), ann)
-        if typing.get_origin(ann) is not Literal
-        else ann
-    )
-    choices = tuple(map(str, typing.get_args(ann))) if typing.get_origin(ann) is Literal else ()
-    nullable = type(None) in typing.get_args(AgentConfig.model_fields[name].annotation) and "none:" in OPTIONS[name]
-    # a list, mapping, costs or a number that may be the word none: text the settings read; a field given more than
-    # once (--base-url A --base-url B): a list of texts
-    kind: Any = ann if ann in (int, float, str, bool) and not nullable else str
-    if any(isinstance(m, Several) for m in AgentConfig.model_fields[name].metadata):
-        kind = list[str]
+    ann, kind, choices = _field_type(name)
     text, _, own = OPTIONS[name].removesuffix("]").partition(" [")  # "help [the default --help shows]"
-    live = registered(POLICIES, lambda cls: not getattr(cls, "reads_labels", False))
-    specs = sorted((KINDS.get_obj(k) for k in KINDS.names(discover=False)), key=lambda spec: spec.order)
-    kinds = ", ".join(f"{spec.name}={spec.cost:g}" for spec in specs)
-    text = text.replace("{policies}", live).replace("{segmenters}", registered(SEGMENTERS)).replace("{kinds}", kinds)
-    text += f" One of: {', '.join(choices)}." if len(choices) > 5 else ""  # fewer are the metavar (online|full)
-    text += f" Range: {r}." if (r := AgentConfig.model_fields[name].description) else ""  # a numeric field's range
+    text = _help(text, name, choices)
     value = (
         None
         if default is None
@@ -108,6 +86,42 @@ def _option(name: str, default: Any, shown: str | None) -> tuple[Any, type]:
         metavar=metavar,
     )
     return option, kind
+
+
+def _field_type(name: str) -> tuple[Any, Any, tuple[str, ...]]:
+    """(the field's annotation without None, the type typer reads, the choices of a Literal field)."""
+    field = AgentConfig.model_fields[name]
+    ann = field.annotation
+    ann = (
+        next((a for a in typing.get_args(ann) if a is not type(None)), ann)
+        if typing.get_origin(ann) is not Literal
+        else ann
+    )
+    choices = tuple(map(str, typing.get_args(ann))) if typing.get_origin(ann) is Literal else ()
+    nullable = type(None) in typing.get_args(field.annotation) and "none:" in OPTIONS[name]
+    # a list, mapping, costs or a number that may be the word none: text the settings read; a field given more than
+    # once (--base-url A --base-url B): a list of texts
+    kind: Any = ann if ann in (int, float, str, bool) and not nullable else str
+    if any(isinstance(m, Several) for m in field.metadata):
+        kind = list[str]
+    return ann, kind, choices
+
+
+def _help(text: str, name: str, choices: tuple[str, ...]) -> str:
+    """An option's help with the registered policies, segmenters and kinds' costs filled in, its choices and its
+    range."""
+    from boe.cli.common import registered
+    from boe.core.policies import POLICIES
+    from boe.kinds import KINDS
+    from boe.tools.segment import SEGMENTERS
+
+    live = registered(POLICIES, lambda cls: not getattr(cls, "reads_labels", False))
+    specs = sorted((KINDS.get_obj(k) for k in KINDS.names(discover=False)), key=lambda spec: spec.order)
+    kinds = ", ".join(f"{spec.name}={spec.cost:g}" for spec in specs)
+    text = text.replace("{policies}", live).replace("{segmenters}", registered(SEGMENTERS)).replace("{kinds}", kinds)
+    text += f" One of: {', '.join(choices)}." if len(choices) > 5 else ""  # fewer are the metavar (online|full)
+    text += f" Range: {r}." if (r := AgentConfig.model_fields[name].description) else ""  # a numeric field's range
+    return text
 
 
 def agent_options(

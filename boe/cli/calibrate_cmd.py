@@ -32,7 +32,8 @@ def calibrate_command(
     curve_repeats: int = typer.Option(3, "--curve-repeats", min=1, max=50, help="Random subsets per size."),
 ) -> None:
     """Fit kappa and p per group (and the bayes model) on labelled runs: the file `boe ask --calibration` takes."""
-    from boe.core.calibration import describe_calibration, prior_calibration, save_calibration
+    from boe.core.calibration import describe_calibration, save_calibration
+    from boe.core.prior import prior_calibration
     from boe.errors import ConfigError
     from boe.kinds import prior_channels
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from boe.sim.ledgers import ChannelSpec, PoolSpec
 
 __all__ = ["register", "sim_app"]
 
@@ -66,10 +69,8 @@ def ledger_command(
     ),
 ) -> None:
     """Write a synthetic ledger (JSONL; format 1.1 where a record has answer-level checks) to stdout."""
-    from dataclasses import replace
-
     from boe.errors import ConfigError
-    from boe.sim.ledgers import ChannelSpec, factor_code_ledger, pool_ledger, pool_spec, write_jsonl
+    from boe.sim.ledgers import factor_code_ledger, pool_ledger, write_jsonl
 
     if kind == "factor-code":
         if not 1 <= m <= 12:
@@ -89,50 +90,83 @@ def ledger_command(
             dataset=dataset or "factor-code",
         )
     elif kind == "pool":
-        try:
-            spec = pool_spec(profile, k=k, dataset=dataset)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        cost_list = [float(x) for x in costs.split(",")] if costs else None
-        if cost_list is not None and len(cost_list) != 4:
-            raise ConfigError("--costs expects four numbers: structured,vlm,grounded,whole")
-        for i, (name, acc) in enumerate(
-            (("structured", structured_acc), ("vlm", vlm_acc), ("grounded", grounded_acc), ("whole", whole_acc))
-        ):
-            ch = getattr(spec, name)
-            ch = replace(
-                ch,
-                acc=ch.acc if acc is None else acc,
-                unresolved=ch.unresolved if unresolved is None else unresolved,
-                cost=ch.cost if cost_list is None else cost_list[i],
-            )
-            if not (0 <= ch.acc <= 1 and 0 <= ch.unresolved <= 1 and ch.cost > 0):
-                raise ConfigError(f"{name} channel: accuracy and unresolved rate in [0, 1], cost > 0")
-            spec = replace(spec, **{name: ch})
-        if answer_acc is not None or answer_cost is not None or (unresolved is not None and spec.answer):
-            base = spec.answer or ChannelSpec(0.8, 0.05, 8)
-            ans = replace(
-                base,
-                acc=base.acc if answer_acc is None else answer_acc,
-                unresolved=base.unresolved if unresolved is None else unresolved,
-                cost=base.cost if answer_cost is None else answer_cost,
-            )
-            if not (0 <= ans.acc <= 1 and 0 <= ans.unresolved <= 1 and ans.cost > 0):
-                raise ConfigError("answer channel: accuracy and unresolved rate in [0, 1], cost > 0")
-            spec = replace(spec, answer=ans)
-        for name, value in (("--echo", echo), ("--misread", misread)):
-            if value is not None and not 0 <= value <= 1:
-                raise ConfigError(f"{name} must lie in [0, 1]")
-        spec = replace(spec, echo=spec.echo if echo is None else echo)
-        spec = replace(spec, misread=spec.misread if misread is None else misread)
-        if sample_cost is not None:
-            if not (sample_cost >= 0 and sample_cost < float("inf")):
-                raise ConfigError("--sample-cost must be a finite number >= 0")
-            spec = replace(spec, sample_cost=sample_cost)
+        accs = {"structured": structured_acc, "vlm": vlm_acc, "grounded": grounded_acc, "whole": whole_acc}
+        spec = _pool_spec(profile, k, dataset, costs, accs, unresolved, answer_acc, answer_cost)
+        spec = _pool_shape(spec, {"echo": echo, "misread": misread}, sample_cost)
         recs = pool_ledger(n, seed=seed, spec=spec)
     else:
         raise ConfigError(f"--kind must be factor-code or pool, got {kind!r}")
     write_jsonl(recs, sys.stdout)
+
+
+def _pool_spec(
+    profile: str,
+    k: int | None,
+    dataset: str | None,
+    costs: str | None,
+    accs: dict[str, float | None],
+    unresolved: float | None,
+    answer_acc: float | None,
+    answer_cost: float | None,
+) -> PoolSpec:
+    """The `PoolSpec` of ``boe sim ledger --kind pool``: the profile with the channel options given over it."""
+    from dataclasses import replace
+
+    from boe.errors import ConfigError
+    from boe.sim.ledgers import ChannelSpec, pool_spec
+
+    try:
+        spec = pool_spec(profile, k=k, dataset=dataset)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    cost_list = [float(x) for x in costs.split(",")] if costs else None
+    if cost_list is not None and len(cost_list) != 4:
+        raise ConfigError("--costs expects four numbers: structured,vlm,grounded,whole")
+    for i, (name, acc) in enumerate(accs.items()):
+        cost = None if cost_list is None else cost_list[i]
+        changed: dict[str, Any] = {name: _channel(name, getattr(spec, name), acc, unresolved, cost)}
+        spec = replace(spec, **changed)
+    if answer_acc is not None or answer_cost is not None or (unresolved is not None and spec.answer):
+        base = spec.answer or ChannelSpec(0.8, 0.05, 8)
+        spec = replace(spec, answer=_channel("answer", base, answer_acc, unresolved, answer_cost))
+    return spec
+
+
+def _pool_shape(spec: PoolSpec, rates: dict[str, float | None], sample_cost: float | None) -> PoolSpec:
+    """The pool with the ``rates`` given (``echo``, ``misread``: probabilities; None keeps the profile's) and
+    each candidate's ``sample_cost`` (format 1.3) when given."""
+    from dataclasses import replace
+
+    from boe.errors import ConfigError
+
+    for name, value in rates.items():
+        if value is not None and not 0 <= value <= 1:
+            raise ConfigError(f"--{name} must lie in [0, 1]")
+    changed: dict[str, Any] = {name: value for name, value in rates.items() if value is not None}
+    if sample_cost is not None:
+        if not (sample_cost >= 0 and sample_cost < float("inf")):
+            raise ConfigError("--sample-cost must be a finite number >= 0")
+        changed["sample_cost"] = sample_cost
+    return replace(spec, **changed)
+
+
+def _channel(
+    name: str, ch: ChannelSpec, acc: float | None, unresolved: float | None, cost: float | None
+) -> ChannelSpec:
+    """A pool channel with the accuracy, unresolved rate and cost given (None: the profile's)."""
+    from dataclasses import replace
+
+    from boe.errors import ConfigError
+
+    ch = replace(
+        ch,
+        acc=ch.acc if acc is None else acc,
+        unresolved=ch.unresolved if unresolved is None else unresolved,
+        cost=ch.cost if cost is None else cost,
+    )
+    if not (0 <= ch.acc <= 1 and 0 <= ch.unresolved <= 1 and ch.cost > 0):
+        raise ConfigError(f"{name} channel: accuracy and unresolved rate in [0, 1], cost > 0")
+    return ch
 
 
 @sim_app.command("dataset")
@@ -274,9 +308,9 @@ def calibrate_command(
     ),
 ) -> None:
     """Fit the shipped simulator calibration: the agent's full ledger on fresh simulator questions, then the fit."""
+    from boe.agent.sim_calibration import simulator_calibration
     from boe.cli.common import check_outputs
     from boe.core.calibration import save_calibration
-    from boe.sim.calibrate import simulator_calibration
 
     check_outputs(("--out", out))
     command = f"boe sim calibrate --n {n} --seed {seed} --dicom-n {dicom_n} --judge-model {judge_model} --out {out}"

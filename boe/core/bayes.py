@@ -116,8 +116,8 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from boe.core.calibration import Calibration, Priors, crossfit_folds, default_names
-from boe.core.channels import monotone_tables
 from boe.core.graph import Question
+from boe.core.monotone import monotone_tables
 from boe.core.policies import IntArr, Policy, register_policy
 from boe.core.relevance import posterior_relevance
 from boe.core.scoring import first_max
@@ -739,7 +739,7 @@ def _tables(
     Partial pooling: kind -> group -> standing cell, each level the posterior mean of a Dirichlet around
     its parent with ``tau_g`` (per kind) and ``tau_s`` (per channel) pseudo-actions, at most as many as the
     parent has checks; at every level a verdict that points the wrong way without confidence is pooled
-    across the latent (`boe.core.channels.monotone_tables`).
+    across the latent (`boe.core.monotone.monotone_tables`).
     """
     mc1, mp1 = _parents(m1, chan_of_cell, par_of_chan, n_chan)
     mc0, mp0 = _parents(m0, chan_of_cell, par_of_chan, n_chan)
@@ -1116,7 +1116,7 @@ def _check_weight_scores(
 ) -> None:
     """Add to ``score`` (datasets x `CHECK_WEIGHTS`) sum_q log P(true H_q) after the policy's checks at
     `CHECK_WEIGHT_BUDGET` on ``rows``, under ``model`` tempered by each weight."""
-    from boe.core.replay import _skipped, run_policy  # replay imports the policy registry
+    from boe.core.loop import run_policy, skipped_mask
 
     n_w = len(CHECK_WEIGHTS)
     cals = []
@@ -1152,7 +1152,7 @@ def _check_weight_scores(
             ll = sum(math.log(max(float(p[h]) / tot, 1e-12)) for h in (right if right else [none]))
             score[datasets.index(q.dataset), int(st.calibration[i])] += weight * ll
 
-    run_policy(state, cast(Policy, pol), outcomes, sink, _skipped(questions, all_rows, outcomes.shape))
+    run_policy(state, cast(Policy, pol), outcomes, sink, skipped_mask(questions, all_rows, outcomes.shape))
 
 
 def _keys_from_calibration(questions: Sequence[Question], train: B_, calibration: Calibration) -> list[str]:

@@ -13,71 +13,27 @@ carries no information", the other outcomes keeping their proportions.
 `channel_status` and `kappa_status` say in words which channels of a fitted
 `bayes` model or of a plug-in kappa calibration are weak, reversed or
 under-sampled; `calibration_warnings` gives every output that names a calibration
-the same few words.
+the same few words. `monotone_tables` lives in `boe.core.monotone`, below the
+`bayes` model that fits with it (this module reads that model).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
+
+from boe.core.monotone import VERDICTS, Z_ONE_SIDED, monotone_tables
 
 if TYPE_CHECKING:
     from boe.core.calibration import Calibration, GroupCalibration
 
 __all__ = ["UNDER_SAMPLED", "Z_ONE_SIDED", "calibration_warnings", "channel_status", "kappa_status", "monotone_tables"]
 
-F64 = npt.NDArray[np.float64]
-B_ = npt.NDArray[np.bool_]
-
-#: One-sided 95% normal quantile: a reversal is kept only when its upper bound stays below no information.
-Z_ONE_SIDED = 1.6448536269514722
 #: A channel fitted on fewer checks than this rests mostly on its kind's table (or its prior).
 UNDER_SAMPLED = 30.0
-#: A verdict with at most this many observations in all (Jeffreys' 0.5 per cell included) is pooled.
-UNSEEN = 1.0
-#: The verdicts: confirm should favour a true latent (sign +1), reject a false one (sign -1).
-_VERDICTS = ((0, 1.0), (1, -1.0))
-
-
-def monotone_tables(n1: F64, n0: F64) -> tuple[F64, F64, B_]:
-    """P(o | latent true) and P(o | false) from counts ``n1``, ``n0`` (..., 3: confirm, reject, unresolved).
-
-    A verdict whose likelihood ratio points the wrong way without one-sided 95% support, or that was never
-    seen (`UNSEEN`), is pooled across the latent. Returns the two tables and which verdicts were pooled
-    (..., 2: confirm, reject).
-    """
-    tot1, tot0 = n1.sum(axis=-1), n0.sum(axis=-1)
-    # a verdict not seen once (pseudo-counts included) has no sample: it carries no information either way
-    pooled = np.stack([n1[..., o] + n0[..., o] <= UNSEEN for o, _ in _VERDICTS], axis=-1)
-    t1, t0 = _pooled(n1, n0, pooled)
-    for _ in range(2):  # pooling one verdict moves the other's ratio: look again once
-        before = pooled.copy()
-        for o, sign in _VERDICTS:
-            with np.errstate(divide="ignore"):
-                llr = sign * (np.log(t1[..., o]) - np.log(t0[..., o]))
-            var = np.maximum(1 / n1[..., o] - 1 / tot1, 0.0) + np.maximum(1 / n0[..., o] - 1 / tot0, 0.0)
-            pooled[..., o] |= (llr < 0) & (llr + Z_ONE_SIDED * np.sqrt(var) >= 0)
-        if np.array_equal(before, pooled):
-            break
-        t1, t0 = _pooled(n1, n0, pooled)
-    return t1, t0, pooled
-
-
-def _pooled(n1: F64, n0: F64, pooled: B_) -> tuple[F64, F64]:
-    """The maximum-likelihood tables with the ``pooled`` verdicts equal under a true and a false latent."""
-    mask = np.concatenate([pooled, np.zeros((*pooled.shape[:-1], 1), dtype=bool)], axis=-1)
-    share = (n1 + n0) / (n1.sum(axis=-1) + n0.sum(axis=-1))[..., None]
-    left = 1.0 - np.where(mask, share, 0.0).sum(axis=-1, keepdims=True)
-    out = []
-    for n in (n1, n0):
-        rest = np.where(mask, 0.0, n)
-        tot = rest.sum(axis=-1, keepdims=True)
-        out.append(np.where(mask, share, left * rest / np.where(tot > 0, tot, 1.0)))
-    return out[0], out[1]
 
 
 def channel_status(
@@ -101,11 +57,11 @@ def channel_status(
     se = float(np.sqrt(1 / c1[0] + 1 / c1[1] + 1 / c0[0] + 1 / c0[1]))
     if n < UNDER_SAMPLED:
         words.append("under-sampled")
-    flat = [math.isclose(t1[o], t0[o], rel_tol=1e-9) for o, _ in _VERDICTS]
-    wrong = [sign * (t1[o] - t0[o]) < 0 and not f for (o, sign), f in zip(_VERDICTS, flat, strict=True)]
+    flat = [math.isclose(t1[o], t0[o], rel_tol=1e-9) for o, _ in VERDICTS]
+    wrong = [sign * (t1[o] - t0[o]) < 0 and not f for (o, sign), f in zip(VERDICTS, flat, strict=True)]
     if any(wrong):
         words.append("reversed")
-    raw_wrong = [sign * (c1[o] / c1.sum() - c0[o] / c0.sum()) < 0 for o, sign in _VERDICTS]
+    raw_wrong = [sign * (c1[o] / c1.sum() - c0[o] / c0.sum()) < 0 for o, sign in VERDICTS]
     if any(f and w for f, w in zip(flat, raw_wrong, strict=True)):
         words.append("no information")
     if not any(wrong) and abs(log_dor) < 1.959964 * se:
@@ -145,15 +101,23 @@ def calibration_warnings(
     """What to distrust in a calibration: its reversed and under-sampled channels, in a few lines (only the
     groups of ``datasets`` when given; with ``reader`` "kappa" or "bayes", only the reversed channels that
     reader weighs by)."""
-    from boe.core.bayes import BAYES_KEY, BayesModel
+    from boe.core.bayes import BAYES_KEY
 
     keep = None if datasets is None else {f"{d}/" for d in datasets}
 
     def mine(key: str) -> bool:
         return keep is None or any(key.startswith(p) for p in keep)
 
+    out = _kappa_warnings({k: g for k, g in cal.groups.items() if mine(k)}, limit, reader)
+    data = cal.extra.get(BAYES_KEY)
+    if data is not None and reader != "kappa":
+        out += _bayes_warnings(data, mine, limit)
+    return out
+
+
+def _kappa_warnings(groups: Mapping[str, GroupCalibration], limit: int, reader: str | None) -> list[str]:
+    """The kappa groups' reversed (with confidence or without) and under-sampled channels."""
     out: list[str] = []
-    groups = {k: g for k, g in cal.groups.items() if mine(k)}
     rev = [k for k, g in groups.items() if "reversed" in kappa_status(g)]
     unsup = [k for k, g in groups.items() if "reversal not supported" in kappa_status(g)]
     few = [k for k, g in groups.items() if "under-sampled" in kappa_status(g)]
@@ -166,18 +130,21 @@ def calibration_warnings(
         )
     if few and reader is None:
         out.append(f"under-sampled (< {UNDER_SAMPLED:.0f} checks): {_names(few, limit)}")
-    data = cal.extra.get(BAYES_KEY)
-    if data is not None and reader != "kappa":
-        try:
-            model = data if isinstance(data, BayesModel) else BayesModel.model_validate(data)
-        except ValueError:
-            return out
-        tables = {k: t for k, t in {**model.factor_channels, **model.whole_channels}.items() if mine(k)}
-        status = {k: channel_status(t.given_true, t.given_false, t.counts)[0] for k, t in tables.items()}
-        brev = [k for k, w in status.items() if "reversed" in w]
-        if brev:
-            out.append(f"bayes channels reversed with confidence: {_names(brev, limit)}")
     return out
+
+
+def _bayes_warnings(data: object, mine: Callable[[str], bool], limit: int) -> list[str]:
+    """The `bayes` model's channels reversed with confidence (none when ``data`` is not a model)."""
+    from boe.core.bayes import BayesModel
+
+    try:
+        model = data if isinstance(data, BayesModel) else BayesModel.model_validate(data)
+    except ValueError:
+        return []
+    tables = {k: t for k, t in {**model.factor_channels, **model.whole_channels}.items() if mine(k)}
+    status = {k: channel_status(t.given_true, t.given_false, t.counts)[0] for k, t in tables.items()}
+    brev = [k for k, w in status.items() if "reversed" in w]
+    return [f"bayes channels reversed with confidence: {_names(brev, limit)}"] if brev else []
 
 
 def _names(keys: list[str], limit: int) -> str:

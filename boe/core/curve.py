@@ -79,7 +79,7 @@ def learning_curve(
     seed: int = 0,
 ) -> LearningCurve:
     """Accuracy of `bayes` by the number of labelled questions of ``questions`` it was calibrated on (see above);
-    ``prior`` is the hand-set calibration of the first row (`boe.core.calibration.prior_calibration`)."""
+    ``prior`` is the hand-set calibration of the first row (`boe.core.prior.prior_calibration`)."""
     keys = list(group_keys)
     labelled = [q for q in questions if q.labelled]
     rng = np.random.default_rng(seed)

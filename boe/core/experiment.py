@@ -12,15 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from boe import __version__
 from boe.core.calibration import Calibration
 from boe.core.channels import calibration_warnings
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import LedgerRecord, RecordDict
 from boe.core.metrics import Comparison, MetricRow, compare, summarize
-from boe.core.policies import FittablePolicy, make_policy
+from boe.core.policies import FittablePolicy, Policy, make_policy
 from boe.core.pool import PoolSpec, make_pool_policy
 from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay
+from boe.core.version import __version__
 from boe.errors import ConfigError
 
 __all__ = ["Experiment", "fit_deployable_calibration", "load_questions", "run_experiment"]
@@ -137,61 +137,23 @@ def run_experiment(
 
     ``pool`` (default: fixed, every candidate) replays the first K candidates or an adaptive pool (spec
     section 12); its policies are wrapped for it, and the next sample's predictive is fitted with them."""
-    if not questions:
-        raise ConfigError("no questions to replay")
-    for a, b in compare_pairs:
-        for p in (a, b):
-            if p not in policies:
-                raise ConfigError(f"--compare {a}:{b}: policy {p!r} is not among --policy {','.join(policies)}")
+    _check_inputs(questions, policies, budgets, compare_pairs, pool or PoolSpec())
     options = {"eta": eta, "seed": seed}
     spec = pool or PoolSpec()
-    if spec.adaptive:
-        first = max(
-            float(q.sample_cost[0]) if q.sample_cost is not None and q.k else spec.sample_cost for q in questions
-        )
-        low = [b for b in budgets if b < first]
-        if low:
-            raise ConfigError(
-                f"an adaptive pool pays for its samples from the budget: budget {low[0]:g} cannot pay for the "
-                f"first sample of every question (the costliest costs {first:g})"
-            )
     built = [make_pool_policy(p, spec, **options) for p in policies]
-    fittable = [p for p in built if isinstance(p, FittablePolicy)]
-    extra_fits = [p.fit_extra for p in fittable]
-
-    def extra_fit(qs: Sequence[Question], train: np.ndarray, cal: Calibration) -> Calibration:
-        for fit in extra_fits:
-            cal = fit(qs, train, cal, group_keys)
-        return cal
-
-    if isinstance(calibration, Calibration):
-        plan = plan_calibration(questions, group_keys, "file", cheap_kappa=cheap_kappa, file_calibration=calibration)
-        if extra_fits:
-            missing = [p.name for p in fittable if not p.fit_extra_present(calibration)]
-            if missing:
-                raise ConfigError(
-                    f"the calibration file {calibration.source} has no fitted parameters for {', '.join(missing)}; "
-                    "fit them with --calibration fit|crossfit and --save-calibration"
-                )
-    else:
-        plan = plan_calibration(
-            questions,
-            group_keys,
-            calibration,
-            cheap_kappa=cheap_kappa,
-            seed=seed,
-            extra_fit=extra_fit if extra_fits else None,
-        )
+    plan = _plan(questions, group_keys, built, calibration, cheap_kappa, seed)
     runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec)
     raw_runs = [r for r in runs if r.policy == "raw" and not spec.adaptive and spec.size is None]
     raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan)[0]
     rows = summarize(questions, runs, raw)
     unobserved = {(r.policy, r.budget): n for r in runs if (n := unobserved_purchases(r, questions))}
-    comps: list[Comparison] = []
     by_key = {(r.policy, r.budget): r for r in runs}
-    for a, b in compare_pairs:
-        for budget in budgets:
-            comps.extend(compare(questions, by_key[a, float(budget)], by_key[b, float(budget)], resamples, seed))
+    comps = [
+        c
+        for a, b in compare_pairs
+        for budget in budgets
+        for c in compare(questions, by_key[a, float(budget)], by_key[b, float(budget)], resamples, seed)
+    ]
     settings = {
         "policies": list(policies),
         "budgets": [float(b) for b in budgets],
@@ -204,6 +166,70 @@ def run_experiment(
         **({"sample_cost": spec.sample_cost} if spec.adaptive or spec.size is not None else {}),
     }
     return Experiment(questions, group_keys, plan, runs, raw, rows, comps, settings, unobserved)
+
+
+def _check_inputs(
+    questions: Sequence[Question],
+    policies: Sequence[str],
+    budgets: Sequence[float],
+    compare_pairs: Sequence[tuple[str, str]],
+    spec: PoolSpec,
+) -> None:
+    """`ConfigError` for an experiment that cannot run: no questions, a comparison of a policy not replayed, or
+    an adaptive pool whose budget cannot pay for a question's first sample."""
+    if not questions:
+        raise ConfigError("no questions to replay")
+    for a, b in compare_pairs:
+        for p in (a, b):
+            if p not in policies:
+                raise ConfigError(f"--compare {a}:{b}: policy {p!r} is not among --policy {','.join(policies)}")
+    if spec.adaptive:
+        first = max(
+            float(q.sample_cost[0]) if q.sample_cost is not None and q.k else spec.sample_cost for q in questions
+        )
+        low = [b for b in budgets if b < first]
+        if low:
+            raise ConfigError(
+                f"an adaptive pool pays for its samples from the budget: budget {low[0]:g} cannot pay for the "
+                f"first sample of every question (the costliest costs {first:g})"
+            )
+
+
+def _plan(
+    questions: list[Question],
+    group_keys: list[str],
+    built: Sequence[Policy],
+    calibration: str | Calibration,
+    cheap_kappa: float | None,
+    seed: int,
+) -> CalibrationPlan:
+    """The calibration of every question: the file's (which must hold the fitted extras of the policies that
+    have them), or fitted (``fit``/``crossfit``) with those extras."""
+    fittable = [p for p in built if isinstance(p, FittablePolicy)]
+    extra_fits = [p.fit_extra for p in fittable]
+
+    def extra_fit(qs: Sequence[Question], train: np.ndarray, cal: Calibration) -> Calibration:
+        for fit in extra_fits:
+            cal = fit(qs, train, cal, group_keys)
+        return cal
+
+    if not isinstance(calibration, Calibration):
+        return plan_calibration(
+            questions,
+            group_keys,
+            calibration,
+            cheap_kappa=cheap_kappa,
+            seed=seed,
+            extra_fit=extra_fit if extra_fits else None,
+        )
+    plan = plan_calibration(questions, group_keys, "file", cheap_kappa=cheap_kappa, file_calibration=calibration)
+    missing = [p.name for p in fittable if not p.fit_extra_present(calibration)]
+    if missing:
+        raise ConfigError(
+            f"the calibration file {calibration.source} has no fitted parameters for {', '.join(missing)}; "
+            "fit them with --calibration fit|crossfit and --save-calibration"
+        )
+    return plan
 
 
 def unobserved_purchases(run: ReplayRun, questions: Sequence[Question]) -> int:

@@ -162,20 +162,31 @@ class _Literal:
             total += p[o] * max(_s(x) for x in self.updated(cur, a, o))
         return total - max(_s(x) for x in cur)
 
-    def propose(
-        self, policy: str, logit: list[float], taken: set[str], room: float, eta: float, rng: random.Random | None
-    ) -> int | None:
-        """The next action (its position) the policy proposes, or None to stop; ``taken`` bought or refused ids."""
+    def feasible(self, policy: str, taken: set[str], room: float) -> list[int]:
+        """The actions (positions) the policy may still propose: not failed, not ``taken`` (bought or refused
+        ids), within the budget ``room``, of the targets the policy buys."""
         rec = self.rec
         feasible = [
             a for a, act in enumerate(rec.actions) if not act.failed and act.id not in taken and act.cost <= room
         ]
         if policy in ("boe-factor", "random-factor", "label-guided"):
-            feasible = [a for a in feasible if _target(rec, rec.actions[a].kind) == "claim"]
-        elif policy == "whole":
-            feasible = [a for a in feasible if _target(rec, rec.actions[a].kind) != "claim"]
-        if policy == "raw" or not feasible:
-            return None
+            return [a for a in feasible if _target(rec, rec.actions[a].kind) == "claim"]
+        if policy == "whole":
+            return [a for a in feasible if _target(rec, rec.actions[a].kind) != "claim"]
+        return feasible
+
+    def propose(
+        self, policy: str, logit: list[float], taken: set[str], room: float, eta: float, rng: random.Random | None
+    ) -> int | None:
+        """The next action (its position) the policy proposes, or None to stop; ``taken`` bought or refused ids."""
+        feasible = [] if policy == "raw" else self.feasible(policy, taken, room)
+        return self.choose(policy, feasible, logit, eta, rng) if feasible else None
+
+    def choose(
+        self, policy: str, feasible: list[int], logit: list[float], eta: float, rng: random.Random | None
+    ) -> int | None:
+        """The policy's proposal among the (non-empty) ``feasible`` actions (None: it stops)."""
+        rec = self.rec
         if policy in ("boe", "boe-factor"):
             values = [self.evsi(logit, a) / rec.actions[a].cost for a in feasible]
             j = _first_max(values)
@@ -196,6 +207,24 @@ class _Literal:
                 utils.append(float(rec.candidates[sel].utility))  # type: ignore[arg-type]
             return feasible[_first_max(utils)]
         raise ValueError(policy)
+
+
+def _transcript(
+    rec: LedgerRecord, policy: str, budget: float, logit: list[float], actions: list[str], cost: float
+) -> dict[str, object]:
+    """The spec section 7 fields every replay of one question reports: its selection under the final scores."""
+    scores = [_s(x) for x in logit]
+    sel = _first_max(scores)
+    return {
+        "question_id": rec.question_id,
+        "policy": policy,
+        "budget": budget,
+        "selected": sel,
+        "actions": actions,
+        "cost": cost,
+        "scores": scores,
+        "utility": rec.candidates[sel].utility,
+    }
 
 
 def literal_replay(
@@ -223,17 +252,7 @@ def literal_replay(
         bought.append(choice)
         spent += rec.actions[choice].cost
         logit = q.updated(logit, choice, rec.actions[choice].outcome)
-    sel = _first_max([_s(x) for x in logit])
-    out: dict[str, object] = {
-        "question_id": rec.question_id,
-        "policy": policy,
-        "budget": budget,
-        "selected": sel,
-        "actions": [rec.actions[a].id for a in bought],
-        "cost": spent,
-        "scores": [_s(x) for x in logit],
-        "utility": rec.candidates[sel].utility,
-    }
+    out = _transcript(rec, policy, budget, logit, [rec.actions[a].id for a in bought], spent)
     if refused:
         out["skipped"] = [rec.actions[a].id for a in sorted(refused)]
     return out
@@ -297,17 +316,7 @@ def literal_pool_replay(
             break
         k += m
         draws.append([len(bought), k])
-    sel = _first_max([_s(x) for x in logit])
-    out: dict[str, object] = {
-        "question_id": rec.question_id,
-        "policy": policy,
-        "budget": budget,
-        "selected": sel,
-        "actions": bought,
-        "cost": s_of(k) + checks if charge else checks,
-        "scores": [_s(x) for x in logit],
-        "utility": rec.candidates[sel].utility,
-    }
+    out = _transcript(rec, policy, budget, logit, bought, s_of(k) + checks if charge else checks)
     if refused:
         out["skipped"] = sorted(refused, key=[a.id for a in rec.actions].index)
     out["samples"] = k

@@ -9,7 +9,7 @@ majority, so late steps only touch live questions.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,9 +17,10 @@ import numpy.typing as npt
 
 from boe.core.calibration import DEFAULT_CHEAP_KAPPA, Calibration, crossfit_folds, fit_groups
 from boe.core.graph import Question
+from boe.core.loop import run_policy, skipped_mask
 from boe.core.policies import Policy
 from boe.core.pool import PoolSpec, make_pool_policy
-from boe.core.session import PolicySession, transcript_line
+from boe.core.session import transcript_line
 from boe.core.state import EvidenceState, bind_pool, bind_questions
 
 __all__ = [
@@ -211,50 +212,6 @@ def _batches(questions: Sequence[Question], rows: npt.NDArray[np.intp]) -> list[
     return out
 
 
-def run_policy(
-    state: EvidenceState,
-    policy: Policy,
-    outcomes: npt.NDArray[np.int8],
-    sink: Callable[[EvidenceState, Policy], None],
-    skipped: npt.NDArray[np.bool_] | None = None,
-) -> None:
-    """Run ``policy`` on every row of ``state`` to its stop, answering its proposals from the ledger.
-
-    A proposed action is bought with its stored outcome (``outcomes``, Q x A),
-    or refused when ``skipped`` (Q x A) marks it (spec section 10), after which
-    the policy proposes again; a proposed draw (an adaptive pool, spec section
-    12) reveals the ledger's next candidates. Finished rows are handed to
-    ``sink`` (with the policy, to read selections and scores) before they are
-    compacted away, and all rows at the end.
-    """
-    session = PolicySession(state, policy)
-    while True:
-        state = session.state
-        live = ~state.done
-        n_live = int(live.sum())
-        if n_live == 0:
-            break
-        if n_live * 2 < state.n and state.n > 32:
-            sink(state.keep(~live), policy)
-            session.keep(live)
-            outcomes = outcomes[live]
-            skipped = None if skipped is None else skipped[live]
-        choice = session.propose()
-        go = np.nonzero(choice >= 0)[0]
-        if go.size:
-            acts = choice[go]
-            if skipped is not None:
-                refuse = skipped[go, acts]
-                if refuse.any():
-                    session.skip(go[refuse], acts[refuse])
-                    go, acts = go[~refuse], acts[~refuse]
-            session.reveal(go, acts, outcomes[go, acts])
-        draw = np.nonzero(choice <= -3)[0]
-        if draw.size:
-            session.draw(draw, choice[draw])
-    sink(session.state, policy)
-
-
 def replay(
     questions: Sequence[Question],
     group_keys: list[str],
@@ -279,10 +236,7 @@ def replay(
     spec = pool or PoolSpec()
     built = [make_pool_policy(p, spec, **opts) if isinstance(p, str) else p for p in policies]
     n = len(questions)
-    for pol in built:
-        if pol.reads_labels and any(not q.labelled for q in questions):
-            missing = next(q.question_id for q in questions if not q.labelled)
-            raise ValueError(f"policy {pol.name!r} reads utilities, but question {missing!r} has none")
+    _check_labels(built, questions)
     k_max = max((q.k for q in questions), default=1)
     costs = [float(q.cost.min()) for q in questions if q.n_actions]
     a_max = max((q.n_actions for q in questions), default=1)
@@ -291,29 +245,36 @@ def replay(
     if n == 0:
         return runs
     batches = _batches(questions, np.arange(n))
-    if workers is None:
-        workers = _auto_workers(questions)
     job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan, spec)
+    for res in _results(job, batches, _auto_workers(questions) if workers is None else workers):
+        _merge(runs, res)
+        if progress is not None:
+            progress(len(res[0]))
+    return runs
+
+
+def _check_labels(policies: Sequence[Policy], questions: Sequence[Question]) -> None:
+    """`ValueError` when a policy that reads utilities meets a question without them."""
+    for pol in policies:
+        if pol.reads_labels and any(not q.labelled for q in questions):
+            missing = next(q.question_id for q in questions if not q.labelled)
+            raise ValueError(f"policy {pol.name!r} reads utilities, but question {missing!r} has none")
+
+
+def _results(job: _Job, batches: list[npt.NDArray[np.intp]], workers: int) -> Iterator[_BatchResult]:
+    """Each batch's result: in this process, or (``workers`` > 1) from forked workers as they finish."""
     if workers <= 1 or len(batches) < 2:
-        results = (job.run(rows) for rows in batches)
-        for res in results:
-            _merge(runs, res)
-            if progress is not None:
-                progress(len(res[0]))
-        return runs
+        yield from (job.run(rows) for rows in batches)
+        return
     import multiprocessing as mp
 
     global _JOB
     _JOB = job
     try:
         with mp.get_context("fork").Pool(workers) as procs:
-            for res in procs.imap_unordered(_run_batch, batches):
-                _merge(runs, res)
-                if progress is not None:
-                    progress(len(res[0]))
+            yield from procs.imap_unordered(_run_batch, batches)
     finally:
         _JOB = None
-    return runs
 
 
 def _width(budget: float, c_min: float, a_max: int) -> int:
@@ -374,7 +335,7 @@ class _Job:
         )
         assert base.labels is not None
         outcomes = base.labels.outcome
-        skipped = _skipped(self.questions, rows, outcomes.shape)
+        skipped = skipped_mask(self.questions, rows, outcomes.shape)
         out = []
         for pol in self.policies:
             for b in self.budgets:
@@ -402,20 +363,6 @@ class _Job:
                 run_policy(st, pol, outcomes, sink, skipped)
                 out.append(_collect(rows, collected, picks))
         return rows, out
-
-
-def _skipped(
-    questions: Sequence[Question], rows: npt.NDArray[np.intp], shape: tuple[int, ...]
-) -> npt.NDArray[np.bool_] | None:
-    """The (Q, A) mask of actions a run refused (spec section 10) for a batch's rows; None when there are none."""
-    if all(questions[r].skipped is None for r in rows):
-        return None
-    out = np.zeros(shape, dtype=bool)
-    for i, r in enumerate(rows):
-        sk = questions[r].skipped
-        if sk is not None:
-            out[i, : sk.shape[0]] = sk
-    return out
 
 
 _JOB: _Job | None = None

@@ -79,6 +79,18 @@ def _where(source: str | None, line: int | None, question_id: str | None, messag
     return f"{', '.join(parts)}: {message}" if parts else message
 
 
+def _check_options(options: Mapping[str, str]) -> None:
+    """`ValueError` unless the options are non-empty, keyed by single capital letters, each with a text."""
+    if not options:
+        raise ValueError("options must be None or non-empty")
+    bad = [k for k in options if not (len(k) == 1 and k.isalpha() and k.isupper())]
+    if bad:
+        raise ValueError(f"option keys must be single capital letters, got {bad}")
+    empty = [k for k, v in options.items() if not str(v).strip()]
+    if empty:
+        raise ValueError(f"option(s) {empty} have no text")
+
+
 @dataclass(frozen=True, eq=False)
 class DatasetItem:
     """One benchmark question with its evaluation data.
@@ -116,14 +128,7 @@ class DatasetItem:
         if self.answer_type not in ANSWER_TYPES:
             raise ValueError(f"answer_type must be one of {ANSWER_TYPES}, got {self.answer_type!r}")
         if self.options is not None:
-            if not self.options:
-                raise ValueError("options must be None or non-empty")
-            bad = [k for k in self.options if not (len(k) == 1 and k.isalpha() and k.isupper())]
-            if bad:
-                raise ValueError(f"option keys must be single capital letters, got {bad}")
-            empty = [k for k, v in self.options.items() if not str(v).strip()]
-            if empty:
-                raise ValueError(f"option(s) {empty} have no text")
+            _check_options(self.options)
         if self.label is not None and (self.options is None or self.label not in self.options):
             raise ValueError(f"label {self.label!r} is not one of the options")
         if self.answer_type == "mcq" and (self.options is None or self.label is None):

@@ -357,6 +357,12 @@ def grade(candidate: str | None, item: DatasetItem, config: MatchConfig | None =
     for answer, norm in refs:
         if cand == norm or (norm and loose == _loose(norm)):
             return Grade(1.0, "exact", answer)
+    return _loose_match(cand, refs, cfg) or Grade(0.0, "none", detail="no deterministic match")
+
+
+def _loose_match(cand: str, refs: list[tuple[str, str]], cfg: MatchConfig) -> Grade | None:
+    """The numeric, then the substring grade of a normalised candidate that matches no answer exactly (None:
+    neither decides)."""
     if cfg.numeric:
         verdicts = [(answer, _numeric(cand, norm, cfg.rel_tol)) for answer, norm in refs]
         for answer, ok in verdicts:
@@ -368,7 +374,7 @@ def grade(candidate: str | None, item: DatasetItem, config: MatchConfig | None =
         for answer, norm in refs:
             if _substring(cand, norm, cfg):
                 return Grade(1.0, "substring", answer)
-    return Grade(0.0, "none", detail="no deterministic match")
+    return None
 
 
 def score(candidate: str | None, item: DatasetItem, config: MatchConfig | None = None) -> float:

@@ -74,9 +74,7 @@ def parse_files(paths: Sequence[str | Path], skip: set[Key] | frozenset[Key] = f
 
 def _parse_in_helper(paths: list[str], skip: set[Key]) -> Iterator[Item]:
     """Run `parse_files` in a helper process (``python -m boe.db._parser``) and stream its items."""
-    import boe
-
-    root = str(Path(boe.__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding the boe package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "boe.db._parser"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env

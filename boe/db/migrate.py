@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from sqlalchemy import Connection, Engine, func, insert, inspect, select, text
 
-from boe import __version__
+from boe.core.version import __version__
 from boe.db.engine import read_tx, write_tx
 from boe.db.models import Base, SchemaVersion, table, utcnow
 from boe.errors import SchemaVersionError, StoreError

@@ -115,7 +115,6 @@ def question_rows(rec: Mapping[str, Any]) -> QuestionRows:
     claims = rec.get("claims", ())
     edges = rec.get("edges", ())
     acts = rec.get("actions", ())
-    seen = [j for j, a in enumerate(acts) if a.get("observed") is not False]
     claim_pos = {cl["id"]: j for j, cl in enumerate(claims)}
     task = rec.get("task") or {}
     return QuestionRows(
@@ -126,14 +125,7 @@ def question_rows(rec: Mapping[str, Any]) -> QuestionRows:
         image=task.get("image"),
         reference=rec.get("reference"),
         n_candidates=len(cands),
-        candidates=(
-            [c["index"] for c in cands],
-            [c.get("answer") for c in cands],
-            [_text(c.get("raw_text")) for c in cands],
-            [_json(c.get("slots")) for c in cands],
-            [c.get("valid", True) for c in cands],
-            [c.get("utility") for c in cands],
-        ),
+        candidates=_candidate_columns(cands),
         claims=(
             list(range(len(claims))),
             [cl["id"] for cl in claims],
@@ -142,23 +134,46 @@ def question_rows(rec: Mapping[str, Any]) -> QuestionRows:
             [_text_id(cl.get("figure")) for cl in claims],
         ),
         edges=_columns(sorted((claim_pos[e["claim"]], e["candidate"], e["sign"]) for e in edges), 3),
-        actions=(
-            list(range(len(acts))),
-            [a["id"] for a in acts],
-            [a["kind"] for a in acts],
-            [None if a.get("claim") is None else claim_pos[a["claim"]] for a in acts],
-            [a.get("candidate") for a in acts],
-            [a["cost"] for a in acts],
-            [a["group"] for a in acts],
-            [_json(a.get("view")) for a in acts],
-        ),
-        outcomes=(
-            seen,
-            [acts[j]["outcome"] for j in seen],
-            [_text(acts[j].get("rationale")) for j in seen],
-            [_text(acts[j].get("raw_reply")) for j in seen],
-            [_text(acts[j].get("error")) for j in seen],
-        ),
+        actions=_action_columns(acts, claim_pos),
+        outcomes=_outcome_columns(acts),
+    )
+
+
+def _candidate_columns(cands: Sequence[Mapping[str, Any]]) -> Columns:
+    """Columns of the candidates table: index, answer, raw text, slots, valid, utility."""
+    return (
+        [c["index"] for c in cands],
+        [c.get("answer") for c in cands],
+        [_text(c.get("raw_text")) for c in cands],
+        [_json(c.get("slots")) for c in cands],
+        [c.get("valid", True) for c in cands],
+        [c.get("utility") for c in cands],
+    )
+
+
+def _action_columns(acts: Sequence[Mapping[str, Any]], claim_pos: Mapping[str, int]) -> Columns:
+    """Columns of the actions table (the menu, without outcomes); a claim by its position."""
+    return (
+        list(range(len(acts))),
+        [a["id"] for a in acts],
+        [a["kind"] for a in acts],
+        [None if a.get("claim") is None else claim_pos[a["claim"]] for a in acts],
+        [a.get("candidate") for a in acts],
+        [a["cost"] for a in acts],
+        [a["group"] for a in acts],
+        [_json(a.get("view")) for a in acts],
+    )
+
+
+def _outcome_columns(acts: Sequence[Mapping[str, Any]]) -> Columns:
+    """Columns of the outcomes table: one row per observed action."""
+    seen = [j for j, a in enumerate(acts) if a.get("observed") is not False]
+    return (
+        seen,
+        [acts[j]["outcome"] for j in seen],
+        [_text(acts[j].get("rationale")) for j in seen],
+        [_text(acts[j].get("raw_reply")) for j in seen],
+        [_text(acts[j].get("error")) for j in seen],
     )
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Connection, Select, Table, delete, func, insert, select
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 
-from boe import __version__
+from boe.core.version import __version__
 from boe.db import cache as _cache
 from boe.db import work as _work
 from boe.db.engine import display_url, make_engine, read_tx, sqlite_path, to_url, write_tx
@@ -65,8 +65,6 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from boe.core.calibration import Calibration
-    from boe.core.graph import GroupIndex
-    from boe.core.graph import Question as ReplayQuestion
     from boe.core.ledger import LedgerRecord, RecordDict
 
 __all__ = ["DEFAULT_URL", "Store"]
@@ -350,19 +348,6 @@ class Store:
         from boe.core.ledger import parse_record_dict
 
         yield from self._parsed(run, parse_record_dict, strict, on_error)
-
-    def load_questions(
-        self,
-        run: RunRef,
-        *,
-        strict: bool = False,
-        on_error: Callable[[RecordError], None] | None = None,
-        workers: int | None = None,
-    ) -> tuple[list[ReplayQuestion], GroupIndex]:
-        """The run as replay-ready `Question`s, in insertion order (several processes for big runs)."""
-        from boe.db.loading import load_questions
-
-        return load_questions(self, run, strict=strict, on_error=on_error, workers=workers)
 
     def _parsed(
         self,

@@ -19,32 +19,46 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from boe.core.registry import BUILTIN, DISTRIBUTION, KindInfo, Registry, current_source
+from boe.core.registry import BUILTIN, DISTRIBUTION, Entry, KindInfo, Registry, current_source
 from boe.errors import ConfigError
+
+if TYPE_CHECKING:
+    from boe.tools.protocol import EvidenceTool
 
 __all__ = [
     "KINDS",
+    "TOOLS",
     "KindSpec",
     "MenuContext",
     "Prior",
+    "SHORT_CHARS",
+    "SHORT_WORDS",
     "TokenEstimate",
     "ToolContext",
+    "ToolView",
+    "answer_key",
+    "answer_slot",
     "builtin_kinds",
+    "claim_group",
     "claims_per_question",
     "declare_kinds",
     "default_kinds",
+    "figure_context",
     "judge_args",
     "kind_names",
     "kind_priors",
     "kind_spec",
     "ledger_kinds",
+    "make_tool",
     "prior_channels",
+    "record_states",
     "register_kind",
+    "register_tool",
     "unregister_kind",
 ]
 
@@ -107,6 +121,59 @@ def claims_per_question(k: int, _targets: object = None) -> float:
     return 5.0 + 2.5 * math.log2(k)
 
 
+# What menu rules read of a question's claims and candidates (claims and candidates are plain dicts).
+
+
+def figure_context(q: Mapping[str, Any], figure: str | None) -> dict[str, str]:
+    """The record context a check of a claim about ``figure`` reads: the question's, plus that figure's header."""
+    ctx = dict(q.get("context") or {})
+    if figure is not None:
+        ctx.update((q.get("figure_context") or {}).get(figure) or {})
+    return ctx
+
+
+def answer_slot(q: Mapping[str, Any]) -> str:
+    """The slot whose claims carry the answer itself (yes/no answers fill ``attribute``)."""
+    return "attribute" if q.get("closed") else str(q["slot"])
+
+
+def claim_group(channel: str, claim: Mapping[str, Any], q: Mapping[str, Any]) -> str:
+    """Calibration group of a factor action: the channel, then ``answer:SLOT`` for a claim that carries
+    the answer, or the slot of a supporting claim (their discrimination differs by far)."""
+    if claim["slot"] == answer_slot(q):
+        # attribute answers split by family: yes/no, side, vertical, size answers differ in reliability
+        kind = claim.get("family") if claim["slot"] == "attribute" and claim.get("family") else claim["slot"]
+        return f"{channel}/answer:{kind}"
+    return f"{channel}/{claim['slot']}"
+
+
+def record_states(q: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
+    """Whether the record (DICOM header, metadata, question text) states what the claim's record check reads.
+
+    Such checks form the ``record`` channel, whatever the dataset is called: their reliability is the record's.
+    """
+    from boe.tools.structured import _option_against_context
+    from boe.vocab import vocabulary
+
+    ctx = figure_context(q, claim.get("figure"))
+    if claim["slot"] == "option":
+        text = (q.get("options") or {}).get(claim.get("value")) if isinstance(q.get("options"), Mapping) else None
+        return isinstance(text, str) and _option_against_context(vocabulary(), text, ctx) is not None
+    return bool(ctx.get(claim["slot"]))
+
+
+#: An answer is short enough for an answer-level check up to this many words and characters.
+SHORT_WORDS = 5
+SHORT_CHARS = 48
+
+
+def answer_key(cand: Mapping[str, Any]) -> str | None:
+    """The normalised answer an answer-level verdict is shared by (``strip().lower()``); None if invalid."""
+    if not cand.get("valid") or cand.get("answer") is None:
+        return None
+    return str(cand["answer"]).strip().lower()
+
+
 @dataclass(frozen=True)
 class TokenEstimate:
     """What a dry run counts for a kind's judge calls (see `boe.batch.plan`)."""
@@ -162,8 +229,6 @@ class KindSpec:
 
     def build_tool(self, ctx: ToolContext) -> Any:
         """The run's tool for this kind, rendering the spec's prompt when the tool takes one."""
-        from boe.tools.protocol import TOOLS, make_tool
-
         args = self.tool_args(ctx)
         if self.prompt is not None and "prompt" not in args and _takes(TOOLS.get_obj(self.name), "prompt"):
             args["prompt"] = self.prompt
@@ -284,3 +349,93 @@ def kind_priors(kinds: Iterable[str] | None = None) -> dict[str, tuple[str, Prio
 def prior_channels(kinds: Iterable[str] | None = None) -> dict[str, tuple[float, tuple[float, float, float]]]:
     """Channel -> (kappa, outcome masses) of the kinds' priors, as `boe.core.calibration` takes them."""
     return {ch: (prior.kappa, prior.p) for ch, (_, prior) in kind_priors(kinds).items()}
+
+
+class ToolView(Mapping[str, Callable[..., Any]]):  # (of EvidenceTool: the tools load on first use)
+    """Evidence tools by action kind: a view of the registered kinds (each `KindSpec.tool`), no state of its own.
+
+    It answers like a `boe.core.registry.Registry` (``entry``, ``entries``, ``get_obj``) so ``boe plugins``
+    lists it; `register_tool` replaces a kind's tool on its spec.
+    """
+
+    noun, what, listed = "tools", "evidence tool", True
+
+    def entry(self, kind: str) -> Entry[Callable[..., EvidenceTool]]:
+        """The tool of ``kind`` and who registered it; `ConfigError` naming the known kinds."""
+        try:
+            e = KINDS.entry(kind)
+        except ConfigError:
+            raise ConfigError(f"no evidence tool for action kind {kind!r}; known: {', '.join(sorted(KINDS))}") from None
+        tool = KINDS.get_obj(kind).tool
+        source = _TOOL_SOURCES.get(kind, e.source)
+        return Entry(kind, tool, None, source) if isinstance(tool, str) else Entry(kind, None, tool, source)
+
+    def entries(self) -> list[Entry[Callable[..., EvidenceTool]]]:
+        """Every kind's tool, in registration order."""
+        return [self.entry(kind) for kind in self]
+
+    def get_obj(self, kind: str) -> Callable[..., EvidenceTool]:
+        """The tool class (or factory) of ``kind``, imported on first use."""
+        e = self.entry(kind)
+        if e.obj is not None:
+            return e.obj
+        assert e.target is not None
+        mod, _, attr = e.target.partition(":")
+        obj: Any = importlib.import_module(mod)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj  # type: ignore[no-any-return]
+
+    def __getitem__(self, kind: str) -> Callable[..., EvidenceTool]:
+        try:
+            return self.get_obj(kind)
+        except ConfigError:
+            raise KeyError(kind) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(KINDS)
+
+    def __len__(self) -> int:
+        return len(KINDS)
+
+
+#: Evidence tools by action kind (a view of the kinds).
+TOOLS = ToolView()
+_TOOL_SOURCES: dict[str, str] = {}  # kinds whose tool `register_tool` replaced -> who replaced it
+
+
+def register_tool(kind: str, *, override: bool = False) -> Callable[[type], type]:
+    """Class decorator: make ``cls`` the tool of a registered action kind (`make_tool` builds it).
+
+    A kind's tool (a built-in one included) is replaced only with ``override=True``; a new kind brings its tool in
+    its `boe.kinds.KindSpec`.
+    """
+
+    def deco(cls: type) -> type:
+        e = TOOLS.entry(kind)
+        if e.obj is cls or (e.target is not None and f"{cls.__module__}:{cls.__qualname__}" == e.target):
+            return cls  # the same class registered again (its module imported twice)
+        if not override:
+            raise ConfigError(
+                f"evidence tool {kind!r} is already registered by {e.source!r} ({e.spec()}); "
+                f"{current_source()!r} cannot register it again without override=True"
+            )
+        kind_entry = KINDS.entry(kind)
+        spec = replace(KINDS.get_obj(kind), tool=cls)
+        KINDS.add(kind, spec, override=True, source=kind_entry.source, where=kind_entry.where)
+        _TOOL_SOURCES[kind] = current_source()
+        return cls
+
+    return deco
+
+
+def make_tool(kind: str, **kwargs: Any) -> EvidenceTool:
+    """Build the registered tool for an action kind."""
+    try:
+        factory = TOOLS.get_obj(kind)
+    except ConfigError:
+        raise ConfigError(f"no evidence tool for action kind {kind!r}; known: {', '.join(sorted(TOOLS))}") from None
+    tool = factory(**kwargs)
+    if not getattr(tool, "kind", ""):
+        tool.kind = kind  # a built-in tool class serves the kind it was registered for
+    return tool

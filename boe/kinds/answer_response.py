@@ -7,14 +7,23 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from boe.kinds import KindSpec, MenuContext, Prior, TokenEstimate, judge_args, register_kind
+from boe.kinds import (
+    SHORT_CHARS,
+    SHORT_WORDS,
+    KindSpec,
+    MenuContext,
+    Prior,
+    TokenEstimate,
+    answer_key,
+    judge_args,
+    register_kind,
+)
 
 NAME = "answer_response"
 
 
 def menu(kind: str, ctx: MenuContext) -> list[dict[str, Any]]:
     """One check per distinct short valid answer, in order of first appearance (see `boe.agent.claims`)."""
-    from boe.agent.claims import SHORT_CHARS, SHORT_WORDS, answer_key
 
     first: dict[str, int] = {}
     share: Counter[str] = Counter()

@@ -10,6 +10,7 @@ from boe.kinds import (
     Prior,
     TokenEstimate,
     ToolContext,
+    claim_group,
     claims_per_question,
     judge_args,
     register_kind,
@@ -20,7 +21,6 @@ NAME = "grounded_factor"
 
 def menu(kind: str, ctx: MenuContext) -> list[dict[str, Any]]:
     """One check per claim in a judged slot that is bound to a figure (a view needs one to look at)."""
-    from boe.agent.claims import claim_group
     from boe.vocab import SLOTS
 
     return [

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from boe.kinds import KindSpec, MenuContext, Prior, register_kind
+from boe.kinds import KindSpec, MenuContext, Prior, claim_group, record_states, register_kind
 
 NAME = "structured"
 
 
 def menu(kind: str, ctx: MenuContext) -> list[dict[str, Any]]:
     """One check per claim in a closed slot or naming an option; the ``record`` channel when the record states it."""
-    from boe.agent.claims import claim_group, record_states
     from boe.vocab import CLOSED_SLOTS
 
     out = []

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from boe.kinds import KindSpec, MenuContext, Prior, TokenEstimate, claims_per_question, judge_args, register_kind
+from boe.kinds import (
+    KindSpec,
+    MenuContext,
+    Prior,
+    TokenEstimate,
+    claim_group,
+    claims_per_question,
+    judge_args,
+    register_kind,
+)
 
 NAME = "vlm_factor"
 
 
 def menu(kind: str, ctx: MenuContext) -> list[dict[str, Any]]:
     """One check per claim in a judged slot (``vlm`` channel)."""
-    from boe.agent.claims import claim_group
     from boe.vocab import SLOTS
 
     return [

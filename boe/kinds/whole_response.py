@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from boe.kinds import KindSpec, MenuContext, Prior, TokenEstimate, judge_args, register_kind
+from boe.kinds import KindSpec, MenuContext, Prior, TokenEstimate, answer_key, judge_args, register_kind
 
 NAME = "whole_response"
 
 
 def menu(kind: str, ctx: MenuContext) -> list[dict[str, Any]]:
     """One check per valid candidate whose answer no answer-level check on the menu judges already."""
-    from boe.agent.claims import answer_key
 
     return [
         ctx.action(kind, f"w:{cand['index']}", claim=None, candidate=cand["index"], group="whole")

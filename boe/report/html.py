@@ -17,7 +17,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from boe import __version__
+from boe.core.version import __version__
 from boe.report.images import EncodedImage
 from boe.report.model import Report
 from boe.report.plots import Plot, figure_svg

@@ -277,33 +277,7 @@ def build_report(
         progress("replaying", 0, n)
     exp = experiment or _experiment(source, settings, (lambda k: progress("replaying", k, None)) if progress else None)
     ctx = _context(source, settings, exp)
-    views: list[dict[str, Any] | None] = [None] * n
-    costs: list[CallCosts | None] = [None] * n
-    if progress is not None:
-        progress("questions", 0, n)
-    # Question pages are made in order while they fit the size budget (1 MB left for images once there are
-    # any); the rest are left out, with a note: the figures and tables still cover every question.
-    used, trimmed, kept = 0, 0, 0
-
-    def room() -> int:
-        return (size_budget or 0) - FIXED_BYTES - (2**20 if ctx.images else 0)
-
-    for r, rec in source.records():
-        q = source.questions[r]
-        costs[r] = call_costs(rec, q)
-        if (size_budget is not None and trimmed) or (max_pages is not None and kept >= max_pages):
-            trimmed += 1
-        else:
-            before = ctx.strings.bytes
-            views[r] = view = question_view(rec, q, r, ctx)
-            used += ctx.strings.bytes - before + PER_QUESTION_BYTES + _json_size(view)
-            if size_budget is not None and used > room():  # this page does not fit: take it back
-                views[r] = None
-                trimmed += 1
-            else:
-                kept += 1
-        if progress is not None:
-            progress("questions", 1, None)
+    views, costs, trimmed = _question_pages(source, ctx, size_budget, max_pages, progress)
     missing = [source.questions[r].question_id for r, c in enumerate(costs) if c is None]
     if missing:
         raise ConfigError(f"{len(missing)} record(s) could not be read again (first: {missing[0]!r})")
@@ -342,6 +316,46 @@ def build_report(
             "`boe show DATASET/ID` shows any question, a larger --max-size keeps more pages.",
         )
     return report
+
+
+def _question_pages(
+    source: Source,
+    ctx: ViewContext,
+    size_budget: int | None,
+    max_pages: int | None,
+    progress: Callable[[str, int, int | None], None] | None,
+) -> tuple[list[dict[str, Any] | None], list[CallCosts | None], int]:
+    """Every question's costs, and its page (view) while the pages fit ``size_budget`` and ``max_pages``; the
+    number of pages left out."""
+    n = len(source.questions)
+    views: list[dict[str, Any] | None] = [None] * n
+    costs: list[CallCosts | None] = [None] * n
+    if progress is not None:
+        progress("questions", 0, n)
+    # Question pages are made in order while they fit the size budget (1 MB left for images once there are
+    # any); the rest are left out, with a note: the figures and tables still cover every question.
+    used, trimmed, kept = 0, 0, 0
+
+    def room() -> int:
+        return (size_budget or 0) - FIXED_BYTES - (2**20 if ctx.images else 0)
+
+    for r, rec in source.records():
+        q = source.questions[r]
+        costs[r] = call_costs(rec, q)
+        if (size_budget is not None and trimmed) or (max_pages is not None and kept >= max_pages):
+            trimmed += 1
+        else:
+            before = ctx.strings.bytes
+            views[r] = view = question_view(rec, q, r, ctx)
+            used += ctx.strings.bytes - before + PER_QUESTION_BYTES + _json_size(view)
+            if size_budget is not None and used > room():  # this page does not fit: take it back
+                views[r] = None
+                trimmed += 1
+            else:
+                kept += 1
+        if progress is not None:
+            progress("questions", 1, None)
+    return views, costs, trimmed
 
 
 def _json_size(view: dict[str, Any]) -> int:

@@ -88,29 +88,7 @@ def narrate(
         could = any(_answer(q, _select(q, logits + sign * alpha * w)) != before for sign in (1.0, -1.0))
         inert.append(not could)
         delta = o * alpha * w
-        verb = {1: "confirmed", -1: "rejected", 0: "left unresolved"}[o]
-        head = f"The check {verb} {_target(q, a)}"
-        if o == 0:
-            text = f"{head}: an unresolved outcome moves no score."
-        elif abs(w) < 1e-12:
-            text = f"{head}, but its channel has κ {kappa:.3f} = 0.5 (no better than a coin): nothing moves."
-        else:
-            up, down = delta > 0, delta < 0
-            moved = f"{_who(q, up)} rise, {_who(q, down)} fall" if down.any() else f"{_who(q, up)} rise"
-            if not up.any():
-                moved = f"{_who(q, down)} fall"
-            if w > 0:
-                why = f"κ {kappa:.3f} > 0.5: the channel is right more often than wrong"
-                text = f"{head} ({why}): {moved}."
-            else:
-                word = "confirmation" if o > 0 else "rejection"
-                opposite = "lowers" if o > 0 else "raises"
-                text = (
-                    f"{head}, but a {word} from a channel that is wrong more often than right (κ {kappa:.3f} < 0.5) "
-                    f"{opposite} the candidates that make the claim: {moved}."
-                )
-            if int(np.count_nonzero(delta[q.valid])) == int(q.valid.sum()) and np.ptp(delta[q.valid]) < 1e-12:
-                text += " Every candidate moved together: the ranking cannot change."
+        text = _step_text(q, a, o, kappa, w, delta)
         logits = logits + delta
         after = _answer(q, _select(q, logits))
         if after != before:
@@ -120,25 +98,65 @@ def narrate(
             text += " [could not change the choice, whatever the outcome]"
         lines.append(text)
     final = _answer(q, _select(q, logits))
-    n_inert = sum(inert)
-    tail = f" ({n_inert} of {len(steps)} checks could not change the choice)" if steps and n_inert else ""
-    if not steps and settled:
+    closing = _closing(q, len(steps), sum(inert), raw_answer, final, changed_at, settled)
+    return Narration(lines, inert, closing)
+
+
+def _step_text(q: Question, a: int, o: int, kappa: float, w: float, delta: npt.NDArray[np.float64]) -> str:
+    """What one check's outcome ``o`` did to the scores (``delta``: its weighted move, ``w``: its weight)."""
+    verb = {1: "confirmed", -1: "rejected", 0: "left unresolved"}[o]
+    head = f"The check {verb} {_target(q, a)}"
+    if o == 0:
+        return f"{head}: an unresolved outcome moves no score."
+    if abs(w) < 1e-12:
+        return f"{head}, but its channel has κ {kappa:.3f} = 0.5 (no better than a coin): nothing moves."
+    up, down = delta > 0, delta < 0
+    moved = f"{_who(q, up)} rise, {_who(q, down)} fall" if down.any() else f"{_who(q, up)} rise"
+    if not up.any():
+        moved = f"{_who(q, down)} fall"
+    if w > 0:
+        why = f"κ {kappa:.3f} > 0.5: the channel is right more often than wrong"
+        text = f"{head} ({why}): {moved}."
+    else:
+        word = "confirmation" if o > 0 else "rejection"
+        opposite = "lowers" if o > 0 else "raises"
+        text = (
+            f"{head}, but a {word} from a channel that is wrong more often than right (κ {kappa:.3f} < 0.5) "
+            f"{opposite} the candidates that make the claim: {moved}."
+        )
+    if int(np.count_nonzero(delta[q.valid])) == int(q.valid.sum()) and np.ptp(delta[q.valid]) < 1e-12:
+        text += " Every candidate moved together: the ranking cannot change."
+    return text
+
+
+def _closing(
+    q: Question,
+    n_steps: int,
+    n_inert: int,
+    raw_answer: str,
+    final: str,
+    changed_at: list[tuple[int, str, str]],
+    settled: int | None,
+) -> str:
+    """The closing words: what the evidence did to the raw majority (and that no check left could change it)."""
+    tail = f" ({n_inert} of {n_steps} checks could not change the choice)" if n_steps and n_inert else ""
+    if not n_steps and settled:
         closing = _settled(q, final)
-    elif not steps:
+    elif not n_steps:
         closing = f"No evidence was bought: the choice is the raw majority, {raw_answer}."
     elif final == raw_answer:
         flips = f", though it changed {len(changed_at)} time(s) on the way" if changed_at else ""
         closing = f"The evidence kept the raw majority answer {raw_answer}{flips}{tail}."
     else:
         votes = Counter(_answer(q, int(i)) for i in np.flatnonzero(q.valid))
-        last = changed_at[-1][0] if changed_at else len(steps)
+        last = changed_at[-1][0] if changed_at else n_steps
         closing = (
             f"The evidence overturned the raw majority {raw_answer} ({votes.get(raw_answer, 0)} of {q.k} candidates) "
             f"in favour of {final} ({votes.get(final, 0)} of {q.k}); the last change came at check {last}{tail}."
         )
-    if steps and settled:
+    if n_steps and settled:
         closing += _after(settled)
-    return Narration(lines, inert, closing)
+    return closing
 
 
 def _settled(q: Question, answer: str) -> str:

@@ -32,7 +32,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -142,12 +142,26 @@ class _Figures:
             return 0
 
 
-def _figures(rec: Mapping[str, Any], q: Question, ctx: ViewContext) -> _Figures:
-    """The question's images: those the store links to it, else the record's figures or task image(s)."""
+def _figure_refs(rec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The record's figure references (``figures``, else its ``image_ref``)."""
     refs = rec.get("figures") if isinstance(rec.get("figures"), list) else None
     if refs is None and isinstance(rec.get("image_ref"), Mapping):
         refs = [rec["image_ref"]]
-    refs = [r for r in refs or [] if isinstance(r, Mapping)]
+    return [r for r in refs or [] if isinstance(r, Mapping)]
+
+
+def _record_paths(rec: Mapping[str, Any], refs: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any, Any]]:
+    """(path, width, height) of each figure the record names: its references' paths, else the task image(s)."""
+    if refs and all(isinstance(r.get("path"), str) for r in refs):
+        return [(str(r["path"]), r.get("width"), r.get("height")) for r in refs]
+    image = (rec.get("task") or {}).get("image")
+    names = [image] if isinstance(image, str) else [p for p in image or [] if isinstance(p, str)]
+    return [(p, None, None) for p in names]
+
+
+def _figures(rec: Mapping[str, Any], q: Question, ctx: ViewContext) -> _Figures:
+    """The question's images: those the store links to it, else the record's figures or task image(s)."""
+    refs = _figure_refs(rec)
     by_figure = {str(r.get("figure")): j for j, r in enumerate(refs) if r.get("figure") is not None}
     by_image_id = {str(r["image_id"]): j for j, r in enumerate(refs) if isinstance(r.get("image_id"), str)}
     stored = ctx.stored_images.get((q.dataset, q.question_id))
@@ -160,14 +174,8 @@ def _figures(rec: Mapping[str, Any], q: Question, ctx: ViewContext) -> _Figures:
             by_image_id.setdefault(src.key, j)
             keys.append(ctx.image(src))
         return _Figures(keys, by_figure, by_image_id)
-    if refs and all(isinstance(r.get("path"), str) for r in refs):
-        paths = [(str(r["path"]), r.get("width"), r.get("height")) for r in refs]
-    else:
-        image = (rec.get("task") or {}).get("image")
-        names = [image] if isinstance(image, str) else [p for p in image or [] if isinstance(p, str)]
-        paths = [(p, None, None) for p in names]
     keys = []
-    for p, w, h in paths:
+    for p, w, h in _record_paths(rec, refs):
         path, refused = confine(p, ctx.base_dir)  # the record is untrusted: nothing outside the image root is read
         keys.append(ctx.image(ImageSource(path or f"refused:{p}", path, None, w, h, refused)))
     return _Figures(keys, by_figure, by_image_id)
@@ -186,66 +194,80 @@ def _order(q: Question, final: np.ndarray) -> tuple[list[int], list[int]]:
     return cand_order, [row[i] for i in range(k)]
 
 
-def question_view(
-    rec: Mapping[str, Any], q: Question, r: int, ctx: ViewContext, *, detail: bool = False
-) -> dict[str, Any]:
-    """The compact form of question ``r`` (see the module docstring)."""
-    S = ctx.strings
-    cands = rec.get("candidates") or []
-    claims = rec.get("claims") or []
-    actions = rec.get("actions") or []
-    agent = rec.get("agent") if isinstance(rec.get("agent"), Mapping) else None
-    evidence = rec.get("evidence_log")
-    raw_run = ctx.runs.get("raw")
-    prior = np.asarray(raw_run.scores_of(r, q.k)) if raw_run is not None else np.full(q.k, np.nan)
-    raw_sel = int(raw_run.selected[r]) if raw_run is not None else -1
-    own = ctx.agent_log and agent is not None and isinstance(evidence, list)
-    figs = _figures(rec, q, ctx)
-    if own:
-        assert agent is not None and isinstance(evidence, list)
-        final = np.array([np.nan if v is None else float(v) for v in agent.get("scores") or [None] * q.k])
-        prior = np.array([np.nan if v is None else float(v) for v in agent.get("prior_scores") or prior])
-        selected = int(agent.get("selected", -1))
-        raw_sel = int(agent.get("raw_selected", raw_sel))
-        spent = float(agent.get("cost") or 0.0)
-        how = f"the agent's run: {agent.get('policy')} at budget {_budget(agent.get('budget'))}"
-        cal = agent.get("calibration")
-        if cal:
-            how += f", calibration {cal}"
-        log = [_agent_step(e, q, ctx, figs) for e in evidence if isinstance(e, Mapping)]
-        told = [
+class _Scores(NamedTuple):
+    """How question ``r`` ended: final and prior scores, the selections, the spend, the log and what it told."""
+
+    final: np.ndarray
+    prior: np.ndarray
+    selected: int
+    raw_sel: int
+    spent: float
+    how: str
+    log: list[Any]
+    told: list[tuple[str, int, float]]
+
+
+def _agent_scores(
+    rec: Mapping[str, Any], q: Question, ctx: ViewContext, figs: _Figures, prior: np.ndarray, raw_sel: int
+) -> _Scores:
+    """The scores and evidence log the agent stored with the record."""
+    agent, evidence = rec["agent"], rec["evidence_log"]
+    cal = agent.get("calibration")
+    how = f"the agent's run: {agent.get('policy')} at budget {_budget(agent.get('budget'))}"
+    return _Scores(
+        final=np.array([np.nan if v is None else float(v) for v in agent.get("scores") or [None] * q.k]),
+        prior=np.array([np.nan if v is None else float(v) for v in agent.get("prior_scores") or prior]),
+        selected=int(agent.get("selected", -1)),
+        raw_sel=int(agent.get("raw_selected", raw_sel)),
+        spent=float(agent.get("cost") or 0.0),
+        how=how + (f", calibration {cal}" if cal else ""),
+        log=[_agent_step(e, q, ctx, figs) for e in evidence if isinstance(e, Mapping)],
+        told=[
             (str(e.get("id")), _OUTCOME_SIGN.get(str(e.get("outcome")), 0), float(e.get("kappa") or 0.5))
             for e in evidence
             if isinstance(e, Mapping)
-        ]
-    else:
-        run = ctx.runs[ctx.focus]
-        final = np.asarray(run.scores_of(r, q.k))
-        selected = int(run.selected[r])
-        spent = float(run.cost[r])
-        how = f"replay: {ctx.focus} at budget {_budget(ctx.budget)} ({_cal_name(ctx.calibration_of(r))})"
-        log = [_replay_step(int(a), q, r, actions, ctx, figs) for a in run.actions_of(r)]
-        cal = ctx.calibration_of(r)
-        told = [
+        ],
+    )
+
+
+def _replay_scores(
+    rec: Mapping[str, Any], q: Question, r: int, ctx: ViewContext, figs: _Figures, prior: np.ndarray, raw_sel: int
+) -> _Scores:
+    """The scores and purchases of the focus policy's replay."""
+    run = ctx.runs[ctx.focus]
+    cal = ctx.calibration_of(r)
+    return _Scores(
+        final=np.asarray(run.scores_of(r, q.k)),
+        prior=prior,
+        selected=int(run.selected[r]),
+        raw_sel=raw_sel,
+        spent=float(run.cost[r]),
+        how=f"replay: {ctx.focus} at budget {_budget(ctx.budget)} ({_cal_name(cal)})",
+        log=[_replay_step(int(a), q, r, rec.get("actions") or [], ctx, figs) for a in run.actions_of(r)],
+        told=[
             (q.action_ids[a], int(q.outcome[a]), cal.group(ctx.group_keys[int(q.group[a])]).kappa)
             for a in (int(x) for x in run.actions_of(r))
-        ]
-    if len(final) != q.k:
-        final = np.full(q.k, np.nan)
-    if len(prior) != q.k:
-        prior = np.full(q.k, np.nan)
+        ],
+    )
+
+
+def _candidate_rows(
+    cands: Sequence[Any], q: Question, prior: np.ndarray, final: np.ndarray, ctx: ViewContext
+) -> list[list[Any]]:
+    """One row per candidate: answer, valid, utility, prior and final score, slot values (in ``ctx.slots`` order)."""
+    S = ctx.strings
     slot_names: list[str] = []
     for c in cands:
         for s in (c.get("slots") or {}) if isinstance(c.get("slots"), Mapping) else {}:
             if s not in slot_names:
                 slot_names.append(s)
     width = max((ctx.slot(s) for s in slot_names), default=-1) + 1  # slot values are kept in ctx.slots order
-    cand_rows = []
+    rows = []
     for i in range(q.k):
         c = cands[i] if i < len(cands) else {}
         slots: Mapping[str, Any] = c["slots"] if isinstance(c.get("slots"), Mapping) else {}
         u = q.utility[i]
-        cand_rows.append(
+        rows.append(
             [
                 S.add(q.answers[i]),
                 int(bool(q.valid[i])),
@@ -255,11 +277,38 @@ def question_view(
                 [S.add(_text(slots.get(name))) for name in ctx.slots[:width]],
             ]
         )
+    return rows
+
+
+def _claim_slots(claims: Sequence[Any], q: Question, ctx: ViewContext) -> list[int]:
+    """The slot index of each claim of the question (its record's slot, else the part of its id before ``=``)."""
     claim_slot = {}
     for cl in claims:
         if isinstance(cl, Mapping) and cl.get("id") is not None:
             claim_slot[str(cl["id"])] = cl.get("slot")
-    cslot = [ctx.slot(str(claim_slot.get(c) or c.partition("=")[0] or "claim")) for c in q.claim_ids]
+    return [ctx.slot(str(claim_slot.get(c) or c.partition("=")[0] or "claim")) for c in q.claim_ids]
+
+
+def question_view(
+    rec: Mapping[str, Any], q: Question, r: int, ctx: ViewContext, *, detail: bool = False
+) -> dict[str, Any]:
+    """The compact form of question ``r`` (see the module docstring)."""
+    S = ctx.strings
+    cands = rec.get("candidates") or []
+    raw_run = ctx.runs.get("raw")
+    prior = np.asarray(raw_run.scores_of(r, q.k)) if raw_run is not None else np.full(q.k, np.nan)
+    raw_sel = int(raw_run.selected[r]) if raw_run is not None else -1
+    own = ctx.agent_log and isinstance(rec.get("agent"), Mapping) and isinstance(rec.get("evidence_log"), list)
+    figs = _figures(rec, q, ctx)
+    sc = (
+        _agent_scores(rec, q, ctx, figs, prior, raw_sel)
+        if own
+        else _replay_scores(rec, q, r, ctx, figs, prior, raw_sel)
+    )
+    final = sc.final if len(sc.final) == q.k else np.full(q.k, np.nan)
+    prior = sc.prior if len(sc.prior) == q.k else np.full(q.k, np.nan)
+    cand_rows = _candidate_rows(cands, q, prior, final, ctx)  # before the claims: strings and slots number in order
+    cslot = _claim_slots(rec.get("claims") or [], q, ctx)
     inc = ["".join("+" if v > 0 else "-" if v < 0 else "." for v in row) for row in q.incidence]
     cand_order, cand_row = _order(q, final)
     claim_order = _claim_order(q, cslot, cand_row, ctx)
@@ -276,22 +325,31 @@ def question_view(
         "inc": inc,
         "co": cand_order,
         "lo": claim_order,
-        "sel": selected,
-        "raw": raw_sel,
-        "spent": _num(spent, 3),
-        "log": log,
+        "sel": sc.selected,
+        "raw": sc.raw_sel,
+        "spent": _num(sc.spent, 3),
+        "log": sc.log,
         "ps": [int(ctx.runs[p].selected[r]) for p in ctx.policies],
-        "how": S.add(how),
+        "how": S.add(sc.how),
     }
-    nar = _narration(q, told, ctx, r)
+    nar = _narration(q, sc.told, ctx, r)
     if nar is not None:
         view["close"] = S.add(nar.closing)
         view["inert"] = [int(x) for x in nar.inert]
         if detail:  # the words of every step only on a question's own page (a report stays small)
             view["words"] = [S.add(w) for w in nar.steps]
     if detail:
-        view["rawtext"] = [_text(c.get("raw_text")) for c in cands]
-        view["menu"] = [
+        view.update(_detail(rec, q, ctx))
+    return view
+
+
+def _detail(rec: Mapping[str, Any], q: Question, ctx: ViewContext) -> dict[str, Any]:
+    """What only a question's own page shows: the raw replies, the whole menu and the model calls."""
+    S = ctx.strings
+    calls = rec.get("model_calls")
+    return {
+        "rawtext": [_text(c.get("raw_text")) for c in rec.get("candidates") or []],
+        "menu": [
             {
                 "id": a.get("id"),
                 "kind": a.get("kind"),
@@ -301,28 +359,24 @@ def question_view(
                 "o": _OUTCOME.get(a.get("outcome")) if a.get("observed") is not False else None,
                 "why": S.add(a.get("rationale")) if a.get("observed") is not False else -1,
             }
-            for a in actions
-        ]
-        calls = rec.get("model_calls")
-        view["calls"] = (
-            [
-                [
-                    c.get("purpose"),
-                    c.get("model"),
-                    c.get("prompt_tokens"),
-                    c.get("completion_tokens"),
-                    _num(c.get("latency_ms"), 1),
-                    bool(c.get("cache_hit")),
-                    c.get("error"),
-                    (c.get("tags") or {}).get("action") if isinstance(c.get("tags"), Mapping) else None,
-                ]
-                for c in calls
-                if isinstance(c, Mapping)
-            ]
-            if isinstance(calls, list)
-            else []
-        )
-    return view
+            for a in rec.get("actions") or []
+        ],
+        "calls": [_call_row(c) for c in calls if isinstance(c, Mapping)] if isinstance(calls, list) else [],
+    }
+
+
+def _call_row(c: Mapping[str, Any]) -> list[Any]:
+    """One model call: purpose, model, tokens in and out, latency, cache hit, error, the action it served."""
+    return [
+        c.get("purpose"),
+        c.get("model"),
+        c.get("prompt_tokens"),
+        c.get("completion_tokens"),
+        _num(c.get("latency_ms"), 1),
+        bool(c.get("cache_hit")),
+        c.get("error"),
+        (c.get("tags") or {}).get("action") if isinstance(c.get("tags"), Mapping) else None,
+    ]
 
 
 _OUTCOME_SIGN = {"confirm": 1, "reject": -1}

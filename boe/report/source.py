@@ -143,6 +143,7 @@ def open_source(
         if ledgers:
             raise ConfigError("give --ledger files or --db/--run, not both")
         from boe.db import Store
+        from boe.db.loading import load_questions
 
         with Store(db, create=False) as store:
             also_in: list[str] = []
@@ -161,7 +162,7 @@ def open_source(
                 agent = (info.config or {}).get("agent") if isinstance(info.config, dict) else None
                 batch_root = agent.get("root") if isinstance(agent, dict) else None
                 root = Path(batch_root) if isinstance(batch_root, str) and batch_root else None
-            questions, groups = store.load_questions(run, on_error=note)
+            questions, groups = load_questions(store, run, on_error=note)
             yield Source(
                 label=f"{store.url}#{run}",
                 questions=questions,

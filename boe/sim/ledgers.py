@@ -224,166 +224,9 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
         answers = list(rng.permutation(answer_pool))
         true_answer = answers[0]
         truth_slots["attribute"] = true_answer
-        p_correct = float(rng.beta(*spec.difficulty))
-        # wrong answers follow a skewed distribution so that a wrong plurality happens
-        wrong_w = 1.0 / np.arange(1, len(answers))
-        wrong_w /= wrong_w.sum()
-        # the misreading: the likeliest wrong answer and one rival value per slot (drawn only when used,
-        # so misread 0 keeps the old stream)
-        misread_slots = (
-            {s: str(rng.choice([v for v in SLOT_VALUES[s] if v != truth_slots[s]])) for s in SLOT_VALUES}
-            if spec.misread > 0
-            else {}
-        )
-        candidates: list[dict[str, Any]] = []
-        slots_of: list[dict[str, str | None]] = []
-        for i in range(spec.k):
-            if rng.random() < spec.invalid:
-                candidates.append({"index": i, "answer": None, "valid": False, "utility": 0.0})
-                slots_of.append({})
-                continue
-            correct = rng.random() < p_correct
-            misreads = not correct and spec.misread > 0 and rng.random() < spec.misread
-            if misreads:
-                ans = str(answers[1])
-            else:
-                ans = true_answer if correct else str(answers[1 + rng.choice(len(answers) - 1, p=wrong_w)])
-            slots: dict[str, str | None] = {}
-            for s in SLOTS:
-                if s == "attribute":
-                    slots[s] = ans
-                    continue
-                if rng.random() < spec.empty_slot:
-                    slots[s] = None
-                    continue
-                if misreads:  # by default as consistent with the misreading as a correct candidate is with the truth
-                    keep = spec.slot_good if spec.misread_slot is None else spec.misread_slot
-                    slots[s] = misread_slots[s] if rng.random() < keep else truth_slots[s]
-                    continue
-                good = rng.random() < (spec.slot_good if correct else spec.slot_bad)
-                if good:
-                    slots[s] = truth_slots[s]
-                else:
-                    rivals = [v for v in SLOT_VALUES[s] if v != truth_slots[s]]
-                    slots[s] = str(rivals[rng.integers(len(rivals))])
-            candidates.append(
-                {
-                    "index": i,
-                    "answer": ans,
-                    "valid": True,
-                    "utility": 1.0 if ans == true_answer else 0.0,
-                    "slots": slots,
-                }
-            )
-            slots_of.append(slots)
-        # canonical claims in first-seen order; exclusive slots give -1 to rival assertions
-        claims: list[dict[str, Any]] = []
-        seen: dict[tuple[str, str], str] = {}
-        for slots in slots_of:
-            for s in SLOTS:
-                v = slots.get(s)
-                if v is not None and (s, v) not in seen:
-                    cid = f"{s}={v}"
-                    seen[s, v] = cid
-                    claims.append({"id": cid, "slot": s, "value": v, "figure": None})
-        edges = []
-        for i, slots in enumerate(slots_of):
-            for claim in claims:
-                v = slots.get(claim["slot"])
-                if v is None:
-                    continue
-                edges.append({"candidate": i, "claim": claim["id"], "sign": 1 if v == claim["value"] else -1})
-        actions: list[dict[str, Any]] = []
-        # what the pool says, for an echoing judge
-        n_pos: dict[str, int] = {}
-        n_neg: dict[str, int] = {}
-        for e in edges:
-            tally = n_pos if e["sign"] == 1 else n_neg
-            tally[e["claim"]] = tally.get(e["claim"], 0) + 1
-        answer_count: dict[str, int] = {}
-        for c in candidates:
-            if c["valid"]:
-                answer_count[c["answer"]] = answer_count.get(c["answer"], 0) + 1
-        top_count = max(answer_count.values(), default=0)
-
-        def echo_of(kind: str) -> float:
-            return spec.echo if kind in spec.echo_kinds else 0.0
-
-        for claim in claims:
-            true = truth_slots[claim["slot"]] == claim["value"]
-            pool_says = n_pos.get(claim["id"], 0) > n_neg.get(claim["id"], 0)
-            if claim["slot"] in spec.structured_slots:
-                ch = spec.structured
-                actions.append(
-                    {
-                        "id": f"s:{claim['id']}",
-                        "kind": STRUCTURED,
-                        "claim": claim["id"],
-                        "candidate": None,
-                        "cost": ch.cost,
-                        "group": f"structured/{claim['slot']}",
-                        "outcome": _outcome(rng, true, ch.acc, ch.unresolved),
-                    }
-                )
-            for kind, tag, ch in ((VLM_FACTOR, "v", spec.vlm), (GROUNDED_FACTOR, "g", spec.grounded)):
-                actions.append(
-                    {
-                        "id": f"{tag}:{claim['id']}",
-                        "kind": kind,
-                        "claim": claim["id"],
-                        "candidate": None,
-                        "cost": ch.cost,
-                        "group": "vlm" if tag == "v" else "grounded",
-                        "outcome": _outcome(rng, true, ch.acc, ch.unresolved, echo_of(kind), pool_says),
-                    }
-                )
-        for i, c in enumerate(candidates):
-            if not c["valid"]:
-                continue
-            ch = spec.whole
-            actions.append(
-                {
-                    "id": f"w:{i}",
-                    "kind": WHOLE_KIND,
-                    "claim": None,
-                    "candidate": i,
-                    "cost": ch.cost,
-                    "group": "whole",
-                    "outcome": _outcome(
-                        rng,
-                        c["utility"] == 1.0,
-                        ch.acc,
-                        ch.unresolved,
-                        echo_of(WHOLE_KIND),
-                        answer_count[c["answer"]] == top_count,
-                    ),
-                }
-            )
-        if spec.answer is not None:
-            ch = spec.answer
-            first: dict[str, int] = {}
-            for i, c in enumerate(candidates):
-                if c["valid"]:
-                    first.setdefault(c["answer"], i)
-            for ans, rep_i in first.items():
-                actions.append(
-                    {
-                        "id": f"a:{rep_i}",
-                        "kind": ANSWER_KIND,
-                        "claim": None,
-                        "candidate": rep_i,
-                        "cost": ch.cost,
-                        "group": "answer",
-                        "outcome": _outcome(
-                            rng,
-                            ans == true_answer,
-                            ch.acc,
-                            ch.unresolved,
-                            echo_of(ANSWER_KIND),
-                            answer_count[ans] == top_count,
-                        ),
-                    }
-                )
+        candidates, slots_of = _pool_candidates(rng, spec, answers, truth_slots)
+        claims, edges = _pool_graph(slots_of)
+        actions = _pool_actions(rng, spec, candidates, claims, edges, truth_slots)
         if spec.sample_cost is not None:  # sampling order is index order: the first k are a pool of k
             for c in candidates:
                 c["cost"] = spec.sample_cost
@@ -398,6 +241,173 @@ def pool_ledger(n: int, *, seed: int = 0, spec: PoolSpec | None = None) -> Itera
             "edges": edges,
             "actions": actions,
         }
+
+
+def _pool_candidates(
+    rng: np.random.Generator, spec: PoolSpec, answers: list[str], truth_slots: dict[str, str]
+) -> tuple[list[dict[str, Any]], list[dict[str, str | None]]]:
+    """K candidates of one question (``answers[0]`` is the true one) and each one's slot values."""
+    true_answer = answers[0]
+    p_correct = float(rng.beta(*spec.difficulty))
+    # wrong answers follow a skewed distribution so that a wrong plurality happens
+    wrong_w = 1.0 / np.arange(1, len(answers))
+    wrong_w /= wrong_w.sum()
+    # the misreading: the likeliest wrong answer and one rival value per slot (drawn only when used,
+    # so misread 0 keeps the old stream)
+    misread_slots = (
+        {s: str(rng.choice([v for v in SLOT_VALUES[s] if v != truth_slots[s]])) for s in SLOT_VALUES}
+        if spec.misread > 0
+        else {}
+    )
+    candidates: list[dict[str, Any]] = []
+    slots_of: list[dict[str, str | None]] = []
+    for i in range(spec.k):
+        if rng.random() < spec.invalid:
+            candidates.append({"index": i, "answer": None, "valid": False, "utility": 0.0})
+            slots_of.append({})
+            continue
+        correct = rng.random() < p_correct
+        misreads = not correct and spec.misread > 0 and rng.random() < spec.misread
+        if misreads:
+            ans = str(answers[1])
+        else:
+            ans = true_answer if correct else str(answers[1 + rng.choice(len(answers) - 1, p=wrong_w)])
+        slots = _pool_slots(rng, spec, ans, correct, truth_slots, misread_slots if misreads else None)
+        candidates.append(
+            {
+                "index": i,
+                "answer": ans,
+                "valid": True,
+                "utility": 1.0 if ans == true_answer else 0.0,
+                "slots": slots,
+            }
+        )
+        slots_of.append(slots)
+    return candidates, slots_of
+
+
+def _pool_slots(
+    rng: np.random.Generator,
+    spec: PoolSpec,
+    ans: str,
+    correct: bool,
+    truth_slots: dict[str, str],
+    misread: dict[str, str] | None = None,
+) -> dict[str, str | None]:
+    """The slot values of one valid candidate: the answer's attribute, the others true, rival or empty (or, for
+    a candidate repeating the question's ``misread``ing, mostly its values)."""
+    slots: dict[str, str | None] = {}
+    for s in SLOTS:
+        if s == "attribute":
+            slots[s] = ans
+            continue
+        if rng.random() < spec.empty_slot:
+            slots[s] = None
+            continue
+        if misread is not None:  # by default as consistent with the misreading as a correct one is with the truth
+            keep = spec.slot_good if spec.misread_slot is None else spec.misread_slot
+            slots[s] = misread[s] if rng.random() < keep else truth_slots[s]
+            continue
+        good = rng.random() < (spec.slot_good if correct else spec.slot_bad)
+        if good:
+            slots[s] = truth_slots[s]
+        else:
+            rivals = [v for v in SLOT_VALUES[s] if v != truth_slots[s]]
+            slots[s] = str(rivals[rng.integers(len(rivals))])
+    return slots
+
+
+def _pool_graph(slots_of: list[dict[str, str | None]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Canonical claims in first-seen order, and the edges: +1 to assertions, -1 to rival values of the slot."""
+    claims: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], str] = {}
+    for slots in slots_of:
+        for s in SLOTS:
+            v = slots.get(s)
+            if v is not None and (s, v) not in seen:
+                cid = f"{s}={v}"
+                seen[s, v] = cid
+                claims.append({"id": cid, "slot": s, "value": v, "figure": None})
+    edges = []
+    for i, slots in enumerate(slots_of):
+        for claim in claims:
+            v = slots.get(claim["slot"])
+            if v is None:
+                continue
+            edges.append({"candidate": i, "claim": claim["id"], "sign": 1 if v == claim["value"] else -1})
+    return claims, edges
+
+
+def _pool_actions(
+    rng: np.random.Generator,
+    spec: PoolSpec,
+    candidates: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+    edges: list[dict[str, Any]],
+    truth_slots: dict[str, str],
+) -> list[dict[str, Any]]:
+    """Every action of the menu with its outcome: claim checks, whole-response checks, answer-level checks."""
+    actions: list[dict[str, Any]] = []
+    # what the pool says, for an echoing judge
+    n_pos: dict[str, int] = {}
+    n_neg: dict[str, int] = {}
+    for e in edges:
+        tally = n_pos if e["sign"] == 1 else n_neg
+        tally[e["claim"]] = tally.get(e["claim"], 0) + 1
+    answer_count: dict[str, int] = {}
+    for c in candidates:
+        if c["valid"]:
+            answer_count[c["answer"]] = answer_count.get(c["answer"], 0) + 1
+    top_count = max(answer_count.values(), default=0)
+
+    def echo_of(kind: str) -> float:
+        return spec.echo if kind in spec.echo_kinds else 0.0
+
+    def action(
+        aid: str, kind: str, claim: str | None, candidate: int | None, ch: ChannelSpec, group: str, outcome: str
+    ) -> dict[str, Any]:
+        return {
+            "id": aid,
+            "kind": kind,
+            "claim": claim,
+            "candidate": candidate,
+            "cost": ch.cost,
+            "group": group,
+            "outcome": outcome,
+        }
+
+    for claim in claims:
+        true = truth_slots[claim["slot"]] == claim["value"]
+        pool_says = n_pos.get(claim["id"], 0) > n_neg.get(claim["id"], 0)
+        if claim["slot"] in spec.structured_slots:
+            ch = spec.structured
+            outcome = _outcome(rng, true, ch.acc, ch.unresolved)
+            actions.append(
+                action(f"s:{claim['id']}", STRUCTURED, claim["id"], None, ch, f"structured/{claim['slot']}", outcome)
+            )
+        for kind, tag, ch in ((VLM_FACTOR, "v", spec.vlm), (GROUNDED_FACTOR, "g", spec.grounded)):
+            outcome = _outcome(rng, true, ch.acc, ch.unresolved, echo_of(kind), pool_says)
+            group = "vlm" if tag == "v" else "grounded"
+            actions.append(action(f"{tag}:{claim['id']}", kind, claim["id"], None, ch, group, outcome))
+    for i, c in enumerate(candidates):
+        if not c["valid"]:
+            continue
+        ch = spec.whole
+        top = answer_count[c["answer"]] == top_count
+        outcome = _outcome(rng, c["utility"] == 1.0, ch.acc, ch.unresolved, echo_of(WHOLE_KIND), top)
+        actions.append(action(f"w:{i}", WHOLE_KIND, None, i, ch, "whole", outcome))
+    if spec.answer is not None:
+        ch = spec.answer
+        first: dict[str, int] = {}
+        for i, c in enumerate(candidates):
+            if c["valid"]:
+                first.setdefault(c["answer"], i)
+        true_answer = truth_slots["attribute"]
+        for ans, rep_i in first.items():
+            top = answer_count[ans] == top_count
+            outcome = _outcome(rng, ans == true_answer, ch.acc, ch.unresolved, echo_of(ANSWER_KIND), top)
+            actions.append(action(f"a:{rep_i}", ANSWER_KIND, None, rep_i, ch, "answer", outcome))
+    return actions
 
 
 def spec_dict(spec: PoolSpec) -> dict[str, Any]:

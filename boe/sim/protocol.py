@@ -165,23 +165,33 @@ def parse_intent(question: str, options: dict[str, str] | None = None) -> Intent
     """Classify a question into what it asks (rules over its wording and options)."""
     q = question.lower()
     if options:
-        best, hits = "finding", 0
-        for slot, asks in (
-            ("modality", "modality"),
-            ("region", "region"),
-            ("plane", "plane"),
-            ("finding", "finding"),
-            ("attribute", "side"),
-        ):
-            n = sum(canonical(slot, t) is not None for t in options.values())
-            if n > hits:
-                best, hits = asks, n
-        if best == "side":
-            values = {canonical("attribute", t) for t in options.values()}
-            best = "vertical" if values & {"upper", "lower"} else "size" if values & {"small", "large"} else "side"
-        return Intent(best, "choice", options=dict(options))
+        return _choice_intent(options)
     if not _CLOSED_START.match(q) or re.search(r"\bor\b", q) and _open_asks(q) in ("side", "vertical", "size"):
         return Intent(_open_asks(q), "open")
+    return _closed_intent(q)
+
+
+def _choice_intent(options: dict[str, str]) -> Intent:
+    """A multiple-choice question asks for the slot most of its options name a value of."""
+    best, hits = "finding", 0
+    for slot, asks in (
+        ("modality", "modality"),
+        ("region", "region"),
+        ("plane", "plane"),
+        ("finding", "finding"),
+        ("attribute", "side"),
+    ):
+        n = sum(canonical(slot, t) is not None for t in options.values())
+        if n > hits:
+            best, hits = asks, n
+    if best == "side":
+        values = {canonical("attribute", t) for t in options.values()}
+        best = "vertical" if values & {"upper", "lower"} else "size" if values & {"small", "large"} else "side"
+    return Intent(best, "choice", options=dict(options))
+
+
+def _closed_intent(q: str) -> Intent:
+    """A yes/no question (lower case): a named lesion's presence, abnormal or normal, a named value of a slot."""
     findings = [f for f in find_values("finding", q) if f in LESIONS]
     sides = [s for s in find_values("attribute", q) if s in ("left", "right")]
     verticals = [s for s in find_values("attribute", q) if s in ("upper", "lower")]

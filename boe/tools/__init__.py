@@ -10,7 +10,6 @@ import importlib
 from typing import Any
 
 __all__ = [
-    "TOOLS",
     "Completion",
     "EvidenceTool",
     "GroundedFactorJudge",
@@ -26,7 +25,6 @@ __all__ = [
     "VlmFactorJudge",
     "WholeResponseJudge",
     "extract_json",
-    "make_tool",
     "open_image",
 ]
 
@@ -39,11 +37,9 @@ _WHERE = {
     "ImageRef": "images",
     "LoadedImage": "images",
     "open_image": "images",
-    "TOOLS": "protocol",
     "EvidenceTool": "protocol",
     "ToolRequest": "protocol",
     "ToolResult": "protocol",
-    "make_tool": "protocol",
     "StructuredCheck": "structured",
     "VlmFactorJudge": "judges",
     "GroundedFactorJudge": "judges",

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from boe.tools.images import _cv2, encode_image, fit_pixels
+from boe.tools.images import encode_image, fit_pixels
+from boe.tools.pixels import load_cv2
 
 __all__ = ["LOCATION_WORDS", "Box", "content_box", "crop", "location_box"]
 
@@ -39,7 +40,7 @@ class Box:
 
 def content_box(pixels: np.ndarray) -> Box:
     """Bounding box of the imaged body (Otsu foreground, small specks ignored); the whole image if none."""
-    cv2 = _cv2()
+    cv2 = load_cv2()
     gray = pixels if pixels.ndim == 2 else cv2.cvtColor(pixels, cv2.COLOR_BGR2GRAY)
     h, w = gray.shape
     blur = cv2.GaussianBlur(gray, (5, 5), 0)

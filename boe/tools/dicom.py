@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from boe.errors import InputError, MissingExtraError
-from boe.tools.images import PIXEL_LIMIT, _to_uint8, _too_many
+from boe.tools.pixels import PIXEL_LIMIT, to_uint8, too_many_pixels
 
 __all__ = ["read_dicom", "voi_to_8bit"]
 
@@ -59,7 +59,7 @@ def read_dicom(
     except Exception as exc:  # pydicom raises many types for broken files
         raise InputError(f"{name!r} is a DICOM file without a readable header: {exc}") from exc
     if pixel_limit is not None and rows * cols > pixel_limit:
-        raise InputError(_too_many(name, cols, rows, pixel_limit, len(data)))
+        raise InputError(too_many_pixels(name, cols, rows, pixel_limit, len(data)))
     try:
         frames = max(1, int(ds.get("NumberOfFrames", 1) or 1))
     except (TypeError, ValueError):
@@ -81,7 +81,7 @@ def read_dicom(
         raise InputError(f"{name!r} is a DICOM file without readable pixel data: {exc}") from exc
     photometric = str(ds.get("PhotometricInterpretation", "") or "").upper()
     if photometric not in ("", "MONOCHROME1", "MONOCHROME2"):
-        pixels = _to_uint8(arr[:, :, ::-1] if arr.ndim == 3 and arr.shape[2] == 3 else arr)  # RGB -> BGR
+        pixels = to_uint8(arr[:, :, ::-1] if arr.ndim == 3 and arr.shape[2] == 3 else arr)  # RGB -> BGR
     else:
         if index is not None:
             _frame_attributes(ds, index)

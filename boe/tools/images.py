@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from boe.errors import InputError, MissingExtraError
+from boe.errors import InputError
+from boe.tools.pixels import PIXEL_LIMIT, load_cv2, to_uint8, too_many_pixels
 
 __all__ = [
     "MAX_IMAGE_BYTES",
@@ -43,18 +44,8 @@ __all__ = [
 ]
 
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
-#: Decoded width x height refused before decoding (a 24-megapixel photo passes; a pixel bomb does not).
-PIXEL_LIMIT = 100_000_000
 #: Pixels of a figure as sent to a model (about 1,340 Qwen2.5-VL tokens); larger figures are downscaled.
 MAX_PIXELS = 1024 * 1024
-
-
-def _cv2() -> Any:
-    try:
-        import cv2
-    except ImportError as exc:
-        raise MissingExtraError("agent", "opencv-python-headless", "reading images") from exc
-    return cv2
 
 
 @dataclass(frozen=True)
@@ -154,7 +145,7 @@ def open_image(
                 f"{str(path)!r} is not an image this tool can read: its width and height cannot be read from its "
                 f"header ({len(data)} bytes; PNG, JPEG, BMP, TIFF, WebP, GIF or DICOM)"
             )
-        cv2 = _cv2()
+        cv2 = load_cv2()
         try:
             arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
         except cv2.error as exc:  # OpenCV's own limits (e.g. more than 2^30 pixels in a format not checked above)
@@ -162,8 +153,8 @@ def open_image(
         if arr is None or arr.size == 0:
             raise InputError(f"{str(path)!r} is not an image this tool can read (PNG, JPEG, BMP, TIFF, WebP, DICOM)")
         if pixel_limit is not None and arr.shape[0] * arr.shape[1] > pixel_limit:
-            raise InputError(_too_many(str(path), int(arr.shape[1]), int(arr.shape[0]), pixel_limit, len(data)))
-        pixels = _to_uint8(arr)
+            raise InputError(too_many_pixels(str(path), int(arr.shape[1]), int(arr.shape[0]), pixel_limit, len(data)))
+        pixels = to_uint8(arr)
         eight_bit = arr.dtype == np.uint8
         if eight_bit and data[:8] == b"\x89PNG\r\n\x1a\n":
             passthrough = "image/png"
@@ -176,7 +167,7 @@ def open_image(
     if sent is pixels and passthrough is not None:
         mime, payload = passthrough, data  # an 8-bit PNG/JPEG within the limit goes as it is
     elif passthrough == "image/jpeg":  # a downscaled photo stays a JPEG (a PNG of it is several times larger)
-        ok, buf = _cv2().imencode(".jpg", sent, [_cv2().IMWRITE_JPEG_QUALITY, 92])
+        ok, buf = load_cv2().imencode(".jpg", sent, [load_cv2().IMWRITE_JPEG_QUALITY, 92])
         if not ok:
             raise InputError(f"could not encode {str(path)!r} for the model")
         mime, payload = "image/jpeg", bytes(buf.tobytes())
@@ -194,22 +185,14 @@ def fit_pixels(pixels: np.ndarray, max_pixels: int | None) -> np.ndarray:
         return pixels
     scale = math.sqrt(max_pixels / float(h * w))
     nw, nh = max(1, int(w * scale)), max(1, int(h * scale))  # floors: nw * nh <= max_pixels
-    return np.ascontiguousarray(_cv2().resize(pixels, (nw, nh), interpolation=_cv2().INTER_AREA))
-
-
-def _too_many(name: str, w: int, h: int, limit: int, nbytes: int | None = None) -> str:
-    size = f", {nbytes} bytes" if nbytes is not None else ""
-    return (
-        f"image {name!r} is {w}x{h} pixels ({w * h / 1e6:.1f} megapixels{size}); the limit is {limit / 1e6:g} "
-        "megapixels (--pixel-limit)"
-    )
+    return np.ascontiguousarray(load_cv2().resize(pixels, (nw, nh), interpolation=load_cv2().INTER_AREA))
 
 
 def check_pixels(data: bytes, name: str, limit: int | None = PIXEL_LIMIT) -> tuple[int, int] | None:
     """The (width, height) an image's header declares (None if it cannot be read); `InputError` above ``limit``."""
     size = header_size(data)
     if size is not None and limit is not None and size[0] * size[1] > limit:
-        raise InputError(_too_many(name, size[0], size[1], limit, len(data)))
+        raise InputError(too_many_pixels(name, size[0], size[1], limit, len(data)))
     return size
 
 
@@ -310,7 +293,7 @@ def encode_image(pixels: np.ndarray, mime: str) -> bytes:
     or a scan shared as JPEG: a PNG of it is several times larger), PNG (lossless) for anything else."""
     if mime != "image/jpeg":
         return encode_png(pixels)
-    ok, buf = _cv2().imencode(".jpg", pixels, [_cv2().IMWRITE_JPEG_QUALITY, VIEW_JPEG_QUALITY])
+    ok, buf = load_cv2().imencode(".jpg", pixels, [load_cv2().IMWRITE_JPEG_QUALITY, VIEW_JPEG_QUALITY])
     if not ok:
         raise InputError("could not encode the image as JPEG")
     return bytes(buf.tobytes())
@@ -318,45 +301,8 @@ def encode_image(pixels: np.ndarray, mime: str) -> bytes:
 
 def encode_png(pixels: np.ndarray) -> bytes:
     """PNG bytes of an 8-bit image."""
-    cv2 = _cv2()
+    cv2 = load_cv2()
     ok, buf = cv2.imencode(".png", pixels)
     if not ok:
         raise InputError("could not encode the image as PNG")
     return bytes(buf.tobytes())
-
-
-def _to_uint8(arr: np.ndarray) -> np.ndarray:
-    """8-bit gray or BGR pixels from any decoded array (alpha dropped, wide types rescaled)."""
-    cv2 = _cv2()
-    if arr.ndim == 3 and arr.shape[2] == 4:
-        arr = cv2.cvtColor(arr, cv2.COLOR_BGRA2BGR)
-    if arr.ndim == 3 and arr.shape[2] == 1:
-        arr = arr[:, :, 0]
-    if arr.dtype != np.uint8:
-        arr = _window_8bit(arr)
-    return np.ascontiguousarray(arr)
-
-
-#: Percentiles of the window a wide (16-bit, float) image is mapped to 8 bits through: a few extreme pixels
-#: (a marker, a saturated edge) would otherwise squeeze the rest into a handful of grey levels.
-WINDOW_PERCENTILES = (0.5, 99.5)
-
-
-def _window_8bit(arr: np.ndarray) -> np.ndarray:
-    """8-bit pixels of a wide image: its 0.5-99.5 percentile window (the full range when that is flat)."""
-    a = arr.astype(np.float32)
-    finite = np.isfinite(a)
-    if not finite.all():
-        a = np.where(finite, a, np.nan)
-    sample = a[:: max(1, a.shape[0] // 512), :: max(1, a.shape[1] // 512)]
-    sample = sample[np.isfinite(sample)]
-    if sample.size == 0:
-        return np.zeros(a.shape, np.uint8)
-    lo, hi = (float(v) for v in np.percentile(sample, WINDOW_PERCENTILES))
-    if hi <= lo:
-        lo, hi = float(np.min(sample)), float(np.max(sample))
-    if hi <= lo:
-        return np.zeros(a.shape, np.uint8)
-    out = np.clip((a - lo) * (255.0 / (hi - lo)), 0, 255)
-    eight: np.ndarray = np.nan_to_num(out, nan=0.0).round().astype(np.uint8)
-    return eight

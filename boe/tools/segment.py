@@ -28,7 +28,8 @@ import numpy as np
 from boe.core.registry import Registry
 from boe.errors import ConfigError
 from boe.tools.crop import Box, crop, location_box
-from boe.tools.images import LoadedImage, _cv2, encode_image, fit_pixels
+from boe.tools.images import LoadedImage, encode_image, fit_pixels
+from boe.tools.pixels import load_cv2
 
 __all__ = [
     "SEGMENTERS",
@@ -148,7 +149,7 @@ def to_rgb(pixels: np.ndarray) -> np.ndarray:
 def _gray(pixels: np.ndarray) -> np.ndarray:
     if pixels.ndim == 2:
         return pixels
-    cv2 = _cv2()
+    cv2 = load_cv2()
     return np.asarray(cv2.cvtColor(pixels, cv2.COLOR_BGR2GRAY))
 
 
@@ -169,7 +170,7 @@ def _clip_box(box: Box, width: int, height: int) -> Box:
 
 def _largest_component(mask: np.ndarray, near: tuple[int, int] | None = None) -> np.ndarray:
     """The connected component holding ``near`` when it is set, else the largest one."""
-    cv2 = _cv2()
+    cv2 = load_cv2()
     n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
     if n <= 1:
         return np.zeros(mask.shape, bool)
@@ -229,7 +230,7 @@ class OpenCVSegmenter:
         return Segmentation(mask, box, f"opencv:{used}", seconds=time.perf_counter() - t0, point=point)
 
     def _grabcut(self, gray: np.ndarray, box: Box) -> np.ndarray | None:
-        cv2 = _cv2()
+        cv2 = load_cv2()
         h, w = gray.shape
         scale = min(1.0, self.max_side / max(h, w))
         small = cv2.resize(gray, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
@@ -255,7 +256,7 @@ class OpenCVSegmenter:
         return np.asarray(cv2.resize(fg, (w, h), interpolation=cv2.INTER_NEAREST) > 0)
 
     def _otsu(self, gray: np.ndarray, box: Box) -> np.ndarray:
-        cv2 = _cv2()
+        cv2 = load_cv2()
         roi = cv2.GaussianBlur(gray[box.y0 : box.y1, box.x0 : box.x1], (5, 5), 0)
         mask = np.zeros(gray.shape, bool)
         if roi.size == 0 or int(roi.max()) == int(roi.min()):
@@ -323,7 +324,7 @@ def make_view(
         masked = pixels.copy()
         masked[~mask] = 0
         return View(kind, crop(masked, box, max_pixels, mime), box, fallback, mime)
-    cv2 = _cv2()
+    cv2 = load_cv2()
     bgr = cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR) if pixels.ndim == 2 else pixels.copy()
     tint = bgr.copy()
     tint[mask] = (0, 200, 0)

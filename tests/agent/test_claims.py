@@ -114,7 +114,7 @@ def test_yes_no_answers_are_grouped_by_attribute_family():
 
 
 def test_claims_of_a_several_figure_question_carry_their_figure():
-    from boe.agent.claims import figure_context
+    from boe.kinds import figure_context
 
     q = analyse_question(
         "What imaging modality is shown?",

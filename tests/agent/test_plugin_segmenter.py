@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from boe.agent.configuration import make_config
+from boe.agent.settings import make_config
 from boe.errors import ConfigError
 from boe.kinds import ToolContext
 from boe.tools.segment import SEGMENTERS, OpenCVSegmenter, register_segmenter

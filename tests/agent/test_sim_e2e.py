@@ -17,11 +17,12 @@ import pytest
 from boe.agent import Agent, make_config
 from boe.agent.demo import simulator
 from boe.errors import InputError
+from boe.kinds import make_tool
 from boe.sim.dataset import generate_dataset, load_sim_dataset
 from boe.sim.faults import FaultPlan
 from boe.tools.client import ModelClient
 from boe.tools.images import open_image
-from boe.tools.protocol import ToolRequest, make_tool
+from boe.tools.protocol import ToolRequest
 from boe.vocab import vocabulary
 
 pytestmark = pytest.mark.slow

@@ -148,7 +148,8 @@ def test_calibration_default_is_neutral():
 
 
 def test_prior_defaults_stand_in_only_where_the_calibration_has_nothing():
-    from boe.core.calibration import GroupCalibration, prior_calibration, with_prior
+    from boe.core.calibration import GroupCalibration
+    from boe.core.prior import prior_calibration, with_prior
     from boe.kinds import prior_channels
 
     channels = prior_channels()  # each kind's declared prior
@@ -175,7 +176,8 @@ def test_prior_defaults_stand_in_only_where_the_calibration_has_nothing():
 
 
 def test_calibration_files_keep_what_they_cover(tmp_path):
-    from boe.core.calibration import CalibrationInfo, describe_calibration, prior_calibration
+    from boe.core.calibration import CalibrationInfo, describe_calibration
+    from boe.core.prior import prior_calibration
     from boe.kinds import prior_channels
 
     cal = Calibration(info=CalibrationInfo(method="fit", datasets={"rad": 7}, questions=7, groups=0))

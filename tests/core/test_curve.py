@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-from boe.core.calibration import prior_calibration
 from boe.core.curve import learning_curve
 from boe.core.experiment import load_questions
 from boe.core.graph import GroupIndex
 from boe.core.ledger import parse_record_dict
+from boe.core.prior import prior_calibration
 from boe.kinds import prior_channels
 from boe.sim.ledgers import pool_ledger, pool_spec
 

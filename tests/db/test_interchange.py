@@ -303,7 +303,7 @@ def test_parallel_loading_equals_sequential_loading(
         monkeypatch.setattr(loading, "PARALLEL_QUESTIONS", 10)
         monkeypatch.setattr(loading, "CHUNK", 7)
         par_errors: list[RecordError] = []
-        par_q, par_g = store.load_questions("r", on_error=par_errors.append, workers=2)
+        par_q, par_g = loading.load_questions(store, "r", on_error=par_errors.append, workers=2)
     assert par_g.keys == seq_g.keys and len(par_q) == len(seq_q) == 40
     for a, b in zip(par_q, seq_q, strict=True):
         assert a.question_id == b.question_id

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from boe.errors import ConfigError
+from boe.kinds import make_tool
 from boe.tools.client import ModelClient
 from boe.tools.crop import Box
 from boe.tools.images import open_image
-from boe.tools.protocol import ToolRequest, make_tool
+from boe.tools.protocol import ToolRequest
 from boe.tools.segment import OpenCVSegmenter, Segmentation, make_segmenter, make_view, mask_box
 from tests.agent.fakevlm import FakeVLM
 

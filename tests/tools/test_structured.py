@@ -3,8 +3,9 @@ import asyncio
 import numpy as np
 import pytest
 
+from boe.kinds import make_tool
 from boe.tools.images import ImageRef, LoadedImage
-from boe.tools.protocol import ToolRequest, make_tool
+from boe.tools.protocol import ToolRequest
 
 IMG = LoadedImage(ImageRef("x.png", "0" * 16, "0", "image/png", 4, 4), np.zeros((4, 4), np.uint8), "data:,")
 

@@ -21,7 +21,7 @@ KIND = "chart_value"
 
 def _menu(kind: str, ctx: Any) -> list[dict[str, Any]]:
     """One chart lookup per claim that carries the answer (the value the question asks the chart for)."""
-    from boe.agent.claims import answer_slot
+    from boe.kinds import answer_slot
 
     slot = answer_slot(ctx.q)
     return [

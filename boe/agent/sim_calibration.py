@@ -63,8 +63,8 @@ async def _ledger(
     n: int, seed: int, db: str, workdir: Path, run_name: str, *, dicom: bool = False, judge: str | None = None
 ) -> list[Any]:
     """The full ledger of ``n`` fresh questions (reused when ``db`` already holds the run)."""
-    from boe.agent.configuration import make_config
     from boe.agent.demo import run_questions, simulator
+    from boe.agent.settings import make_config
     from boe.db import Store
     from boe.errors import StoreError
     from boe.sim.dataset import generate_dataset, load_sim_dataset
