@@ -28,9 +28,10 @@ QWEN25_VL_DEFAULTS = {"repetition_penalty": 1.05, "temperature": 0.1, "top_k": 1
 
 def bodies() -> list[tuple[str, dict[str, Any]]]:
     """The request bodies of each kind, as the client builds them for a vLLM server."""
+    from boe.core.calls import ModelCall
     from boe.prompts import figures_block, load_prompt, options_block, with_figure_key
     from boe.sim.dataset import demo_dir
-    from boe.tools.client import ModelClient, build_messages
+    from boe.tools.client import ModelClient, _Ask, build_messages
     from boe.tools.images import open_image
 
     img = open_image(sorted((Path(demo_dir()) / "images").glob("*.png"))[0])
@@ -98,8 +99,12 @@ def bodies() -> list[tuple[str, dict[str, Any]]]:
         ),
     ]
     out = []
+    ep = client.endpoint
     for name, prompt, urls, n, temperature, seed in kinds:
-        out.append((name, client._body(prompt, build_messages(prompt, urls), n, temperature, seed)))
+        ask = _Ask(
+            prompt, build_messages(prompt, urls), temperature, seed, ModelCall("", "", "", "", "", "", 1, 0.0, "", "")
+        )
+        out.append((name, client._body(ep, ask, n)))
     only_t = dict(out[0][1])
     for k in ("top_p", "top_k", "min_p"):
         only_t.pop(k)

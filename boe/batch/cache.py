@@ -2,7 +2,11 @@
 
 A reply is answered from memory until it is written, so a question never
 asks twice; the runner's writer thread stores the gathered replies once 32
-have gathered or the oldest has waited a quarter of a second. A worker
+have gathered or the oldest has waited a quarter of a second. The keys the
+store held when the batch started (up to `KNOWN_KEYS` of them) and those it
+wrote are known, so a request no one made before is a miss without a read of
+the store (a reply another worker stores meanwhile is not looked for: its
+request is paid again, as when the two ask at the same moment). A worker
 killed with ``kill -9`` loses at most those replies (and the calls in
 flight); a re-run pays for them again and for nothing else.
 """
@@ -14,7 +18,10 @@ from typing import Any
 
 from boe.agent.persist import StoreCache
 
-__all__ = ["WriteBehindCache"]
+__all__ = ["KNOWN_KEYS", "WriteBehindCache"]
+
+#: Cached replies whose keys are loaded when a batch starts; a larger cache is read for every request.
+KNOWN_KEYS = 1_000_000
 
 
 class WriteBehindCache(StoreCache):
@@ -29,12 +36,15 @@ class WriteBehindCache(StoreCache):
         self.written = 0
         self.read_cpu = 0.0  # seconds spent reading the store on the caller's thread (it waits for nothing else)
         self._oldest: float | None = None  # when the oldest pending reply arrived
+        self._known = store.cache_keys(KNOWN_KEYS)  # None: too many to hold, the store is asked every time
 
     def get(self, key: str) -> dict[str, Any] | None:
         self.lookups += 1
         entry = self._pending.get(key) or self._writing.get(key)
         if entry is not None:
             hit: dict[str, Any] | None = dict(entry["response"])
+        elif self._known is not None and key not in self._known:
+            hit = None  # never stored: no read
         else:
             t0 = time.perf_counter()  # (a clock read in user space: thread_time() is a system call)
             hit = super().get(key)
@@ -86,4 +96,6 @@ class WriteBehindCache(StoreCache):
         """The writer stored these replies: the store answers for them from now on."""
         for e in entries:
             self._writing.pop(e["key"], None)
+            if self._known is not None:
+                self._known.add(e["key"])
         self.written += len(entries)

@@ -5,11 +5,14 @@ HTTP client whose transport admits at most ``limit`` requests at a time, so
 ``--concurrency`` bounds every request of the worker (retries included). A
 request waiting for a slot is not yet on the wire, so it cannot time out.
 
-The connections are split over small pools (`SHARD` connections each), a
-request going to the pool with the fewest in flight: an HTTP connection pool
-checks every idle connection of its own (a socket probe each) whenever it
-assigns a request, so one pool of 64 connections spent more CPU on that than
-on the request.
+Plain ``http://`` endpoints (a local vLLM, the simulator) are spoken to by
+`boe.batch.http11.Http11Transport` (HTTP/1.1 over asyncio streams, about a
+tenth of httpx's CPU per request). Other URLs go through httpx's transport,
+its connections split over small pools (`SHARD` connections each), a request
+going to the pool with the fewest in flight: an HTTP connection pool checks
+every idle connection of its own (a socket probe each) whenever it assigns a
+request, so one pool of 64 connections spent more CPU on that than on the
+request.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ def bounded_http_client(limit: int) -> Any:
     import httpx2
     import openai
 
+    from boe.batch.http11 import Http11Transport
+
     class BoundedTransport(httpx2.AsyncBaseTransport):
         """Admits ``limit`` requests at a time; a slot is held until the reply has been read."""
 
@@ -40,6 +45,7 @@ def bounded_http_client(limit: int) -> Any:
                 for _ in range(pools)
             ]
             self.busy = [0] * pools
+            self.plain = Http11Transport(max_idle=limit)
             self.slots = asyncio.Semaphore(limit)
             self.in_flight = 0
             self.peak = 0
@@ -51,23 +57,31 @@ def bounded_http_client(limit: int) -> Any:
                 self.in_flight += 1
                 self.peak = max(self.peak, self.in_flight)
                 t0 = time.perf_counter()
-                i = min(range(len(self.pools)), key=self.busy.__getitem__)
-                self.busy[i] += 1
                 try:
-                    response = await self.pools[i].handle_async_request(request)
-                    try:
-                        await response.aread()
-                    except BaseException:
-                        await response.aclose()
-                        raise
-                    return response
+                    if request.url.scheme == "http":
+                        return await self.plain.handle_async_request(request)  # the body is read
+                    return await self._pooled(request)
                 finally:
-                    self.busy[i] -= 1
                     self.in_flight -= 1
                     self.sent += 1
                     self.slot_seconds += time.perf_counter() - t0
 
+        async def _pooled(self, request: httpx2.Request) -> httpx2.Response:
+            i = min(range(len(self.pools)), key=self.busy.__getitem__)
+            self.busy[i] += 1
+            try:
+                response = await self.pools[i].handle_async_request(request)
+                try:
+                    await response.aread()
+                except BaseException:
+                    await response.aclose()
+                    raise
+                return response
+            finally:
+                self.busy[i] -= 1
+
         async def aclose(self) -> None:
+            await self.plain.aclose()
             for pool in self.pools:
                 await pool.aclose()
 

@@ -20,7 +20,7 @@ from boe.db.sql import insert_ignore
 from boe.db.types import CachedResponse
 from boe.util import redact_url
 
-__all__ = ["NOT_IN_KEY", "cache_get", "cache_put", "cache_put_rows", "cache_row", "request_key"]
+__all__ = ["NOT_IN_KEY", "cache_get", "cache_keys", "cache_put", "cache_put_rows", "cache_row", "request_key"]
 
 _T = table(CacheEntry)
 #: Built once: a statement's cache key is then computed once, not per lookup (half the cost of a lookup).
@@ -41,6 +41,12 @@ def cache_get(conn: Connection, key: str) -> CachedResponse | None:
         completion_tokens=row.completion_tokens,
         created=row.created,
     )
+
+
+def cache_keys(conn: Connection, limit: int) -> set[str] | None:
+    """Every key of the cache, or None when it holds more than ``limit``."""
+    keys = set(conn.execute(select(_T.c.key).limit(limit + 1)).scalars())
+    return keys if len(keys) <= limit else None
 
 
 def cache_row(

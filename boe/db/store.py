@@ -455,6 +455,13 @@ class Store:
         with self._read() as conn:
             return _cache.cache_get(conn, key)
 
+    def cache_keys(self, limit: int) -> set[str] | None:
+        """The keys of the cached replies (empty when the cache is off), None when there are more than ``limit``."""
+        if not self.cache_enabled:
+            return set()
+        with self._read() as conn:
+            return _cache.cache_keys(conn, limit)
+
     def cache_put(
         self,
         key: str,

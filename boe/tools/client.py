@@ -54,7 +54,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -182,6 +182,19 @@ class Completion:
     #: per choice, the server's token log-probabilities (``choices[i].logprobs.content``) when they were asked for
     #: (``top_logprobs``) and given; None otherwise
     logprobs: list[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """What every request of one call sends: the prompt, its messages, the sampling temperature, the seed (each
+    single-choice request of a fallback gets its own), the call's record and the logprobs asked for."""
+
+    prompt: Rendered
+    messages: list[dict[str, Any]]
+    temperature: float
+    seed: int | None
+    call: ModelCall
+    top_logprobs: int | None = None
 
 
 class _Refused(Exception):
@@ -427,7 +440,7 @@ class ModelClient:
             if sent is not None:
                 call.seeds.append(sent)
             try:
-                replies = await self._sample(prompt, messages, n, temperature, sent, call, top_logprobs)
+                replies = await self._sample(_Ask(prompt, messages, temperature, sent, call, top_logprobs), n)
             except ModelError as exc:
                 call.latency_ms = (time.perf_counter() - t0) * 1000.0
                 call.error = str(exc)
@@ -519,22 +532,14 @@ class ModelClient:
             value["logprobs"] = logprobs
         self.cache.put(call.request_key, value)
 
-    async def _sample(
-        self,
-        prompt: Rendered,
-        messages: list[dict[str, Any]],
-        n: int,
-        temperature: float,
-        seed: int | None,
-        call: ModelCall,
-        top_logprobs: int | None = None,
-    ) -> list[Reply]:
+    async def _sample(self, ask: _Ask, n: int) -> list[Reply]:
         """``n`` choices: one request with ``n`` where the servers take it, topped up with single requests."""
         states = [self.servers.state(u, self.model) for u in self.urls]
         texts: list[Reply] = []  # (text, token logprobs) per choice
+        call, temperature = ask.call, ask.temperature
         # vLLM refuses n > 1 with greedy sampling ("n must be 1 when using greedy sampling"): sample one at a time
         if n > 1 and self.use_n and all(st.n is not False for st in states) and temperature > 0:
-            texts = await self._sample_n(prompt, messages, n, temperature, seed, call, top_logprobs, states)
+            texts = await self._sample_n(ask, n, states)
         missing = n - len(texts)
         if missing <= 0:
             for st in states:
@@ -549,35 +554,25 @@ class ModelClient:
             call.tags.setdefault("n_fallback_reason", refused.n_reason)
 
         async def one(i: int) -> list[Reply]:
-            s = None if seed is None else seed + i
+            single = ask if ask.seed is None or i == 0 else replace(ask, seed=ask.seed + i)
             try:
-                return (await self._request(prompt, messages, 1, temperature, s, call, top_logprobs))[:1]
+                return (await self._request(single, 1))[:1]
             except _Refused as r:
                 raise r.error() from None
 
         parts = await asyncio.gather(*(one(len(texts) + i) for i in range(missing)))
         return texts + [t for p in parts for t in p]
 
-    async def _sample_n(
-        self,
-        prompt: Rendered,
-        messages: list[dict[str, Any]],
-        n: int,
-        temperature: float,
-        seed: int | None,
-        call: ModelCall,
-        top_logprobs: int | None,
-        states: list[EndpointState],
-    ) -> list[Reply]:
+    async def _sample_n(self, ask: _Ask, n: int, states: list[EndpointState]) -> list[Reply]:
         """The choices of one request with ``n``; a refusal of ``n`` is learnt (named by the error, or settled by
         one probe with n = 1, whose choice is returned) and later calls sample one at a time."""
         try:
-            return (await self._request(prompt, messages, n, temperature, seed, call, top_logprobs))[:n]
+            return (await self._request(ask, n))[:n]
         except _Refused as r:
             probe: list[Reply] = []
             if r.param == "n?":  # a 4xx naming no parameter: one request with n = 1 tells whether n was it
                 try:
-                    probe = (await self._request(prompt, messages, 1, temperature, seed, call, top_logprobs))[:1]
+                    probe = (await self._request(ask, 1))[:1]
                 except (_Refused, ModelError):
                     raise r.error() from None
                 how = f"a probe with n=1 succeeded after: {r.failure.short()}"
@@ -621,22 +616,14 @@ class ModelClient:
             ep.kind = kind or "generic"
             ep.detected = f"GET /models: owned_by {owner!r}" if owner else "GET /models named no owner"
 
-    def _body(
-        self,
-        ep: EndpointState,
-        prompt: Rendered,
-        messages: list[dict[str, Any]],
-        n: int,
-        temperature: float,
-        seed: int | None,
-        top_logprobs: int | None,
-    ) -> dict[str, Any]:
+    def _body(self, ep: EndpointState, ask: _Ask, n: int) -> dict[str, Any]:
         """The request body as this endpoint takes it (sampling fields, token field, image uuids, extra body)."""
+        prompt, messages, seed, top_logprobs = ask.prompt, ask.messages, ask.seed, ask.top_logprobs
         if self.image_uuids and ep.kind == "vllm" and "uuid" not in ep.dropped:
             messages = self._with_uuids(messages)
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if "temperature" not in ep.dropped:
-            body["temperature"] = temperature
+            body["temperature"] = ask.temperature
         body[ep.tokens_field] = self.max_tokens
         for k, v in self.sampling_fields.items():
             if k in ep.dropped or (ep.kind == "openai" and k in _NOT_OPENAI):
@@ -677,18 +664,10 @@ class ModelClient:
             out.append(m)
         return out
 
-    async def _request(
-        self,
-        prompt: Rendered,
-        messages: list[dict[str, Any]],
-        n: int,
-        temperature: float,
-        seed: int | None,
-        call: ModelCall,
-        top_logprobs: int | None = None,
-    ) -> list[Reply]:
+    async def _request(self, ask: _Ask, n: int) -> list[Reply]:
         """The replies of one request: the one attempt loop (a server per attempt, every failure decided by the
-        retry policy); tokens and request counts are added to ``call``."""
+        retry policy); tokens and request counts are added to ``ask.call``."""
+        call = ask.call
         failed = 0  # attempts that failed and count against max_retries
         deadline: list[float] = []  # --timeout bounds the whole request (every attempt and wait) from its slot
         while True:
@@ -697,7 +676,7 @@ class ModelClient:
             server.in_flight += 1
             try:
                 await self._detect(server, ep)
-                body = self._body(ep, prompt, messages, n, temperature, seed, top_logprobs)
+                body = self._body(ep, ask, n)
                 self._record_sampling(call, ep, body)
                 call.requests += 1
                 call.attempts = failed + 1

@@ -27,3 +27,12 @@ def test_replies_are_readable_before_during_and_after_the_write(tmp_path) -> Non
         hit = store.cache_get(key)
         assert hit is not None and (hit.prompt_tokens, hit.completion_tokens) == (3, 1)
         assert cache.lookups == 4 and cache.hits == 3 and cache.read_cpu > 0
+
+
+def test_a_request_never_stored_is_a_miss_without_a_read_and_a_stored_one_is_found(tmp_path) -> None:
+    with Store(tmp_path / "s.db") as store:
+        reply = {"texts": ["a"], "usage": {}, "model": "m", "endpoint": "http://h/v1"}
+        store.cache_put("old", reply, endpoint="http://h/v1", model="m")  # a reply of an earlier batch
+        cache = WriteBehindCache(store)
+        assert cache.get("new") is None and cache.read_cpu == 0.0  # not in the store when the batch began
+        assert cache.get("old") == reply and cache.read_cpu > 0
