@@ -66,7 +66,7 @@ def bodies() -> list[tuple[str, dict[str, Any]]]:
                 view_kind="crop",
                 figure="0",
                 view_image="2",
-                location="left part of the imaged body",
+                view_text="a crop of figure 0 around the left part of the imaged body",
                 question=q,
                 slot="attribute",
                 value="left",
