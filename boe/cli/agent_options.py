@@ -1,8 +1,6 @@
-"""The agent's command-line options, generated from `AgentConfig`: one per field with a description (its help), its
-type, choices, range and default from the field (a command may change a default: batch runs ``--ledger full``), and
-``--config FILE``. A command gets one `AgentOptions`; `AgentOptions.build()` layers the options given over
-`boe.agent.settings.environment` and the command's defaults.
-"""
+"""The agent's command-line options, generated from `AgentConfig`: one per `opt` field, its help, type, choices,
+range and default from the field (a command may change a default: batch runs ``--ledger full``), and ``--config``.
+`AgentOptions.build()` puts the options given over `boe.agent.settings.environment` and the command's defaults."""
 
 from __future__ import annotations
 
@@ -18,6 +16,10 @@ from pydantic import BeforeValidator
 
 from boe.agent.configuration import AgentConfig, several_urls
 from boe.agent.settings import Layer, build, environment, missing
+from boe.cli.common import registered
+from boe.core.policies import POLICIES
+from boe.kinds import KINDS
+from boe.tools.segment import SEGMENTERS
 
 __all__ = ["OPTIONS", "AgentOptions", "agent_options", "flag"]
 
@@ -49,44 +51,13 @@ class AgentOptions:
         given = (lambda f: f"{flag(f.split('.')[0])} ({f})", self.given)
         return [(str, fixed), given, *environment(self.config_file), (str, self.defaults)]
 
-    def values(self, **fixed: Any) -> dict[str, Any]:
-        """The values the layers give (None values dropped)."""
-        return {k: v for _, vals in reversed(self.layers(**fixed)) for k, v in vals.items() if v is not None}
-
     def build(self, **fixed: Any) -> AgentConfig:
         """The validated `AgentConfig`; a bad value is a `ConfigError` naming its flag, variable or file."""
         if absent := missing(layers := self.layers(**fixed)):
-            text = (
-                f"Missing option '{flag(absent[0])}' (or {absent[0]} in a --config FILE, or $BOE_{absent[0].upper()})."
-            )
+            name = absent[0]
+            text = f"Missing option '{flag(name)}' (or {name} in a --config FILE, or $BOE_{name.upper()})."
             raise typer.BadParameter.__mro__[1](text, ctx=self.context)  # click's UsageError (bundled by typer)
         return build(*layers)
-
-
-def _help(name: str, choices: tuple[str, ...]) -> tuple[str, str]:
-    """An option's help (the registered names filled in, its choices and range) and the default it shows."""
-    from boe.cli.common import registered
-    from boe.core.policies import POLICIES
-    from boe.kinds import KINDS
-    from boe.tools.segment import SEGMENTERS
-
-    info = AgentConfig.model_fields[name]
-    text, _, own = (info.description or "").removesuffix("]").partition(" [")  # "help [the default --help shows]"
-    specs = sorted((KINDS.get_obj(k) for k in KINDS.names(discover=False)), key=lambda spec: spec.order)
-    text = text.replace("{kinds}", ", ".join(f"{spec.name}={spec.cost:g}" for spec in specs))
-    live = registered(POLICIES, lambda cls: not getattr(cls, "reads_labels", False))
-    text = text.replace("{policies}", live).replace("{segmenters}", registered(SEGMENTERS))
-    text += f" One of: {', '.join(choices)}." if len(choices) > 5 else ""  # fewer are the metavar (online|full)
-    b = {
-        type(m).__name__: getattr(m, type(m).__name__.lower())
-        for m in info.metadata
-        if type(m).__name__ in ("Ge", "Gt", "Le")
-    }
-    if "Le" in b and "Range:" not in text:
-        text += (
-            f" Range: above {b['Gt']:,}, at most {b['Le']:,}." if "Gt" in b else f" Range: {b['Ge']:,} to {b['Le']:,}."
-        )
-    return text, own
 
 
 def _option(name: str, default: Any, shown: str | None) -> tuple[Any, Any]:
@@ -98,7 +69,15 @@ def _option(name: str, default: Any, shown: str | None) -> tuple[Any, Any]:
     choices = tuple(map(str, typing.get_args(ann))) if typing.get_origin(ann) is Literal else ()
     before = [m.func for m in info.metadata if isinstance(m, BeforeValidator)]
     kind: Any = list[str] if several_urls in before else str if before or ann not in (int, float, bool) else ann
-    text, own = _help(name, choices)
+    text, _, own = (info.description or "").removesuffix("]").partition(" [")  # "help [the default --help shows]"
+    specs = sorted((KINDS.get_obj(k) for k in KINDS.names(discover=False)), key=lambda spec: spec.order)
+    text = text.replace("{kinds}", ", ".join(f"{spec.name}={spec.cost:g}" for spec in specs))
+    live = registered(POLICIES, lambda cls: not getattr(cls, "reads_labels", False))
+    text = text.replace("{policies}", live).replace("{segmenters}", registered(SEGMENTERS))
+    text += f" One of: {', '.join(choices)}." if len(choices) > 5 else ""  # fewer are the metavar (online|full)
+    lim = {k: getattr(m, k) for m in info.metadata for k in ("ge", "gt", "le") if hasattr(m, k)}
+    low = f"above {lim['gt']:,}, at most" if "gt" in lim else f"{lim.get('ge', 0):,} to"
+    text += f" Range: {low} {lim['le']:,}." if "le" in lim and "Range:" not in text else ""
     value = (
         None
         if default is None
@@ -112,10 +91,7 @@ def _option(name: str, default: Any, shown: str | None) -> tuple[Any, Any]:
 
 
 def agent_options(
-    *,
-    exclude: tuple[str, ...] = (),
-    defaults: Mapping[str, Any] | None = None,
-    help_defaults: Mapping[str, str] | None = None,
+    *, exclude: tuple[str, ...] = (), defaults: Mapping[str, Any] | None = None, help_defaults: Mapping[str, str] = {}
 ) -> Callable[[F], F]:
     """Add the agent options (all but ``exclude``) and ``--config`` to a command taking ``agent: AgentOptions``;
     ``defaults`` are the command's own defaults for some fields, ``help_defaults`` the defaults --help shows."""
@@ -131,7 +107,7 @@ def agent_options(
         for name in names:
             info = AgentConfig.model_fields[name]
             fallback = None if info.is_required() else info.get_default(call_default_factory=True)
-            option, kind = _option(name, own.get(name, fallback), (help_defaults or {}).get(name))
+            option, kind = _option(name, own.get(name, fallback), help_defaults.get(name))
             params.append(inspect.Parameter(f"agent_{name}", kw, default=option, annotation=Optional[kind]))
         params.append(inspect.Parameter("agent_context", kw, annotation=typer.Context))
         config = typer.Option(None, "--config", metavar="FILE", help=CONFIG)
