@@ -5,7 +5,6 @@ is a command-line option (`boe.cli.agent_options`). `AgentConfig.public()` is wh
 from __future__ import annotations
 
 import json
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -40,8 +39,8 @@ _EXAMPLE: dict[type, str] = {dict: """object, e.g. '{"top_k": 20}'""", list: """
 
 
 def opt(default: Any, help: str, **limits: Any) -> Any:
-    """A field that is a command-line option: ``help`` its --help text, ``[...]`` ending it with the default shown;
-    numeric bounds are generous for any real server and refuse a typo such as 99999999999999999999."""
+    """A command-line option's field: ``help`` is its --help text (``[...]`` ends it with the default shown); bounds
+    are generous for any real server and refuse a typo such as 99999999999999999999."""
     return Field(default, description=help, **limits)
 
 
@@ -100,14 +99,15 @@ def _exists(what: str, directory: bool = False) -> AfterValidator:
     return AfterValidator(check)
 
 
-class Costs(RootModel[dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]]]):
+Cost = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class Costs(RootModel[dict[str, Cost]]):
     """Design cost of each action kind: every built-in kind's default filled in (the paper's 1 / 4 / 4 / 8; an
     answer-level check 8), another kind's kept unless given; ``sample`` prices one sample of an adaptive pool."""
 
     model_config = ConfigDict(frozen=True)
-    root: Annotated[dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]], _json(dict)] = Field(
-        default_factory=dict, validate_default=True
-    )
+    root: Annotated[dict[str, Cost], _json(dict)] = Field(default_factory=dict, validate_default=True)
 
     @field_validator("root")
     @classmethod
@@ -248,20 +248,12 @@ class AgentConfig(BaseModel):
 
     def public(self) -> dict[str, Any]:
         """The configuration as stored with a run: URLs redacted, nothing secret."""
-        data = self.model_dump(mode="json")
-        data["base_url"] = redact_urls(self.base_url)
-        if self.judge_base_url is not None:
-            data["judge_base_url"] = redact_urls(self.judge_base_url)
-        return data
-
-
-@cache
-def _default_path() -> str:
-    return str(resources.files("boe.agent") / "data" / DEFAULT_CALIBRATION)
+        judge = self.judge_base_url and redact_urls(self.judge_base_url)
+        return self.model_dump(mode="json") | {"base_url": redact_urls(self.base_url), "judge_base_url": judge}
 
 
 def default_calibration() -> Calibration:
     """The shipped calibration (fitted on a full simulator ledger)."""
-    cal = load_calibration(_default_path())
+    cal = load_calibration(str(resources.files("boe.agent") / "data" / DEFAULT_CALIBRATION))
     cal.source = f"boe/agent/data/{DEFAULT_CALIBRATION} (shipped, fitted on the simulator)"
     return cal

@@ -78,16 +78,9 @@ def _option(name: str, default: Any, shown: str | None) -> tuple[Any, Any]:
     lim = {k: getattr(m, k) for m in info.metadata for k in ("ge", "gt", "le") if hasattr(m, k)}
     low = f"above {lim['gt']:,}, at most" if "gt" in lim else f"{lim.get('ge', 0):,} to"
     text += f" Range: {low} {lim['le']:,}." if "le" in lim and "Range:" not in text else ""
-    value = (
-        None
-        if default is None
-        else str(int(default) if isinstance(default, float) and default.is_integer() else default)
-    )
-    shown = shown or own or value
-    plain = (kind is not str or ann is str or choices) and shown == value  # typer's own default (else None: not given)
     metavar = "|".join(choices) if 0 < len(choices) <= 5 else None
-    show = True if plain else (shown or False)
-    return typer.Option(default if plain else None, flag(name), help=text, show_default=show, metavar=metavar), kind
+    show = shown or own or True  # a text: what the default means (--help shows it in parentheses)
+    return typer.Option(default, flag(name), help=text, show_default=show, metavar=metavar), kind
 
 
 def agent_options(
