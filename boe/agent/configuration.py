@@ -252,8 +252,12 @@ class AgentConfig(BaseModel):
         return self.model_dump(mode="json") | {"base_url": redact_urls(self.base_url), "judge_base_url": judge}
 
 
+def _default_path() -> str:
+    return str(resources.files("boe.agent") / "data" / DEFAULT_CALIBRATION)
+
+
 def default_calibration() -> Calibration:
     """The shipped calibration (fitted on a full simulator ledger)."""
-    cal = load_calibration(str(resources.files("boe.agent") / "data" / DEFAULT_CALIBRATION))
+    cal = load_calibration(_default_path())
     cal.source = f"boe/agent/data/{DEFAULT_CALIBRATION} (shipped, fitted on the simulator)"
     return cal
