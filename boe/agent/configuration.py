@@ -1,15 +1,10 @@
-"""The agent's one validated configuration: endpoints, sampling, budget, policy, costs, calibration.
-
-Everything a run needs is checked when the object is built (unknown policy, non-positive cost, bad temperature,
-missing calibration file), never half way through a question. Its sources (options given, a LangGraph context, the
-environment, a file) are adapters in `boe.agent.settings`. A field annotated with a help text is a command-line
-option (``--field-name``, or its `FLAGS` entry; ``[...]`` ends the text with the default ``--help`` shows); the others
-are set in a file or the environment. `AgentConfig.public()` is what a run stores: base URLs redacted, no API key.
-"""
+"""The agent's one validated configuration: endpoints, sampling, budget, policy, costs, calibration, each checked when
+it is built, never half way through a question. Its sources are layers in `boe.agent.settings`; a field made with `opt`
+is a command-line option (`boe.cli.agent_options`). `AgentConfig.public()` is what a run stores (URLs redacted)."""
 
 from __future__ import annotations
 
-from functools import cache
+import json
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,95 +21,62 @@ from pydantic import (
 )
 
 from boe.core.calibration import Calibration, load_calibration
+from boe.core.policies import POLICIES
+from boe.core.pool import DEFAULT_SAMPLE_COST
+from boe.kinds import builtin_kinds, default_kinds, kind_names, kind_spec
+from boe.tools.segment import SEGMENTERS
 from boe.util import redact_urls, split_urls
 
-__all__ = ["DEFAULT_CALIBRATION", "FLAGS", "NEUTRAL", "AgentConfig", "Costs", "default_calibration"]
+__all__ = ["DEFAULT_CALIBRATION", "NEUTRAL", "AgentConfig", "Costs", "default_calibration", "opt", "several_urls"]
 
 #: The shipped calibration, fitted on a full simulator ledger (see boe/agent/data/README.md).
 DEFAULT_CALIBRATION = "sim-calibration.json"
 #: The calibration value that means "no fitted groups" (for generating calibration ledgers).
 NEUTRAL = "neutral"
-#: Options whose flag is not ``--field-name``.
-FLAGS = {"grounded_view": "--view", "dicom_frame": "--frame"}
+#: The key of `Costs` that prices one sample (an adaptive pool draws and pays for samples, spec section 12).
+SAMPLE = "sample"
+_EXAMPLE: dict[type, str] = {dict: """object, e.g. '{"top_k": 20}'""", list: """list, e.g. '["vlm_factor"]'"""}
 
 
-class Several:
-    """Marks a field the command line takes more than once (``--base-url A --base-url B``)."""
+def opt(default: Any, help: str, **limits: Any) -> Any:
+    """A command-line option's field: ``help`` is its --help text (``[...]`` ends it with the default shown); bounds
+    are generous for any real server and refuse a typo such as 99999999999999999999."""
+    return Field(default, description=help, **limits)
 
 
-SEVERAL = Several()
-
-
-def _urls(v: Any) -> Any:
+def several_urls(v: Any) -> Any:
     """One base URL or several (a list, or one text separated by spaces or commas) as one text, each URL once."""
-    if isinstance(v, (list, tuple)):
-        v = " ".join(str(u) for u in v)
+    v = " ".join(map(str, v)) if isinstance(v, (list, tuple)) else v
     return " ".join(split_urls(v)) if isinstance(v, str) else v
 
 
-Cost = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-#: The key of `Costs` that prices one sample (an adaptive pool draws and pays for samples, spec section 12).
-SAMPLE = "sample"
+def none_word(v: Any) -> Any:
+    """The word none (or null) as None: a field that is then not sent at all."""
+    return None if isinstance(v, str) and v.strip().lower() in ("none", "null") else v
 
 
-def _bounded(default: Any, low: float, high: float, *, above: bool = False, text: str | None = None) -> Any:
-    """A numeric field in [low, high] (``above``: low excluded), its range in its description (--help shows it):
-    generous for any real server, and it refuses a typo such as 99999999999999999999."""
-    text = text or (f"above {low:,}, at most {high:,}" if above else f"{low:,} to {high:,}")
-    if above:
-        return Field(default=default, gt=low, le=high, allow_inf_nan=False, description=text)
-    return Field(default=default, ge=low, le=high, allow_inf_nan=False, description=text)
+def _json(want: type) -> BeforeValidator:
+    """A list or mapping given as text (an option, a variable): its JSON."""
 
+    def parse(v: Any) -> Any:
+        try:
+            out = json.loads(v) if isinstance(v, str) else v
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"must be a JSON {_EXAMPLE[want]}: {exc.msg} at {exc.pos}") from None
+        if isinstance(v, str) and not isinstance(out, want):
+            raise ValueError(f"must be a JSON {_EXAMPLE[want]}; got {type(out).__name__}")
+        return out
 
-class Costs(RootModel[dict[str, Cost]]):
-    """Design cost of each action kind: kind -> cost, every built-in kind's default filled in (the paper's 1 / 4 /
-    4 / 8; an answer-level check 8: one judge call on one response); other kinds keep their default unless given.
-    ``sample`` prices one sample of an adaptive pool (default `boe.core.pool.DEFAULT_SAMPLE_COST`; kept only when
-    given)."""
-
-    model_config = ConfigDict(frozen=True)
-    root: dict[str, Cost] = Field(default_factory=dict, validate_default=True)
-
-    @field_validator("root")
-    @classmethod
-    def _known(cls, v: dict[str, float]) -> dict[str, float]:
-        from boe.kinds import builtin_kinds, kind_names, kind_spec
-
-        _known_kinds(tuple(k for k in v if k != SAMPLE))
-        out = {k: float(v[k]) if k in v else kind_spec(k).cost for k in kind_names() if k in builtin_kinds() or k in v}
-        return out | ({SAMPLE: float(v[SAMPLE])} if SAMPLE in v else {})
-
-    def of(self, kind: str) -> float:
-        """The cost of ``kind`` (a registered kind not given keeps its spec's default) or of one ``sample``."""
-        from boe.core.pool import DEFAULT_SAMPLE_COST
-        from boe.kinds import kind_spec
-
-        if kind in self.root:
-            return self.root[kind]
-        return DEFAULT_SAMPLE_COST if kind == SAMPLE else kind_spec(kind).cost
-
-    def as_dict(self) -> dict[str, float]:
-        """Kind -> cost, in menu order."""
-        return dict(self.root)
+    return BeforeValidator(parse)
 
 
 def _known_kinds(v: tuple[str, ...]) -> tuple[str, ...]:
-    from boe.kinds import kind_names
-
     if bad := [k for k in v if k not in kind_names()]:
         raise ValueError(f"unknown action kinds {bad}; known: {', '.join(kind_names())}")
     return tuple(k for k in kind_names() if k in v)
 
 
-def _default_kinds() -> tuple[str, ...]:
-    from boe.kinds import default_kinds
-
-    return default_kinds()
-
-
 def _policy(v: str) -> str:
-    from boe.core.policies import POLICIES
-
     if v not in POLICIES:  # a miss discovers plugins first
         raise ValueError(f"unknown policy {v!r}; known: {', '.join(sorted(POLICIES))}")
     if getattr(POLICIES[v], "reads_labels", False):
@@ -123,16 +85,9 @@ def _policy(v: str) -> str:
 
 
 def _segmenter(v: str) -> str:
-    from boe.tools.segment import SEGMENTERS
-
     if v != "auto" and v not in SEGMENTERS:  # a miss discovers plugins first
         raise ValueError(f"unknown segmenter {v!r}; known: auto, {', '.join(sorted(SEGMENTERS))}")
     return v
-
-
-def _none_word(v: Any) -> Any:
-    """The word none (or null) as None: a field that is then not sent at all."""
-    return None if isinstance(v, str) and v.strip().lower() in ("none", "null") else v
 
 
 def _exists(what: str, directory: bool = False) -> AfterValidator:
@@ -144,126 +99,123 @@ def _exists(what: str, directory: bool = False) -> AfterValidator:
     return AfterValidator(check)
 
 
+Cost = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class Costs(RootModel[dict[str, Cost]]):
+    """Design cost of each action kind: every built-in kind's default filled in (the paper's 1 / 4 / 4 / 8; an
+    answer-level check 8), another kind's kept unless given; ``sample`` prices one sample of an adaptive pool."""
+
+    model_config = ConfigDict(frozen=True)
+    root: Annotated[dict[str, Cost], _json(dict)] = Field(default_factory=dict, validate_default=True)
+
+    @field_validator("root")
+    @classmethod
+    def _known(cls, v: dict[str, float]) -> dict[str, float]:
+        _known_kinds(tuple(k for k in v if k != SAMPLE))
+        out = {k: v.get(k, kind_spec(k).cost) for k in kind_names() if k in builtin_kinds() or k in v}
+        return out | ({SAMPLE: v[SAMPLE]} if SAMPLE in v else {})
+
+    def of(self, kind: str) -> float:
+        """The cost of ``kind`` (a registered kind not given keeps its spec's default) or of one ``sample``."""
+        if kind in self.root:
+            return self.root[kind]
+        return DEFAULT_SAMPLE_COST if kind == SAMPLE else kind_spec(kind).cost
+
+
 class AgentConfig(BaseModel):
     """One run of the agent: who generates, who judges, how much evidence, which policy."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    base_url: Annotated[
-        str,
-        "Required: the generator's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1; given more than once, "
-        "requests go to the least loaded server (one server's limits are learnt on their own, one that goes away is "
-        "routed around).",
-        SEVERAL,
-        BeforeValidator(_urls),
-    ] = Field(min_length=1)
-    model: Annotated[str, "Required: the generator model name."] = Field(min_length=1)
-    judge_base_url: Annotated[
-        str | None, "Judge endpoint (more than once: several servers). [--base-url]", SEVERAL, BeforeValidator(_urls)
-    ] = None
-    judge_model: Annotated[str | None, "Judge model. [the generator]"] = None
-    k: Annotated[int, "Candidates sampled per question (at most, with an adaptive pool)."] = _bounded(16, 1, 256)
-    # the candidate pool: fixed (k samples up front) or adaptive (start with pool_start, draw pool_round at a time
-    # up to k while a sample is worth more than a check; samples paid from the budget, spec section 12)
-    pool: Annotated[
-        Literal["fixed", "adaptive"],
-        "fixed: sample k up front; adaptive: sample in rounds and buy checks under one budget, each step whichever "
-        "is worth more per unit cost (a sample costs --costs sample=X).",
-    ] = "fixed"
-    pool_start: Annotated[int, "Adaptive pool: candidates sampled first."] = _bounded(4, 1, 256)
-    pool_round: Annotated[int, "Adaptive pool: candidates sampled per later round."] = _bounded(2, 1, 256)
-    temperature: Annotated[float, "Generator temperature."] = _bounded(1.1, 0, 2)
-    judge_temperature: Annotated[float, "Judge temperature."] = _bounded(0.0, 0, 2)
-    max_tokens: Annotated[int, "Reply tokens asked for at most."] = _bounded(512, 16, 2**20)
-    seed: Annotated[int | None, "Sampling seed sent to the endpoint."] = _bounded(
-        0, -(2**63), 2**63 - 1, text="a 64-bit integer (as vLLM takes it)"
+    base_url: Annotated[str, BeforeValidator(several_urls)] = opt(
+        ..., "Required: the generator's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1; given more than "
+        "once, requests go to the least loaded server (one server's limits are learnt on their own, one that goes "
+        "away is routed around).", min_length=1
+    )  # fmt: skip
+    model: str = opt(..., "Required: the generator model name.", min_length=1)
+    judge_base_url: Annotated[str | None, BeforeValidator(several_urls)] = opt(
+        None, "Judge endpoint (more than once: several servers). [--base-url]"
     )
-    budget: Annotated[float, "Evidence budget in design-cost units."] = _bounded(16.0, 0, 1_000_000)
-    policy: Annotated[
-        str,
-        "Selection policy: {policies}, or a plugin's (bayes: the strongest deployable; boe: the paper's literal "
-        "controller).",
-        AfterValidator(_policy),
-    ] = "bayes"
-    eta: Annotated[float, "boe stops when the best value per cost is <= eta."] = Field(0.0, allow_inf_nan=False)
-    policy_seed: Annotated[int, "Seed of random-factor's draws."] = _bounded(0, 0, 2**63 - 1, text="0 to 2^63-1")
-    costs: Annotated[Costs, "Costs by kind ({kinds}): kind=cost pairs (the kinds not named keep theirs); the paper's "
-                     "kinds' costs by position (1,4,4,8,8); measured (measured:seconds for time); or a FILE (boe costs "
-                     "--out FILE); with any of them sample=X prices one sample of an adaptive pool. [paper]"
-                     ] = Field(default_factory=Costs)  # fmt: skip
-    kinds: Annotated[tuple[str, ...], AfterValidator(_known_kinds)] = Field(default_factory=_default_kinds)
-    calibration: Annotated[
-        str | None,
-        "Calibration FILE.json, or neutral (every check kappa 0.5). [the shipped one]",
-        _exists("calibration file"),
-    ] = None
-    dataset: Annotated[str, "Dataset name: the calibration groups used are DATASET/..."] = Field(
-        "boe-sim", min_length=1
+    judge_model: str | None = opt(None, "Judge model. [the generator]")
+    k: int = opt(16, "Candidates sampled per question (at most, with an adaptive pool).", ge=1, le=256)
+    # adaptive: start with pool_start, draw pool_round at a time up to k (samples paid from the budget, spec §12)
+    pool: Literal["fixed", "adaptive"] = opt(
+        "fixed", "fixed: sample k up front; adaptive: sample in rounds and buy checks under one budget, each step "
+        "whichever is worth more per unit cost (a sample costs --costs sample=X)."
+    )  # fmt: skip
+    pool_start: int = opt(4, "Adaptive pool: candidates sampled first.", ge=1, le=256)
+    pool_round: int = opt(2, "Adaptive pool: candidates sampled per later round.", ge=1, le=256)
+    temperature: float = opt(1.1, "Generator temperature.", ge=0, le=2)
+    judge_temperature: float = opt(0.0, "Judge temperature.", ge=0, le=2)
+    max_tokens: int = opt(512, "Reply tokens asked for at most.", ge=16, le=2**20)
+    seed: int | None = opt(0, "Sampling seed sent to the endpoint. Range: a 64-bit integer (as vLLM takes it).",
+                           ge=-(2**63), le=2**63 - 1)  # fmt: skip
+    budget: float = opt(16.0, "Evidence budget in design-cost units.", ge=0, le=1_000_000)
+    policy: Annotated[str, AfterValidator(_policy)] = opt(
+        "bayes", "Selection policy: {policies}, or a plugin's (bayes: the strongest deployable; boe: the paper's "
+        "literal controller)."
+    )  # fmt: skip
+    eta: float = opt(0.0, "boe stops when the best value per cost is <= eta.")
+    policy_seed: int = opt(0, "Seed of random-factor's draws. Range: 0 to 2^63-1.", ge=0, le=2**63 - 1)
+    costs: Costs = Field(default_factory=Costs, description="Costs by kind ({kinds}): kind=cost pairs (the kinds "
+        "not named keep theirs); the paper's kinds' costs by position (1,4,4,8,8); measured (measured:seconds for "
+        "time); or a FILE (boe costs --out FILE); with any of them sample=X prices one sample of an adaptive pool. "
+        "[paper]")  # fmt: skip
+    kinds: Annotated[tuple[str, ...], _json(list), AfterValidator(_known_kinds)] = Field(default_factory=default_kinds)
+    calibration: Annotated[str | None, _exists("calibration file")] = opt(
+        None, "Calibration FILE.json, or neutral (every check kappa 0.5). [the shipped one]"
     )
-    root: Annotated[
-        str | None, "Dataset root: images outside it are refused. [none]", _exists("dataset root", True)
-    ] = None
-    ledger: Annotated[Literal["online", "full"], "online: run the bought checks; full: every check (calibration)."] = (
-        "online"
+    dataset: str = opt("boe-sim", "Dataset name: the calibration groups used are DATASET/...", min_length=1)
+    root: Annotated[str | None, _exists("dataset root", True)] = opt(
+        None, "Dataset root: images outside it are refused. [none]"
     )
+    ledger: Literal["online", "full"] = opt("online", "online: run the bought checks; full: every check (calibration).")
     extract_claims: bool = True
-    concurrency: Annotated[int, "Model requests in flight at most."] = _bounded(8, 1, 256)
-    timeout: Annotated[float, "Seconds one model request may take in all, its retries included."] = _bounded(
-        60.0, 0, 86_400, above=True
-    )
-    max_retries: Annotated[int, "Retries of a failed request (429, 5xx, timeouts)."] = _bounded(4, 0, 20)
-    backoff: float = _bounded(0.5, 0, 600)
+    concurrency: int = opt(8, "Model requests in flight at most.", ge=1, le=256)
+    timeout: float = opt(60.0, "Seconds one model request may take in all, its retries included.", gt=0, le=86_400)
+    max_retries: int = opt(4, "Retries of a failed request (429, 5xx, timeouts).", ge=0, le=20)
+    backoff: float = Field(0.5, ge=0, le=600)
     use_n: bool = True
     json_schema: bool = True
-    crop_pad: float = Field(default=0.08, ge=0.0, lt=0.5)
-    crop_min: float = Field(default=0.3, gt=0.0, le=1.0)
+    crop_pad: float = Field(0.08, ge=0.0, lt=0.5)
+    crop_min: float = Field(0.3, gt=0.0, le=1.0)
     # costs: design (the numbers in `costs`) or measured (see boe.agent.costs); a file fixes the measurements
     cost_mode: Literal["design", "measured"] = "design"
     cost_basis: Literal["tokens", "seconds"] = "tokens"
     cost_file: Annotated[str | None, _exists("cost file")] = None
-    # grounding: the segmenter behind grounded views (sam with a checkpoint, else opencv) and the view shown
-    segmenter: Annotated[
-        str,
-        "Grounded views' segmenter: {segmenters}; auto: sam with a checkpoint, else opencv.",
-        AfterValidator(_segmenter),
-    ] = Field(default="auto", min_length=1)
-    sam_checkpoint: Annotated[str | None, "segment-anything checkpoint (the sam extra). [none]"] = None
-    sam_model: Annotated[Literal["auto", "vit_b", "vit_l", "vit_h"], "SAM model (checked against the checkpoint)."] = (
-        "auto"
+    segmenter: Annotated[str, AfterValidator(_segmenter)] = opt(
+        "auto", "Grounded views' segmenter: {segmenters}; auto: sam with a checkpoint, else opencv.", min_length=1
     )
-    sam_device: Annotated[str, "cpu, cuda, cuda:N or auto."] = Field("cpu", pattern=r"^(cpu|auto|cuda(:\d+)?)$")
-    grounded_view: Annotated[
-        Literal["crop", "mask", "overlay"], "Grounded view: crop (the mask's box), mask, overlay."
-    ] = "crop"
-    dicom_frame: Annotated[int | None, "Frame of a multi-frame DICOM file. [the middle one]"] = _bounded(
-        None, 0, 1_000_000
+    sam_checkpoint: str | None = opt(None, "segment-anything checkpoint (the sam extra). [none]")
+    sam_model: Literal["auto", "vit_b", "vit_l", "vit_h"] = opt("auto", "SAM model (checked against the checkpoint).")
+    sam_device: str = opt("cpu", "cpu, cuda, cuda:N or auto.", pattern=r"^(cpu|auto|cuda(:\d+)?)$")
+    grounded_view: Literal["crop", "mask", "overlay"] = opt(
+        "crop", "Grounded view: crop (the mask's box), mask, overlay."
     )
-    # what a real server is sent (see boe.tools.client): its kind (auto: GET /models), explicit sampling fields
-    # that sample the whole distribution (a server's generation_config.json cannot narrow them), extra body fields
-    server: Annotated[
-        Literal["auto", "vllm", "sglang", "openai", "generic"], "How requests are worded; auto: from GET /models."
-    ] = "auto"
-    top_p: Annotated[
-        float | None,
-        "Sampling top_p sent explicitly; none: not sent (a server that refuses it, e.g. OpenAI's reasoning models).",
-        BeforeValidator(_none_word),
-    ] = _bounded(1.0, 0, 1, above=True)
-    top_k: Annotated[int, "Sampling top_k sent explicitly; -1: no limit (never sent to OpenAI's API)."] = _bounded(
-        -1, -1, 2**20
+    dicom_frame: int | None = opt(None, "Frame of a multi-frame DICOM file. [the middle one]", ge=0, le=1_000_000)
+    # what a real server is sent (boe.tools.client): explicit sampling fields sample the whole distribution (a
+    # server's generation_config.json cannot narrow them)
+    server: Literal["auto", "vllm", "sglang", "openai", "generic"] = opt(
+        "auto", "How requests are worded; auto: from GET /models."
     )
-    min_p: Annotated[float, "Sampling min_p sent explicitly."] = _bounded(0.0, 0, 1)
-    extra_body: Annotated[dict[str, Any], """JSON merged into generator requests, e.g. '{"top_k": 20}'. [none]"""] = (
-        Field(default_factory=dict)
+    top_p: Annotated[float | None, BeforeValidator(none_word)] = opt(
+        1.0, "Sampling top_p sent explicitly; none: not sent (a server that refuses it, e.g. OpenAI's reasoning "
+        "models).", gt=0, le=1
+    )  # fmt: skip
+    top_k: int = opt(-1, "Sampling top_k sent explicitly; -1: no limit (never sent to OpenAI's API).", ge=-1, le=2**20)
+    min_p: float = opt(0.0, "Sampling min_p sent explicitly.", ge=0, le=1)
+    extra_body: Annotated[dict[str, Any], _json(dict)] = opt(
+        {}, """JSON merged into generator requests, e.g. '{"top_k": 20}'. [none]"""
     )
-    judge_extra_body: Annotated[dict[str, Any], "JSON merged into judge requests. [none]"] = Field(default_factory=dict)
-    # images: pixels sent at most (larger figures are downscaled; crops come from the full resolution), and the
-    # decoded size refused before decoding
-    max_pixels: Annotated[int, "Pixels of a figure as sent; larger ones are downscaled (0: no limit)."] = _bounded(
-        1024 * 1024, 0, 2**30
+    judge_extra_body: Annotated[dict[str, Any], _json(dict)] = opt({}, "JSON merged into judge requests. [none]")
+    # images: larger figures are downscaled (crops come from the full resolution); the decoded size is refused first
+    max_pixels: int = opt(
+        1024 * 1024, "Pixels of a figure as sent; larger ones are downscaled (0: no limit).", ge=0, le=2**30
     )
-    pixel_limit: Annotated[int, "Refuse images declaring more pixels than this."] = _bounded(100_000_000, 4096, 10**12)
+    pixel_limit: int = opt(100_000_000, "Refuse images declaring more pixels than this.", ge=4096, le=10**12)
     # pause before each purchase for a person or a program to approve or veto it (a LangGraph interrupt)
-    approve: Annotated[bool, "Ask before each purchase: Enter buys it, n (or n: reason) vetoes it."] = False
+    approve: bool = opt(False, "Ask before each purchase: Enter buys it, n (or n: reason) vetoes it.")
 
     @model_validator(mode="after")
     def _check(self) -> AgentConfig:
@@ -296,14 +248,10 @@ class AgentConfig(BaseModel):
 
     def public(self) -> dict[str, Any]:
         """The configuration as stored with a run: URLs redacted, nothing secret."""
-        data = self.model_dump(mode="json")
-        data["base_url"] = redact_urls(self.base_url)
-        if self.judge_base_url is not None:
-            data["judge_base_url"] = redact_urls(self.judge_base_url)
-        return data
+        judge = self.judge_base_url and redact_urls(self.judge_base_url)
+        return self.model_dump(mode="json") | {"base_url": redact_urls(self.base_url), "judge_base_url": judge}
 
 
-@cache
 def _default_path() -> str:
     return str(resources.files("boe.agent") / "data" / DEFAULT_CALIBRATION)
 

@@ -504,14 +504,14 @@ def demo_command(
     from boe.errors import ConfigError
 
     check_store("--db", db)
-    judge = agent.values().get("judge_model")
     cfg = agent.build(  # checked before the simulator starts; its URL is filled in below
         base_url="http://127.0.0.1:1/v1",
         model=SIM_MODEL,
-        judge_model=None if judge in ("same", SIM_MODEL) else judge,
         dataset="boe-sim",
         root=str(Path(data if data is not None else demo_data()).resolve()),
     )
+    if cfg.judge_model in ("same", SIM_MODEL):  # the generator judges itself
+        cfg = cfg.model_copy(update={"judge_model": None})
     ids = parse_list(questions) if questions else ([] if data is not None else list(DEMO_QUESTIONS))
     try:
         qs = demo_questions(ids, data)

@@ -121,8 +121,10 @@ def test_the_module_graph_without_a_configuration_says_what_to_set(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(ConfigError, match="BOE_BASE_URL and BOE_MODEL"):
         config_from_env()
-    cfg = config_from_env(env={"BOE_BASE_URL": "http://127.0.0.1:9/v1", "BOE_MODEL": "m", "BOE_BUDGET": "8",
-                               "BOE_KINDS": '["structured", "vlm_factor"]', "BOE_APPROVE": "true"})  # fmt: skip
+    for var, value in {"BOE_BASE_URL": "http://127.0.0.1:9/v1", "BOE_MODEL": "m", "BOE_BUDGET": "8",
+                       "BOE_KINDS": '["structured", "vlm_factor"]', "BOE_APPROVE": "true"}.items():  # fmt: skip
+        monkeypatch.setenv(var, value)
+    cfg = config_from_env()
     assert (cfg.budget, cfg.kinds, cfg.approve) == (8.0, ("structured", "vlm_factor"), True)
 
 
