@@ -112,7 +112,7 @@ and after (what the evidence log prints).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
 
@@ -730,23 +730,62 @@ def _triple(x: F64) -> Triple:
     return (float(x[0]), float(x[1]), float(x[2]))
 
 
-def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, steps: int = 42) -> F64:
+def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | None = None, steps: int = 42) -> F64:
     """Per class k, argmax_t sum_r w_r log(t L1_r + (1 - t) L0_r) + s log t + s log(1 - t) (s = SMOOTHING).
 
     The objective is concave in t, so its derivative is bisected on (0, 1), to 2^-42 (far below any tolerance).
+    The bisection's steps follow from the root, found first by safeguarded Newton: only midpoints within
+    `BISECT_NEAR` of it evaluate the derivative, so the result is the plain bisection's to the last bit
+    (``start``, a guess of the root, only speeds Newton up).
     """
     a = np.exp(loglik - loglik.max(axis=1, keepdims=True))  # (R, 2)
+    a1, a0 = a[:, 0], a[:, 1]
+    wd = w * (a1 - a0)
+
+    def grad(t: F64) -> F64:
+        tr = t[cls]
+        out = np.bincount(cls, weights=wd / (tr * a1 + (1 - tr) * a0), minlength=n_cls).astype(np.float64, copy=False)
+        return out + SMOOTHING / t - SMOOTHING / (1 - t)
+
+    root = _derivative_root(grad, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start)
     lo, hi = np.zeros(n_cls), np.ones(n_cls)
     for _ in range(steps):
         t = (lo + hi) / 2
-        tr = t[cls]
-        ratio = w * (a[:, 0] - a[:, 1]) / (tr * a[:, 0] + (1 - tr) * a[:, 1])
-        grad = np.bincount(cls, weights=ratio, minlength=n_cls) + SMOOTHING / t - SMOOTHING / (1 - t)
-        up = grad > 0
+        up = t < root
+        near = np.abs(t - root) <= BISECT_NEAR
+        if near.any():
+            up = np.where(near, grad(t) > 0, up)
         lo = np.where(up, t, lo)
         hi = np.where(up, hi, t)
     out: F64 = (lo + hi) / 2
     return out
+
+
+#: Midpoints of `_mixture_weights`'s bisection this close to the Newton root evaluate the derivative's sign
+#: (far above the root's rounding error, so every other step's sign is known).
+BISECT_NEAR = 1e-11
+
+
+def _derivative_root(grad: Callable[[F64], F64], wd: F64, a0: F64, a1: F64, cls: I64, start: F64) -> F64:
+    """The root in (0, 1) of each class's decreasing derivative ``grad``, by Newton's method from ``start`` kept
+    in a bracket."""
+    n_cls = start.size
+    lo, hi = np.zeros(n_cls), np.ones(n_cls)
+    t = np.clip(start, 1e-12, 1 - 1e-12)
+    for _ in range(100):
+        g = grad(t)
+        tr = t[cls]
+        den = tr * a1 + (1 - tr) * a0
+        slope = -np.bincount(cls, weights=wd * (a1 - a0) / (den * den), minlength=n_cls).astype(np.float64, copy=False)
+        slope -= SMOOTHING / (t * t) + SMOOTHING / ((1 - t) * (1 - t))
+        step = g / slope
+        if float(np.abs(step).max()) < 1e-14:
+            break
+        lo = np.where(g > 0, t, lo)
+        hi = np.where(g > 0, hi, t)
+        t = t - step
+        t = np.where((t >= lo) & (t <= hi) & (t > 0) & (t < 1), t, (lo + hi) / 2)
+    return t
 
 
 def gammaln(x: npt.ArrayLike) -> F64:
@@ -929,7 +968,7 @@ def _fit_claims(
             # aligned truth rates: the exact maximiser of the observed likelihood given the new
             # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
             logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
-            al_true = _mixture_weights(x_a.dot(logc), cls_a, w_a, 5)
+            al_true = _mixture_weights(x_a.dot(logc), cls_a, w_a, 5, start=al_true)
             if ll - prev <= tol * max(1.0, abs(ll)):
                 break
             prev = ll
