@@ -1392,18 +1392,22 @@ def prior_setup(state: EvidenceState) -> tuple[F64, F64, F64]:
 
 def action_standing(state: EvidenceState) -> I64:
     """Standing (`standing_bin`) of the latent each action of a state reads, shape (Q, A)."""
-    aid = state.answer_id
+    _, first, again = np.unique(state.rows, return_index=True, return_inverse=True)  # a question bound repeatedly
+    resp = state.whole | state.answer
+    out = _standing(state.answer_id[first], state.alpha[first], resp[first], state.target[first])
+    return out[again.reshape(-1)]
+
+
+def _standing(aid: npt.NDArray[np.int32], al: npt.NDArray[np.int8], resp: B_, target: npt.NDArray[np.int32]) -> I64:
     valid = aid >= 0
     n_valid = valid.sum(axis=1)[:, None]
-    al = state.alpha
     vv = valid[:, None, :]
     n_a = ((al == 1) & vv).sum(axis=2)
     top = n_a > ((al == -1) & vv).sum(axis=2)
-    resp = state.whole | state.answer
     if resp.any():
         d = int(aid.max()) + 1 if aid.size else 0
         n_ans = (aid[:, :, None] == np.arange(max(d, 1))[None, None, :]).sum(axis=1)  # (Q, D)
-        judged = np.take_along_axis(aid, np.maximum(state.target, 0), axis=1)
+        judged = np.take_along_axis(aid, np.maximum(target, 0), axis=1)
         held = np.where(judged >= 0, np.take_along_axis(n_ans, np.maximum(judged, 0), axis=1), 0)
         n_a = np.where(resp, held, n_a)
         top = np.where(resp, (judged >= 0) & (held == n_ans.max(axis=1)[:, None]), top)
@@ -1479,12 +1483,17 @@ class Bayes:
         stance[qi, state.claim[qi, ai]] = state.alpha[qi, ai]
         menu_claim = np.zeros((n, m), dtype=bool)  # claims with a factor action (the rest are padding)
         menu_claim[qi, state.claim[qi, ai]] = True
-        # one question bound several times (a check weight's candidates) has its stance counts counted once
-        _, first, again = np.unique(state.rows, return_index=True, return_inverse=True)
+        # a question bound several times under one claim model (once per check weight) has its claims weighed once
+        claim_model = np.concatenate(
+            [tabs["free_true"][:, None], tabs["log_theta"].reshape(n, -1), tabs["aligned_true"]], axis=1
+        )
+        _, model_id = np.unique(claim_model, axis=0, return_inverse=True)
+        model_id = model_id.reshape(-1).astype(np.int64)
+        key = state.rows.astype(np.int64) * (int(model_id.max(initial=0)) + 1) + model_id
+        _, first, again = np.unique(key, return_index=True, return_inverse=True)
         counts, aligned, cls = stance_counts(stance[first], state.answer_id[first], d)
-        counts, aligned, cls = counts[again], aligned[again], cls[again]
         h = d + 1
-        rows = np.repeat(np.arange(n), m * h)
+        rows = first[np.repeat(np.arange(first.size), m * h)]
         weights = _claim_weights(
             counts.reshape(-1, 6),
             np.repeat(aligned.reshape(-1), h),
@@ -1492,19 +1501,19 @@ class Bayes:
             tabs["free_true"][rows],
             _stance_matrix(tabs["log_theta"])[rows],
             tabs["aligned_true"][rows],
-        ).reshape(n, m, h, 2)
-        free = menu_claim & ~aligned
+        ).reshape(first.size, m, h, 2)
+        free = menu_claim[first] & ~aligned
         evidence = np.where(free[:, :, None], np.logaddexp(weights[..., 0], weights[..., 1]), 0.0)
         # the pool's own structure, at no cost: every claim's stances weigh in from the start, tempered by
         # the fitted stance weight (0 where the agreement of candidates does not predict the truth) ...
-        structure = tabs["stance_weight"][:, None] * evidence.sum(axis=1)
+        structure = tabs["stance_weight"][:, None] * evidence.sum(axis=1)[again.reshape(-1)]
         # ... but on a question where it alone would move the mode off the raw majority, only if held-out
         # overrules of the dataset were right more often than not with confidence (else it is left out there)
         mode = np.argmax(np.where(real[:, :d], lpost[:, :d] + structure[:, :d], -np.inf), axis=1) if d else 0
         held = n_ans[np.arange(n), mode] if d else np.zeros(n)
         overrule = (tabs["may_overrule"] == 0) & (held < n_ans.max(axis=1, initial=0.0))
         lpost = _log_normalise(lpost + np.where(overrule[:, None], 0.0, structure))
-        rho = _sigmoid(weights[..., 0] - weights[..., 1])
+        rho = _sigmoid(weights[..., 0] - weights[..., 1])[again.reshape(-1)]
         # the verdicts on the answers (latents m .. m + d - 1) and on invalid responses (m + d)
         v = tabs["verdict"]
         right = np.arange(d + 1)[:, None] == np.arange(h)[None, :]  # (d + 1, H): answer a is H's
