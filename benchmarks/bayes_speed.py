@@ -3,6 +3,7 @@
     python benchmarks/bayes_speed.py                  # 3,000 pool questions, budget 16, crossfit:5
     python benchmarks/bayes_speed.py --n 1000 --repeat 1
     python benchmarks/bayes_speed.py --calibration fit
+    python benchmarks/bayes_speed.py --baseline main   # also bayes at git ref main, in the same run
 
 Generates (once, cached in .benchmarks/, shared with replay_speed.py) a pool
 ledger, then runs, ``--repeat`` times each and alternating,
@@ -17,7 +18,9 @@ fits its calibration (for bayes: plug-in kappa/p and the observation model on
 each fold's training questions, with the stance and check weights cross-fitted
 inside them) and replays. Issue 27's targets: bayes <= 3x boe's time and <= 2x
 its memory. On a shared machine wall time follows the load; CPU is the steadier
-figure.
+figure. ``--baseline REF`` also times bayes as of git commit REF (its ``boe``
+package, exported to a temporary directory, run by this interpreter), alternating
+with the others, so a change is measured against its baseline in the same run.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,10 +38,10 @@ from rich.console import Console
 from rich.table import Table
 
 
-def measure(cmd: list[str]) -> tuple[float, float, float]:
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """(wall s, CPU s, peak RSS MB) of one process, read from its own resource usage."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status):
@@ -53,17 +57,37 @@ def main() -> None:
     ap.add_argument("--calibration", default="crossfit:5")
     ap.add_argument("--repeat", type=int, default=2, help="runs per policy; the fastest counts")
     ap.add_argument("--cache", type=Path, default=Path(".benchmarks"))
+    ap.add_argument("--baseline", metavar="REF", help="also time bayes as of this git commit (e.g. main)")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bayes-speed-") as tmp:
+        run(args, Path(tmp))
+
+
+def export(ref: str, into: Path) -> dict[str, str]:
+    """The environment that imports the ``boe`` package as of git commit ``ref`` (exported into ``into``)."""
+    repo = Path(__file__).resolve().parent.parent
+    tar = subprocess.run(["git", "-C", str(repo), "archive", ref, "boe"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    return {**os.environ, "PYTHONPATH": str(into)}
+
+
+def run(args: argparse.Namespace, tmp: Path) -> None:
+    """Measure, then print the table."""
 
     path = ledger_path(args.n, args.seed, args.cache)
     boe = str(Path(sys.executable).with_name("boe"))
+    old_env = export(args.baseline, tmp) if args.baseline else None
+    entry = [sys.executable, "-c", "import sys; from boe.cli import main; sys.argv[0] = 'boe'; main()"]
+    runs = [("boe", "boe", [boe], None), ("bayes", "bayes", [boe], None)]
+    if old_env is not None:
+        runs.append((f"bayes@{args.baseline}", "bayes", entry, old_env))
     best: dict[str, tuple[float, float, float]] = {}
     for _ in range(args.repeat):
-        for pol in ("boe", "bayes"):
-            cmd = [boe, "replay", str(path), "--policy", pol, "--budget", f"{args.budget:g}"]
-            got = measure([*cmd, "--calibration", args.calibration])
-            if pol not in best or got[0] < best[pol][0]:
-                best[pol] = got
+        for label, pol, exe, env in runs:
+            cmd = [*exe, "replay", str(path), "--policy", pol, "--budget", f"{args.budget:g}"]
+            got = measure([*cmd, "--calibration", args.calibration], env)
+            if label not in best or got[0] < best[label][0]:
+                best[label] = got
 
     con = Console(width=110)
     tab = Table(
@@ -83,6 +107,12 @@ def main() -> None:
         f"bayes / boe: wall {w:.2f}x, CPU {c:.2f}x (target <= 3x), memory {m:.2f}x (target <= 2x): "
         f"{'ok' if ok else 'OVER TARGET'}"
     )
+    if args.baseline:
+        ow, oc, om = best[f"bayes@{args.baseline}"]
+        con.print(
+            f"bayes / bayes@{args.baseline}: wall {best['bayes'][0] / ow:.2f}x, CPU {best['bayes'][1] / oc:.2f}x, "
+            f"memory {best['bayes'][2] / om:.2f}x; load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+        )
 
 
 if __name__ == "__main__":

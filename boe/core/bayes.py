@@ -112,7 +112,7 @@ and after (what the evidence log prints).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
 
@@ -730,23 +730,62 @@ def _triple(x: F64) -> Triple:
     return (float(x[0]), float(x[1]), float(x[2]))
 
 
-def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, steps: int = 42) -> F64:
+def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | None = None, steps: int = 42) -> F64:
     """Per class k, argmax_t sum_r w_r log(t L1_r + (1 - t) L0_r) + s log t + s log(1 - t) (s = SMOOTHING).
 
     The objective is concave in t, so its derivative is bisected on (0, 1), to 2^-42 (far below any tolerance).
+    The bisection's steps follow from the root, found first by safeguarded Newton: only midpoints within
+    `BISECT_NEAR` of it evaluate the derivative, so the result is the plain bisection's to the last bit
+    (``start``, a guess of the root, only speeds Newton up).
     """
     a = np.exp(loglik - loglik.max(axis=1, keepdims=True))  # (R, 2)
+    a1, a0 = a[:, 0], a[:, 1]
+    wd = w * (a1 - a0)
+
+    def grad(t: F64) -> F64:
+        tr = t[cls]
+        out = np.bincount(cls, weights=wd / (tr * a1 + (1 - tr) * a0), minlength=n_cls).astype(np.float64, copy=False)
+        return out + SMOOTHING / t - SMOOTHING / (1 - t)
+
+    root = _derivative_root(grad, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start)
     lo, hi = np.zeros(n_cls), np.ones(n_cls)
     for _ in range(steps):
         t = (lo + hi) / 2
-        tr = t[cls]
-        ratio = w * (a[:, 0] - a[:, 1]) / (tr * a[:, 0] + (1 - tr) * a[:, 1])
-        grad = np.bincount(cls, weights=ratio, minlength=n_cls) + SMOOTHING / t - SMOOTHING / (1 - t)
-        up = grad > 0
+        up = t < root
+        near = np.abs(t - root) <= BISECT_NEAR
+        if near.any():
+            up = np.where(near, grad(t) > 0, up)
         lo = np.where(up, t, lo)
         hi = np.where(up, hi, t)
     out: F64 = (lo + hi) / 2
     return out
+
+
+#: Midpoints of `_mixture_weights`'s bisection this close to the Newton root evaluate the derivative's sign
+#: (far above the root's rounding error, so every other step's sign is known).
+BISECT_NEAR = 1e-11
+
+
+def _derivative_root(grad: Callable[[F64], F64], wd: F64, a0: F64, a1: F64, cls: I64, start: F64) -> F64:
+    """The root in (0, 1) of each class's decreasing derivative ``grad``, by Newton's method from ``start`` kept
+    in a bracket."""
+    n_cls = start.size
+    lo, hi = np.zeros(n_cls), np.ones(n_cls)
+    t = np.clip(start, 1e-12, 1 - 1e-12)
+    for _ in range(100):
+        g = grad(t)
+        tr = t[cls]
+        den = tr * a1 + (1 - tr) * a0
+        slope = -np.bincount(cls, weights=wd * (a1 - a0) / (den * den), minlength=n_cls).astype(np.float64, copy=False)
+        slope -= SMOOTHING / (t * t) + SMOOTHING / ((1 - t) * (1 - t))
+        step = g / slope
+        if float(np.abs(step).max()) < 1e-14:
+            break
+        lo = np.where(g > 0, t, lo)
+        hi = np.where(g > 0, hi, t)
+        t = t - step
+        t = np.where((t >= lo) & (t <= hi) & (t > 0) & (t < 1), t, (lo + hi) / 2)
+    return t
 
 
 def gammaln(x: npt.ArrayLike) -> F64:
@@ -929,7 +968,7 @@ def _fit_claims(
             # aligned truth rates: the exact maximiser of the observed likelihood given the new
             # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
             logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
-            al_true = _mixture_weights(x_a.dot(logc), cls_a, w_a, 5)
+            al_true = _mixture_weights(x_a.dot(logc), cls_a, w_a, 5, start=al_true)
             if ll - prev <= tol * max(1.0, abs(ll)):
                 break
             prev = ll
@@ -1353,18 +1392,22 @@ def prior_setup(state: EvidenceState) -> tuple[F64, F64, F64]:
 
 def action_standing(state: EvidenceState) -> I64:
     """Standing (`standing_bin`) of the latent each action of a state reads, shape (Q, A)."""
-    aid = state.answer_id
+    _, first, again = np.unique(state.rows, return_index=True, return_inverse=True)  # a question bound repeatedly
+    resp = state.whole | state.answer
+    out = _standing(state.answer_id[first], state.alpha[first], resp[first], state.target[first])
+    return out[again.reshape(-1)]
+
+
+def _standing(aid: npt.NDArray[np.int32], al: npt.NDArray[np.int8], resp: B_, target: npt.NDArray[np.int32]) -> I64:
     valid = aid >= 0
     n_valid = valid.sum(axis=1)[:, None]
-    al = state.alpha
     vv = valid[:, None, :]
     n_a = ((al == 1) & vv).sum(axis=2)
     top = n_a > ((al == -1) & vv).sum(axis=2)
-    resp = state.whole | state.answer
     if resp.any():
         d = int(aid.max()) + 1 if aid.size else 0
         n_ans = (aid[:, :, None] == np.arange(max(d, 1))[None, None, :]).sum(axis=1)  # (Q, D)
-        judged = np.take_along_axis(aid, np.maximum(state.target, 0), axis=1)
+        judged = np.take_along_axis(aid, np.maximum(target, 0), axis=1)
         held = np.where(judged >= 0, np.take_along_axis(n_ans, np.maximum(judged, 0), axis=1), 0)
         n_a = np.where(resp, held, n_a)
         top = np.where(resp, (judged >= 0) & (held == n_ans.max(axis=1)[:, None]), top)
@@ -1440,12 +1483,17 @@ class Bayes:
         stance[qi, state.claim[qi, ai]] = state.alpha[qi, ai]
         menu_claim = np.zeros((n, m), dtype=bool)  # claims with a factor action (the rest are padding)
         menu_claim[qi, state.claim[qi, ai]] = True
-        # one question bound several times (a check weight's candidates) has its stance counts counted once
-        _, first, again = np.unique(state.rows, return_index=True, return_inverse=True)
+        # a question bound several times under one claim model (once per check weight) has its claims weighed once
+        claim_model = np.concatenate(
+            [tabs["free_true"][:, None], tabs["log_theta"].reshape(n, -1), tabs["aligned_true"]], axis=1
+        )
+        _, model_id = np.unique(claim_model, axis=0, return_inverse=True)
+        model_id = model_id.reshape(-1).astype(np.int64)
+        key = state.rows.astype(np.int64) * (int(model_id.max(initial=0)) + 1) + model_id
+        _, first, again = np.unique(key, return_index=True, return_inverse=True)
         counts, aligned, cls = stance_counts(stance[first], state.answer_id[first], d)
-        counts, aligned, cls = counts[again], aligned[again], cls[again]
         h = d + 1
-        rows = np.repeat(np.arange(n), m * h)
+        rows = first[np.repeat(np.arange(first.size), m * h)]
         weights = _claim_weights(
             counts.reshape(-1, 6),
             np.repeat(aligned.reshape(-1), h),
@@ -1453,19 +1501,19 @@ class Bayes:
             tabs["free_true"][rows],
             _stance_matrix(tabs["log_theta"])[rows],
             tabs["aligned_true"][rows],
-        ).reshape(n, m, h, 2)
-        free = menu_claim & ~aligned
+        ).reshape(first.size, m, h, 2)
+        free = menu_claim[first] & ~aligned
         evidence = np.where(free[:, :, None], np.logaddexp(weights[..., 0], weights[..., 1]), 0.0)
         # the pool's own structure, at no cost: every claim's stances weigh in from the start, tempered by
         # the fitted stance weight (0 where the agreement of candidates does not predict the truth) ...
-        structure = tabs["stance_weight"][:, None] * evidence.sum(axis=1)
+        structure = tabs["stance_weight"][:, None] * evidence.sum(axis=1)[again.reshape(-1)]
         # ... but on a question where it alone would move the mode off the raw majority, only if held-out
         # overrules of the dataset were right more often than not with confidence (else it is left out there)
         mode = np.argmax(np.where(real[:, :d], lpost[:, :d] + structure[:, :d], -np.inf), axis=1) if d else 0
         held = n_ans[np.arange(n), mode] if d else np.zeros(n)
         overrule = (tabs["may_overrule"] == 0) & (held < n_ans.max(axis=1, initial=0.0))
         lpost = _log_normalise(lpost + np.where(overrule[:, None], 0.0, structure))
-        rho = _sigmoid(weights[..., 0] - weights[..., 1])
+        rho = _sigmoid(weights[..., 0] - weights[..., 1])[again.reshape(-1)]
         # the verdicts on the answers (latents m .. m + d - 1) and on invalid responses (m + d)
         v = tabs["verdict"]
         right = np.arange(d + 1)[:, None] == np.arange(h)[None, :]  # (d + 1, H): answer a is H's

@@ -17,6 +17,7 @@ from boe.core.bayes import (
     ChannelTable,
     ClaimParams,
     PriorParams,
+    _mixture_weights,
     model_of,
     overrules_supported,
 )
@@ -442,6 +443,37 @@ def test_fit_recovers_channel_and_stance_parameters():
     assert cp.stance[0][0][0] > cp.stance[1][0][0] > cp.stance[1][1][0]
     prior = model.priors["pool"]
     assert prior.count_coef + prior.log_count_coef > 0
+
+
+def _bisected_mixture_weights(loglik, cls, w, n_cls, steps=42):
+    """The plain 42-step bisection `_mixture_weights` must reproduce to the last bit."""
+    a = np.exp(loglik - loglik.max(axis=1, keepdims=True))
+    lo, hi = np.zeros(n_cls), np.ones(n_cls)
+    for _ in range(steps):
+        t = (lo + hi) / 2
+        tr = t[cls]
+        ratio = w * (a[:, 0] - a[:, 1]) / (tr * a[:, 0] + (1 - tr) * a[:, 1])
+        up = np.bincount(cls, weights=ratio, minlength=n_cls) + 0.5 / t - 0.5 / (1 - t) > 0
+        lo, hi = np.where(up, t, lo), np.where(up, hi, t)
+    return (lo + hi) / 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(1, 400),
+    scale=st.sampled_from([0.01, 1.0, 8.0, 40.0]),
+    shift=st.floats(-6, 6),
+    seed=st.integers(0, 2**31),
+    warm=st.booleans(),
+)
+def test_mixture_weights_equal_plain_bisection_bit_for_bit(n, scale, shift, seed, warm):
+    rng = np.random.default_rng(seed)
+    cls = rng.integers(0, 5, n)
+    loglik = rng.normal(0, scale, (n, 2)) + [shift, 0.0]
+    w = rng.choice([1.0, 0.5, 1 / 3], n)
+    start = rng.uniform(0, 1, 5) if warm else None
+    got = _mixture_weights(loglik, cls, w, 5, start=start)
+    assert np.array_equal(got, _bisected_mixture_weights(loglik, cls, w, 5))
 
 
 def test_crossfit_fits_one_model_per_fold_on_named_groups():
