@@ -11,15 +11,18 @@ pool drawn so far (`boe.core.state.EvidenceState.draw`, `boe.core.session.Policy
   answers drawn, a new answer and an invalid reply. Its concentration, discount and invalid pseudo-count are
   fitted per dataset by maximum likelihood of every candidate of a pool given those drawn before it
   (`fit_predictive`; no labels needed), cross-fitted with the calibration.
-* `AdaptivePool` wraps a controller. The value of drawing m more candidates is the expected gain in the
-  probability that the selected answer is right, under the controller's posterior (`bayes`; another controller
-  gets a `bayes` posterior beside it): for each composition of the m draws the posterior is the prior of the
-  new answer counts times the likelihood of the checks already bought, and the gain is what switching to the
-  new leading answer adds over keeping the current one (zero when no draw can change the answer). The
-  controller's proposed check is valued the same way (its exact myopic EVSI). The step with the larger value
-  per unit cost is taken; the question stops when neither is worth more than ``eta`` per unit cost -- when the
-  calibrated chance that one more draw or check changes the answer, times what the change gains, is below
-  its cost at the price ``eta``.
+* `AdaptivePool` wraps a controller. The value of drawing on is the expected gain in the probability that the
+  selected answer is right, measured (`GainTable`, `fit_gain_table`): on the training pools, cross-fitted,
+  what the selection of the `bayes` posterior (another controller gets one beside it) on the first k' > k
+  candidates adds over that on the first k, by pool size k and by the probability the posterior gave its pick
+  at k. It counts everything the new candidates bring -- their answers and their claims and stances, which
+  move the answer where wrong candidates agree on one misreading -- and a pool's value is the best over every
+  larger fitted size the budget pays for, per unit cost: several rounds may be worth drawing when one is not.
+  Where no table is fitted (an unseen dataset, no labels) a draw of m is valued by an urn over the answers
+  (`draw_values`): for each composition of the m draws the posterior is the prior of the new answer counts
+  times the likelihood of the checks already bought. The controller's proposed check is valued by its exact
+  myopic EVSI. The step with the larger value per unit cost is taken; the question stops when neither is
+  worth more than ``eta`` per unit cost.
 * The posterior is that of the pool drawn: the `bayes` prior and claim model are fitted per pool size on the
   training pools' first k candidates (`prefix_question`, `fit_sized_model`; stored beside the predictive), and
   a pool of k reads the model of the largest fitted size <= k. A model fitted on whole pools only misreads a
