@@ -320,13 +320,15 @@ def test_a_draw_that_cannot_change_the_answer_is_worth_nothing():
 
 def test_adaptive_replay_of_a_simulated_ledger_beats_a_fixed_pool_of_the_same_cost():
     """A smoke test of the value rule on a fixed seed: at a budget covering samples and checks, the adaptive pool
-    is at least as accurate as the fixed pool of its mean samples, and it spends at most its budget."""
+    is at least as accurate as the fixed pool of its mean samples with what the budget leaves for checks (the
+    same total per question), and it spends at most its budget."""
     recs = list(pool_ledger(200, seed=21, spec=pool_spec("default", sample_cost=0.25)))
     qs, groups = _load(recs)
     plan = plan_calibration(qs, groups.keys, "fit", extra_fit=AdaptivePool(make_policy("bayes"), 2).fit_extra)
     run = replay(qs, groups.keys, ["bayes"], [8.0], plan, pool=parse_pool("adaptive"), workers=1)[0]
     samples = int(round(float(np.mean([run.samples_of(r, q) for r, q in enumerate(qs)]))))
-    fixed = replay(qs, groups.keys, ["bayes"], [8.0], plan, pool=parse_pool(f"fixed:{samples}"), workers=1)[0]
+    left = 8.0 - 0.25 * samples
+    fixed = replay(qs, groups.keys, ["bayes"], [left], plan, pool=parse_pool(f"fixed:{samples}"), workers=1)[0]
     acc = [float(np.mean([q.utility[x.selected[r]] for r, q in enumerate(qs)])) for x in (run, fixed)]
     assert float(run.cost.max()) <= 8.0
     assert acc[0] >= acc[1]
