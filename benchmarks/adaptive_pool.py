@@ -10,13 +10,14 @@ What it runs is what a user runs, through the installed console script:
    candidate carries its sample cost, so the first k replay as a pool of k);
 2. ``boe replay L --policy bayes --budget 16 --pool fixed:K --json`` for K in 4, 8, 16: k samples up front, then
    a check budget of 16 for the default controller;
-3. ``boe replay L --policy bayes --pool adaptive --budget C --json`` for each C: samples and checks from one budget.
+3. ``boe replay L --policy bayes --pool adaptive --budget C --json`` for each C: samples and checks from one budget
+   (and ``--eta P`` for each price P of ``--etas`` other than 0: rows ``adaptive eta=P``).
 
 Every replay is calibrated crossfit:5 (held out by question). Printed per regime: a Markdown table of accuracy,
 samples drawn per question, mean total cost in design units (samples at 0.25 each plus checks) and in tokens, then
-the issue's two targets against fixed K=16 at budget 16: the cheapest adaptive budget within 0.5 pp of its accuracy
-(with its samples, against 16/3), and the adaptive accuracy at its mean total cost (interpolated between the
-budgets measured). Tokens are the design units converted at measured rates (``--sample-tokens``: completion
+the issue's two targets against fixed K=16 at budget 16: the adaptive row within 0.5 pp of its accuracy that draws
+the fewest samples (against 16/3), and the adaptive accuracy at its mean total cost (interpolated between the
+budgets measured at price 0). Tokens are the design units converted at measured rates (``--sample-tokens``: completion
 tokens of one simulator sample, ``--unit-tokens``: tokens of one design unit of a judge check, 450 tokens for a
 check of cost 4; ``boe costs`` measures both on a stored run). It is a simulator: the numbers say how the
 controllers behave against it, not how a real model would.
@@ -51,9 +52,10 @@ def _run(args: list[str], out: Path | None = None) -> str:
         return fh.read()
 
 
-def _replay(ledger: Path, policy: str, budgets: str, pool: str) -> list[dict[str, Any]]:
-    data = json.loads(_run(["replay", str(ledger), "--policy", policy, "--budget", budgets, "--pool", pool, "--json"]))
-    return [{**r, "pool": pool} for r in data["results"]]
+def _replay(ledger: Path, policy: str, budgets: str, pool: str, eta: float = 0.0) -> list[dict[str, Any]]:
+    args = ["replay", str(ledger), "--policy", policy, "--budget", budgets, "--pool", pool, "--json"]
+    data = json.loads(_run(args + (["--eta", f"{eta:g}"] if eta else [])))
+    return [{**r, "pool": pool if not eta else f"{pool} eta={eta:g}"} for r in data["results"]]
 
 
 def _at_cost(rows: list[dict[str, Any]], cost: float) -> tuple[float, float] | None:
@@ -81,15 +83,16 @@ def _table(regime: str, rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['tokens']:,.0f} |"
         )
     ref = next(r for r in rows if r["pool"] == "fixed:16")
-    ada = [r for r in rows if r["pool"] == "adaptive"]
+    ada = [r for r in rows if r["pool"].startswith("adaptive")]
     match = [r for r in ada if r["accuracy"] >= ref["accuracy"] - 0.005]
-    first = min(match, key=lambda r: r["budget"]) if match else None
-    at = _at_cost(ada, ref["total_cost"])
+    first = min(match, key=lambda r: (r["samples"], r["budget"])) if match else None
+    at = _at_cost([r for r in ada if r["pool"] == "adaptive"], ref["total_cost"])
     out.append("")
     out.append(
         f"Within 0.5 pp of fixed:16 at budget 16 ({ref['accuracy']:.3f}): "
         + (
-            f"adaptive at budget {first['budget']:g}, {first['accuracy']:.3f} with {first['samples']:.2f} samples "
+            f"{first['pool']} at budget {first['budget']:g}, {first['accuracy']:.3f} with "
+            f"{first['samples']:.2f} samples "
             f"({'met' if first['samples'] <= 16 / 3 else 'missed'}: target <= 5.33)"
             if first
             else "no adaptive budget measured (missed)"
@@ -114,6 +117,7 @@ def main() -> None:
     ap.add_argument("--regimes", default=REGIMES)
     ap.add_argument("--policy", default="bayes", help="the controller (the default one)")
     ap.add_argument("--budgets", default="2,4,8,16", help="one budget of the adaptive pool: samples and checks")
+    ap.add_argument("--etas", default="0", help="prices of the adaptive pool (--eta), one replay each")
     ap.add_argument("--sample-cost", type=float, default=0.25)
     ap.add_argument("--sample-tokens", type=float, default=16.6)
     ap.add_argument("--unit-tokens", type=float, default=450 / 4)
@@ -130,7 +134,8 @@ def main() -> None:
             out=ledger,
         )
         found = [r for k in (4, 8, 16) for r in _replay(ledger, args.policy, "16", f"fixed:{k}")]
-        found += _replay(ledger, args.policy, args.budgets, "adaptive")
+        for eta in args.etas.split(","):
+            found += _replay(ledger, args.policy, args.budgets, "adaptive", float(eta))
         mine = []
         for r in found:
             checks = r["total_cost"] - r["sample_cost"]

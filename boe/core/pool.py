@@ -11,15 +11,18 @@ pool drawn so far (`boe.core.state.EvidenceState.draw`, `boe.core.session.Policy
   answers drawn, a new answer and an invalid reply. Its concentration, discount and invalid pseudo-count are
   fitted per dataset by maximum likelihood of every candidate of a pool given those drawn before it
   (`fit_predictive`; no labels needed), cross-fitted with the calibration.
-* `AdaptivePool` wraps a controller. The value of drawing m more candidates is the expected gain in the
-  probability that the selected answer is right, under the controller's posterior (`bayes`; another controller
-  gets a `bayes` posterior beside it): for each composition of the m draws the posterior is the prior of the
-  new answer counts times the likelihood of the checks already bought, and the gain is what switching to the
-  new leading answer adds over keeping the current one (zero when no draw can change the answer). The
-  controller's proposed check is valued the same way (its exact myopic EVSI). The step with the larger value
-  per unit cost is taken; the question stops when neither is worth more than ``eta`` per unit cost -- when the
-  calibrated chance that one more draw or check changes the answer, times what the change gains, is below
-  its cost at the price ``eta``.
+* `AdaptivePool` wraps a controller. The value of drawing on is the expected gain in the probability that the
+  selected answer is right, measured (`GainTable`, `fit_gain_table`): on the training pools, cross-fitted,
+  what the selection of the `bayes` posterior (another controller gets one beside it) on the first k' > k
+  candidates adds over that on the first k, by pool size k and by the probability the posterior gave its pick
+  at k. It counts everything the new candidates bring -- their answers and their claims and stances, which
+  move the answer where wrong candidates agree on one misreading -- and a pool's value is the best over every
+  larger fitted size the budget pays for, per unit cost: several rounds may be worth drawing when one is not.
+  Where no table is fitted (an unseen dataset, no labels) a draw of m is valued by an urn over the answers
+  (`draw_values`): for each composition of the m draws the posterior is the prior of the new answer counts
+  times the likelihood of the checks already bought. The controller's proposed check is valued by its exact
+  myopic EVSI. The step with the larger value per unit cost is taken; the question stops when neither is
+  worth more than ``eta`` per unit cost.
 * The posterior is that of the pool drawn: the `bayes` prior and claim model are fitted per pool size on the
   training pools' first k candidates (`prefix_question`, `fit_sized_model`; stored beside the predictive), and
   a pool of k reads the model of the largest fitted size <= k. A model fitted on whole pools only misreads a
@@ -51,17 +54,21 @@ __all__ = [
     "DEFAULT_SAMPLE_COST",
     "POOL_KEY",
     "AdaptivePool",
+    "GainTable",
     "GreedyPool",
     "PoolSpec",
     "Predictive",
     "PredictiveModel",
     "draw_values",
+    "fit_gain_table",
     "fit_predictive",
     "fit_sized_model",
     "make_pool_policy",
     "parse_pool",
     "pool_sizes",
+    "predictive_of",
     "prefix_question",
+    "selected_confidence",
     "sized_key",
     "with_sized_model",
 ]
@@ -147,6 +154,19 @@ class Predictive(BaseModel):
     samples: float = 0.0  # candidates fitted on (diagnostic)
 
 
+class GainTable(BaseModel):
+    """The expected gain in P(the selected answer is right) from drawing on from a pool of ``sizes[i]`` to one of
+    ``sizes[j]``, for a pool whose posterior gives its selected answer a probability in bin b of ``edges``:
+    ``gain[i][b][j]`` (0 for j <= i), the held-out mean over training pools (`fit_gain_table`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sizes: list[int]
+    edges: list[float]
+    gain: list[list[list[float]]]
+    questions: int = 0  # training pools it was measured on (diagnostic)
+
+
 class PredictiveModel(BaseModel):
     """The fitted predictives by dataset (`Calibration.extra["pool"]`)."""
 
@@ -158,6 +178,8 @@ class PredictiveModel(BaseModel):
     # (keyed `sized_key`), channels fitted on every size; None: the controller's model at every size
     sizes: list[int] | None = None
     bayes: dict[str, Any] | None = None
+    # the calibrated value of drawing on to a larger pool, per dataset (`fit_gain_table`); None: not fitted
+    gain: dict[str, GainTable] | None = None
 
 
 #: An unseen dataset: a new answer as likely as one drawn once, invalid replies rare.
@@ -302,6 +324,72 @@ def pool_sizes(k_max: int, start: int, step: int) -> list[int]:
     return sorted({min(k, k_max) for k in range(max(start, 1), k_max + step, step)})
 
 
+def _sized_rows(questions: Sequence[Question], train: B_) -> IntArr:
+    """The labelled training questions (at most `SIZED_QUESTIONS`, evenly spaced) the pool-size models fit on."""
+    rows = np.nonzero(np.asarray(train, dtype=bool))[0]
+    rows = np.array([i for i in rows.tolist() if questions[i].labelled and questions[i].k], dtype=np.intp)
+    if rows.size > SIZED_QUESTIONS:
+        rows = rows[np.linspace(0, rows.size - 1, SIZED_QUESTIONS).round().astype(np.intp)]
+    return rows
+
+
+#: Bins of the probability the posterior gives its selected answer, by which the gain of a draw is measured.
+GAIN_EDGES = (0.0, 0.35, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 1.0)
+#: Pseudo-count of training pools pulling a bin's mean gain towards the mean over all bins of its pool size.
+GAIN_SHRINK = 20.0
+
+
+def selected_confidence(model: Any, state: EvidenceState) -> F64:
+    """The probability ``model`` (a started `bayes`) gives the answer it selects, per row."""
+    sel = model.select(state)
+    out: F64 = model.final_scores(state)[np.arange(state.n), np.maximum(sel, 0)]
+    return out
+
+
+def fit_gain_table(
+    questions: Sequence[Question], rows: IntArr, cal: Calibration, group_keys: Sequence[str], sizes: Sequence[int]
+) -> dict[str, GainTable]:
+    """Per dataset, what drawing on from a pool of ``sizes[i]`` to ``sizes[j]`` candidates adds to the chance
+    that the selected answer is right, by the probability the posterior gave it (`GainTable`): measured on the
+    training pools ``rows`` (labelled) under ``cal``'s pool-size model, before any check. It counts whatever
+    the new candidates bring (answers, claims, stances), which a predictive of the answers alone misses."""
+    from boe.core.bayes import Bayes
+    from boe.core.state import bind_questions
+
+    picked = [questions[i] for i in rows.tolist()]
+    if not picked or len(sizes) < 2:
+        return {}
+    conf = np.zeros((len(sizes), len(picked)))
+    right = np.zeros((len(sizes), len(picked)))
+    for i, k in enumerate(sizes):
+        sub = [prefix_question(q, k, sized_key(q.dataset, k)) for q in picked]
+        state = bind_questions(sub, np.arange(len(sub)), [cal], None, list(group_keys), budget=1.0)
+        model = Bayes()
+        model.start(state)
+        sel = np.maximum(model.select(state), 0)
+        conf[i] = selected_confidence(model, state)
+        right[i] = [float(q.utility[s]) if s < q.k else 0.0 for q, s in zip(sub, sel.tolist(), strict=True)]
+    edges = np.asarray(GAIN_EDGES)
+    out: dict[str, GainTable] = {}
+    datasets = np.array([q.dataset for q in picked])
+    for ds in sorted(set(datasets.tolist())):
+        mine = datasets == ds
+        n_s, n_b = len(sizes), edges.size - 1
+        gain = np.zeros((n_s, n_b, n_s))
+        for i in range(n_s):
+            b = np.clip(np.digitize(conf[i, mine], edges[1:-1]), 0, n_b - 1)
+            times = np.bincount(b, minlength=n_b).astype(np.float64)
+            for j in range(i + 1, n_s):
+                d = right[j, mine] - right[i, mine]
+                mean_all = float(d.mean())
+                sums = np.bincount(b, weights=d, minlength=n_b)
+                gain[i, :, j] = (sums + GAIN_SHRINK * mean_all) / (times + GAIN_SHRINK)
+        out[ds] = GainTable(
+            sizes=list(sizes), edges=edges.tolist(), gain=gain.round(6).tolist(), questions=int(mine.sum())
+        )
+    return out
+
+
 def fit_sized_model(
     questions: Sequence[Question], train: B_, group_keys: Sequence[str], sizes: Sequence[int], base: Any
 ) -> Any:
@@ -310,11 +398,7 @@ def fit_sized_model(
     weight is ``base``'s (fitted on whole pools)."""
     from boe.core.bayes import fit_bayes_model
 
-    rows = np.nonzero(np.asarray(train, dtype=bool))[0]
-    rows = np.array([i for i in rows.tolist() if questions[i].labelled and questions[i].k], dtype=np.intp)
-    if rows.size > SIZED_QUESTIONS:
-        rows = rows[np.linspace(0, rows.size - 1, SIZED_QUESTIONS).round().astype(np.intp)]
-    picked = [questions[i] for i in rows.tolist()]
+    picked = [questions[i] for i in _sized_rows(questions, train).tolist()]
     sub = [prefix_question(q, k, sized_key(q.dataset, k)) for k in sizes for q in picked]
     model = fit_bayes_model(sub, group_keys)
     for key, cp in model.claims.items():
@@ -342,7 +426,9 @@ def with_sized_model(
         return cal
     sizes = pool_sizes(k_max, start, step)
     sized = fit_sized_model(questions, train, group_keys, sizes, model_of(cal))
-    pm = predictive_of(cal).model_copy(update={"sizes": sizes, "bayes": sized.model_dump(mode="json")})
+    at_size = cal.model_copy(update={"extra": {**cal.extra, BAYES_KEY: sized}})
+    gain = fit_gain_table(questions, _sized_rows(questions, train), at_size, group_keys, sizes)
+    pm = predictive_of(cal).model_copy(update={"sizes": sizes, "bayes": sized.model_dump(mode="json"), "gain": gain})
     return cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: pm.model_dump(mode="json")}})
 
 
@@ -623,10 +709,42 @@ class AdaptivePool(_PoolPolicy):
                 break
             r = np.nonzero(ok)[0]
             value = self._draw_value(state, rows[r], size)
-            c = cost[r]
-            dens = np.where(c > 0, value / np.maximum(c, 1e-300), np.where(value > 0, np.inf, 0.0))
-            best[r] = np.maximum(best[r], dens)
-        return best
+            best[r] = np.maximum(best[r], _density(value, cost[r]))
+        measured, has = self._measured_density(state, rows)
+        return np.where(has, measured, best)
+
+    def _measured_density(self, state: EvidenceState, rows: IntArr) -> tuple[F64, B_]:
+        """The best calibrated gain per unit cost of drawing on to a larger fitted pool size (`GainTable`) for
+        ``rows``, as far as the budget pays, and whether the row's dataset has a table."""
+        pool = state.pool
+        assert pool is not None
+        out = np.zeros(rows.size)
+        has = np.zeros(rows.size, dtype=bool)
+        conf = selected_confidence(self.model, state)[rows]
+        k = _drawn(state)[rows]
+        keys = [(int(state.calibration[r]) if state.calibrations else 0, state.dataset[r]) for r in rows.tolist()]
+        for key in sorted(set(keys)):
+            cals = state.calibrations
+            table = (predictive_of(cals[key[0]]).gain or {}).get(key[1]) if cals else None
+            if table is None:
+                continue
+            mine = np.array([kk == key for kk in keys])
+            has |= mine
+            sizes = np.asarray(table.sizes)
+            gain = np.asarray(table.gain)  # (sizes, bins, sizes)
+            at = np.maximum(np.searchsorted(sizes, k[mine], side="right") - 1, 0)
+            b = np.clip(np.digitize(conf[mine], np.asarray(table.edges)[1:-1]), 0, gain.shape[1] - 1)
+            r = rows[mine]
+            best = np.zeros(r.size)
+            for j, size in enumerate(sizes.tolist()):
+                ahead = size > k[mine]
+                spend = pool.sample_spent_at(r, np.full(r.size, size, dtype=np.int32))
+                ok = ahead & (spend + pool.check_spent[r] <= state.budget[r])
+                if ok.any():
+                    dens = _density(gain[at, b, j], spend - pool.sample_spent[r])
+                    best = np.where(ok, np.maximum(best, dens), best)
+            out[mine] = best
+        return out, has
 
     def _draw_value(self, state: EvidenceState, rows: IntArr, m: int) -> F64:
         """The expected gain of drawing m more candidates (`draw_values`) for ``rows``."""
@@ -652,6 +770,12 @@ class AdaptivePool(_PoolPolicy):
         sel = self.model.select(state)[rows]
         now = np.where(sel >= 0, aid[np.arange(rows.size), np.maximum(sel, 0)], 0)
         return draw_values(lpost, lprior, counts, k, n_inv, state.extra["pool_predictive"][rows], m, np.maximum(now, 0))
+
+
+def _density(value: F64, cost: F64) -> F64:
+    """Value per unit cost (a free positive value is worth any price)."""
+    out: F64 = np.where(cost > 0, value / np.maximum(cost, 1e-300), np.where(value > 0, np.inf, 0.0))
+    return out
 
 
 def _drawn(state: EvidenceState) -> IntArr:

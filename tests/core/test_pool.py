@@ -18,7 +18,15 @@ from boe.core.ledger import parse_record, parse_record_dict
 from boe.core.literal import literal_calibration, literal_pool_replay, literal_prefix
 from boe.core.loading import load_lines
 from boe.core.policies import make_policy
-from boe.core.pool import AdaptivePool, Predictive, draw_values, fit_predictive, parse_pool, prefix_question
+from boe.core.pool import (
+    AdaptivePool,
+    Predictive,
+    draw_values,
+    fit_predictive,
+    parse_pool,
+    predictive_of,
+    prefix_question,
+)
 from boe.core.replay import plan_calibration, replay, transcripts
 from boe.core.session import Draw, Reveal, Session, SessionError, drawn
 from boe.errors import ConfigError, RecordError
@@ -312,13 +320,15 @@ def test_a_draw_that_cannot_change_the_answer_is_worth_nothing():
 
 def test_adaptive_replay_of_a_simulated_ledger_beats_a_fixed_pool_of_the_same_cost():
     """A smoke test of the value rule on a fixed seed: at a budget covering samples and checks, the adaptive pool
-    is at least as accurate as the fixed pool of its mean samples, and it spends at most its budget."""
+    is at least as accurate as the fixed pool of its mean samples with what the budget leaves for checks (the
+    same total per question), and it spends at most its budget."""
     recs = list(pool_ledger(200, seed=21, spec=pool_spec("default", sample_cost=0.25)))
     qs, groups = _load(recs)
     plan = plan_calibration(qs, groups.keys, "fit", extra_fit=AdaptivePool(make_policy("bayes"), 2).fit_extra)
     run = replay(qs, groups.keys, ["bayes"], [8.0], plan, pool=parse_pool("adaptive"), workers=1)[0]
     samples = int(round(float(np.mean([run.samples_of(r, q) for r, q in enumerate(qs)]))))
-    fixed = replay(qs, groups.keys, ["bayes"], [8.0], plan, pool=parse_pool(f"fixed:{samples}"), workers=1)[0]
+    left = 8.0 - 0.25 * samples
+    fixed = replay(qs, groups.keys, ["bayes"], [left], plan, pool=parse_pool(f"fixed:{samples}"), workers=1)[0]
     acc = [float(np.mean([q.utility[x.selected[r]] for r, q in enumerate(qs)])) for x in (run, fixed)]
     assert float(run.cost.max()) <= 8.0
     assert acc[0] >= acc[1]
@@ -357,3 +367,22 @@ def test_the_posterior_of_a_pool_of_k_is_fitted_on_pools_of_k():
     assert all(adaptive.samples_of(r, q) == 4 for r, q in enumerate(qs))
     acc = [float(np.mean([q.utility[x.selected[r]] for r, q in enumerate(qs)])) for x in (adaptive, raw)]
     assert acc[0] >= acc[1]
+
+
+def test_the_gain_of_a_draw_is_measured_on_the_training_pools():
+    """The calibrated value of drawing on (`GainTable`): per pool size and confidence bin, what the larger pools
+    of the training questions added to the chance of a right pick; nothing backwards, and on the default regime
+    drawing from 4 to 16 pays more where the posterior of the 4 is least sure."""
+    recs = list(pool_ledger(200, seed=26, spec=pool_spec("default", sample_cost=0.25)))
+    qs, groups = _load(recs)
+    plan = plan_calibration(qs, groups.keys, "fit", extra_fit=AdaptivePool(Bayes(), 2).fit_extra)
+    table = (predictive_of(plan.calibrations[0]).gain or {})["pool"]
+    g = np.asarray(table.gain)
+    assert table.sizes == [4, 6, 8, 10, 12, 14, 16]
+    assert g.shape == (7, len(table.edges) - 1, 7)
+    assert table.questions == 200
+    for i in range(7):
+        assert np.all(g[i, :, : i + 1] == 0)
+    assert np.all(np.abs(g) <= 1)
+    assert g[0, :, -1].mean() > 0
+    assert g[0, 0, -1] > g[0, -1, -1]
