@@ -62,9 +62,9 @@ class Segmentation:
     embedded: bool = False  # this call computed the image embedding (SAM); False when it was reused
     point: tuple[int, int] | None = None
 
-    @property
+    @functools.cached_property
     def box(self) -> Box | None:
-        """The mask's bounding box (None for an empty mask)."""
+        """The mask's bounding box (None for an empty mask), computed once (the log and the view both read it)."""
         return mask_box(self.mask)
 
     @property
