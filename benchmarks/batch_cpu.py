@@ -110,7 +110,8 @@ print(time.thread_time() - t0)
 """
     # the tree's own segmenter (a segmenter made cheaper is credited to its tree, not to both)
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    # cwd: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tree, check=True)
     return float(done.stdout.strip().splitlines()[-1])
 
 

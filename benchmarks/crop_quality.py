@@ -1,14 +1,15 @@
 """Grounded views on simulator scans: how many hold the lesion, and the segmenter's CPU per call.
 
-    python benchmarks/crop_quality.py                     # 300 scans with a finding, this tree's default segmenter
+    python benchmarks/crop_quality.py                     # 400 scans (those with a finding), this tree's segmenter
     python benchmarks/crop_quality.py --baseline main     # and the baseline commit's, in the same run
     python benchmarks/crop_quality.py --args iterations=2 # this tree's segmenter with other arguments
 
 For each scan with a finding the region is what a grounded check on the lesion's true place asks for (its side and
 upper/lower words inside the imaged body, as `GroundedFactorJudge.view_box` computes it); the segmenter is prompted
 with it and the crop view is cut as the judge cuts it. ``holds`` is the share of views whose box contains the
-lesion's centre, ``whole`` the share containing every lesion pixel; ``ms/call`` is single-threaded CPU per
-segmentation (``thread_time``). A baseline runs in a subprocess on its own tree (``git archive``).
+lesion's centre, ``whole`` the share containing every lesion pixel, ``area`` the view's area over the region's
+(how much the segmentation zooms in); ``ms/call`` is single-threaded CPU per segmentation (``thread_time``).
+A baseline runs in a subprocess on its own tree (``git archive``).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def run_tree(tree: Path, data: Path, seg_args: dict[str, Any]) -> dict[str, floa
     code = f"import json, sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); from crop_quality import measure; "
     code += f"print(json.dumps(measure({str(data)!r}, {seg_args!r})))"
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    # cwd: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tree, check=True)
     out: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
 
@@ -104,9 +106,12 @@ def main(argv: list[str] | None = None) -> int:
         f"grounded crop views on {args.scans} simulator scans ({args.size} px, seed {args.seed}), "
         f"load {os.getloadavg()[0]:.1f}; this tree's segmenter args {seg_args or 'default'}"
     )
-    print("tree | views | holds the lesion's centre | holds all of it | segmentation ms/call")
+    print("tree | views | holds the lesion's centre | holds all of it | view area / region area | segmentation ms/call")
     for name, r in rows.items():
-        print(f"{name} | {r['views']:.0f} | {r['holds']:.1%} | {r['whole']:.1%} | {r['ms_per_call']:.1f}")
+        print(
+            f"{name} | {r['views']:.0f} | {r['holds']:.1%} | {r['whole']:.1%} | {r['area']:.2f} | "
+            f"{r['ms_per_call']:.1f}"
+        )
     return 0
 
 
