@@ -25,7 +25,7 @@ import pytest
 
 from tests.doc_blocks import ROOT, doc_block, run_commands
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first test builds the fresh venv (pip resolves)
 
 
 @dataclass(frozen=True)

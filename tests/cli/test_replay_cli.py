@@ -95,7 +95,7 @@ def test_malformed_line_in_the_middle_of_5000(tmp_path):
     res = boe("replay", str(ledger), "--policy", "boe", "--budget", "8", "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["questions"] == 4999
-    assert f"{ledger}:2501" in res.stderr and "outcome" in res.stderr
+    assert f"{ledger}:2501" in res.stderr.replace("\n", "") and "outcome" in res.stderr  # the console wraps long paths
     strict = boe("replay", str(ledger), "--policy", "boe", "--budget", "8", "--strict")
     assert strict.returncode != 0 and ":2501" in strict.stderr and "Traceback" not in strict.stderr
 

@@ -68,8 +68,10 @@ def test_the_report_opens_with_its_figures_tables_and_a_link_to_every_question(a
 
 
 def test_the_question_table_loads_thumbnails_as_it_is_scrolled_to(agent_report):
-    # virtual time: generous, so a loaded machine still reaches the observer callbacks before the dump
-    dom = parse(dump_dom(agent_report.html, "questions", budget_ms=5000))
+    # the observer's callbacks run after a rendering update: wait for them in real time (a virtual-time
+    # budget can be used up on a loaded machine before the first frame); the thumbs that never load time out
+    pending = "document.querySelectorAll('table#qtable img.thumb[data-img]').length === 0"
+    dom = parse(dump_dom(agent_report.html, "questions", until=pending, timeout=60))
     thumbs = dom.select("table#qtable img.thumb")
     assert len(thumbs) == len(agent_report.report.table)
     assert all(t.attrs.get("src", "").startswith("data:image/webp;base64,") for t in thumbs)
