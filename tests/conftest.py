@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from boe.sim.ledgers import factor_code_ledger, pool_ledger
+# One BLAS thread per test process, as the `boe` script defaults to (boe/cli/__init__.py): on two workers, OpenBLAS's
+# per-core threads would spin-wait against each other between the many small products of a fit (set before numpy loads)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from boe.sim.ledgers import factor_code_ledger, pool_ledger  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _ledger_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Loaded ledgers are cached in a folder of the test session (subprocesses inherit it), not in ~/.cache."""
-    import os
 
     from boe.ledger_cache import ENV
 

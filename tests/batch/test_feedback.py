@@ -21,9 +21,11 @@ def test_a_resumed_batch_says_which_dead_workers_leases_it_waits_for(sim_data, s
     assert first["stored"] == 20
     ds = load_dataset(sim_data)
     rest = [(ds.name, it.question_id) for it in ds.items[20:]]
-    with Store(db) as store:  # a worker that died holding the last four questions, its leases 10 s long
+    # a worker that died holding the last four questions, its leases 20 s long: long enough that a slow start of
+    # the resumed batch (a loaded machine) still finds them held
+    with Store(db) as store:
         store.enqueue("r", rest)
-        assert len(store.claim_questions("r", "ghost", 4, lease_seconds=10.0)) == 4
+        assert len(store.claim_questions("r", "ghost", 4, lease_seconds=20.0)) == 4
     t0 = time.monotonic()
     out = finish(start_batch(batch_args(sim_data, sim.base_url, db, "r"), locks))
     assert time.monotonic() - t0 >= 5.0  # it waited for the leases to run out
@@ -49,7 +51,10 @@ def test_ctrl_c_prints_the_command_that_resumes_the_batch(sim_data, locks, tmp_p
             env={**os.environ, "BOE_WORKER_LOCKS": str(locks)},
             preexec_fn=default_sigint,
         )
-        time.sleep(4)
+        deadline = time.monotonic() + 120  # interrupt once the batch is at work (its first request arrived)
+        while slow.stats()["requests"] == 0 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert slow.stats()["requests"] > 0, "the batch sent no request within 120 s"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
