@@ -138,6 +138,7 @@ __all__ = [
     "ClaimParams",
     "PriorParams",
     "fit_bayes_model",
+    "keys_from_calibration",
     "model_of",
     "prior_model",
     "with_prior_model",
@@ -1289,7 +1290,7 @@ def _check_weight_scores(
     run_policy(state, cast(Policy, pol), outcomes, sink, skipped_mask(questions, all_rows, outcomes.shape))
 
 
-def _keys_from_calibration(questions: Sequence[Question], train: B_, calibration: Calibration) -> list[str]:
+def keys_from_calibration(questions: Sequence[Question], train: B_, calibration: Calibration) -> list[str]:
     """Group keys by global id, from a calibration that `fit_groups` fitted on ``questions[train]``.
 
     `fit_groups` lists, in id order, exactly the groups that have actions in its
@@ -1451,7 +1452,7 @@ class Bayes:
         """
         train_mask = np.asarray(train_mask, dtype=bool)
         if group_keys is None:
-            keys = _keys_from_calibration(questions, train_mask, calibration)
+            keys = keys_from_calibration(questions, train_mask, calibration)
         else:
             keys = list(group_keys)
         if self._data is None or self._data[0] is not questions:

@@ -662,10 +662,10 @@ class AdaptivePool(_PoolPolicy):
         cal = super().fit_extra(questions, train_mask, calibration, group_keys)
         if self.model is not self.inner and not self.model.fit_extra_present(cal):
             cal = self.model.fit_extra(questions, train_mask, cal, group_keys)
-        from boe.core.bayes import _keys_from_calibration
+        from boe.core.bayes import keys_from_calibration
 
         train = np.asarray(train_mask, dtype=bool)
-        keys = list(group_keys) if group_keys is not None else _keys_from_calibration(questions, train, cal)
+        keys = list(group_keys) if group_keys is not None else keys_from_calibration(questions, train, cal)
         return with_sized_model(cal, questions, train, keys, self.first, self.step)
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
