@@ -14,11 +14,20 @@ import json
 import os
 import re
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from boe.errors import BoeError
-from boe.tools.parse import MAX_REPLY_CHARS, VERDICTS, extract_json, read_figure, read_generation, read_verdict
+from boe.tools.parse import (
+    MAX_REPLY_CHARS,
+    VERDICTS,
+    ReplyError,
+    extract_json,
+    read_figure,
+    read_generation,
+    read_verdict,
+)
 
 SCALE = float(os.environ.get("BOE_FUZZ_SCALE", "1"))  # BOE_FUZZ_SCALE=20 for a long hunt
 FUZZ = settings(max_examples=int(300 * SCALE), deadline=None, suppress_health_check=list(HealthCheck))
@@ -109,9 +118,14 @@ def test_the_judges_final_object_is_read_after_any_prose(prose: str | None, fina
 
 @FUZZ
 @given(unfenced, VERDICT, unfenced)
+@example('{"verdict": "reject", "rationale": "x"}' * 27_000, {"verdict": "confirm", "rationale": "r"}, "}" * 9)
 def test_a_fenced_verdict_wins_over_any_objects_after_it(before: str | None, mine: dict, after: str | None) -> None:
     """The judge's fenced answer is read whatever follows it (quoted candidate objects, broken JSON)."""
     text = (before or "") + "\n```json\n" + json.dumps(mine) + "\n```\n" + (after or "")
+    if len(text) > MAX_REPLY_CHARS:  # two long runs of fragments: an over-long reply is refused, never half-read
+        with pytest.raises(ReplyError, match="character limit"):
+            read_verdict(text)
+        return
     assert read_verdict(text) == (mine["verdict"], mine["rationale"].strip()[:500]), text[-300:]
 
 
