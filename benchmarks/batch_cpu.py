@@ -28,12 +28,13 @@ import socket
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from baseline import baseline_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,15 +43,6 @@ def proc_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
         f = fh.read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def baseline_tree(ref: str, into: Path) -> Path:
-    """The tree of ``ref`` extracted into ``into``."""
-    archive = into / "base.tar"
-    subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), ref], check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(into / "tree", filter="data")
-    return into / "tree"
 
 
 def start_simulator() -> tuple[subprocess.Popen[bytes], str]:

@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from baseline import baseline_tree
 from replay_speed import ledger_path  # the same cached pool ledger
 from rich.console import Console
 from rich.table import Table
@@ -65,10 +66,7 @@ def main() -> None:
 
 def export(ref: str, into: Path) -> dict[str, str]:
     """The environment that imports the ``boe`` package as of git commit ``ref`` (exported into ``into``)."""
-    repo = Path(__file__).resolve().parent.parent
-    tar = subprocess.run(["git", "-C", str(repo), "archive", ref, "boe"], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
-    return {**os.environ, "PYTHONPATH": str(into)}
+    return {**os.environ, "PYTHONPATH": str(baseline_tree(ref, into))}
 
 
 def run(args: argparse.Namespace, tmp: Path) -> None:

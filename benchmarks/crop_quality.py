@@ -19,11 +19,12 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from baseline import baseline_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,15 +63,6 @@ def measure(data: str, seg_args: dict[str, Any]) -> dict[str, float]:
         share += box.width * box.height / (region.width * region.height)
         n += 1
     return {"views": n, "holds": held / n, "whole": whole / n, "area": share / n, "ms_per_call": 1000.0 * cpu / n}
-
-
-def baseline_tree(ref: str, into: Path) -> Path:
-    """The tree of ``ref`` extracted into ``into``."""
-    archive = into / "base.tar"
-    subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), ref], check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(into / "tree", filter="data")
-    return into / "tree"
 
 
 def run_tree(tree: Path, data: Path, seg_args: dict[str, Any]) -> dict[str, float]:
