@@ -693,8 +693,17 @@ class AdaptivePool(_PoolPolicy):
         return np.where(take_draw, -2 - m, np.where(keep, choice, -1))
 
     def _draw_density(self, state: EvidenceState, rows: IntArr) -> F64:
+        """The best value per unit cost of drawing on for ``rows``: measured (`GainTable`) where the row's
+        dataset has a table, else by the answer urn (`_urn_density`)."""
+        out, has = self._measured_density(state, rows)
+        if not has.all():
+            out[~has] = self._urn_density(state, rows[~has])
+        return out
+
+    def _urn_density(self, state: EvidenceState, rows: IntArr) -> F64:
         """The best value per unit cost of drawing 1, 2, ... rounds more (at most `MAX_VALUED` candidates) for
-        ``rows``: a round that changes nothing alone may be worth drawing when two would."""
+        ``rows`` under the answer urn (`draw_values`): a round that changes nothing alone may be worth drawing
+        when two would."""
         pool = state.pool
         assert pool is not None
         best = np.zeros(rows.size)
@@ -710,8 +719,7 @@ class AdaptivePool(_PoolPolicy):
             r = np.nonzero(ok)[0]
             value = self._draw_value(state, rows[r], size)
             best[r] = np.maximum(best[r], _density(value, cost[r]))
-        measured, has = self._measured_density(state, rows)
-        return np.where(has, measured, best)
+        return best
 
     def _measured_density(self, state: EvidenceState, rows: IntArr) -> tuple[F64, B_]:
         """The best calibrated gain per unit cost of drawing on to a larger fitted pool size (`GainTable`) for
@@ -720,7 +728,7 @@ class AdaptivePool(_PoolPolicy):
         assert pool is not None
         out = np.zeros(rows.size)
         has = np.zeros(rows.size, dtype=bool)
-        conf = selected_confidence(self.model, state)[rows]
+        conf: F64 | None = None  # computed once a row's dataset has a table
         k = _drawn(state)[rows]
         keys = [(int(state.calibration[r]) if state.calibrations else 0, state.dataset[r]) for r in rows.tolist()]
         for key in sorted(set(keys)):
@@ -728,6 +736,8 @@ class AdaptivePool(_PoolPolicy):
             table = (predictive_of(cals[key[0]]).gain or {}).get(key[1]) if cals else None
             if table is None:
                 continue
+            if conf is None:
+                conf = selected_confidence(self.model, state)[rows]
             mine = np.array([kk == key for kk in keys])
             has |= mine
             sizes = np.asarray(table.sizes)
