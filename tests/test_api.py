@@ -123,6 +123,9 @@ def test_every_extension_point_registers_through_the_api() -> None:
 
     from boe.tools.segment import SEGMENTERS
 
-    assert "api-test-everything" in SEGMENTERS
-    with pytest.raises(ConfigError, match="api-test-everything"):  # another segmenter under a taken name
-        boe.register_segmenter("api-test-everything")(lambda **_: object())
+    try:
+        assert "api-test-everything" in SEGMENTERS
+        with pytest.raises(ConfigError, match="api-test-everything"):  # another segmenter under a taken name
+            boe.register_segmenter("api-test-everything")(lambda **_: object())
+    finally:  # registries are process-wide: other tests on this worker list the known segmenters
+        SEGMENTERS.pop("api-test-everything")
