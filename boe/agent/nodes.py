@@ -33,10 +33,12 @@ from boe.agent.state import (
     MenuAction,
     Observation,
     Purchase,
+    claim_node,
     claim_nodes,
     evidence_log,
     menu_action,
     menu_actions,
+    observation,
     observations,
     pending_purchase,
 )
@@ -307,7 +309,7 @@ def route_after_menu(state: AgentState) -> str:
 
 
 def _request(state: AgentState, ctx: AgentContext, action: MenuAction) -> ToolRequest:
-    claim = next((c for c in claim_nodes(state) if c.id == action.claim), None) if action.claim else None
+    claim = claim_node(state, action.claim) if action.claim else None
     cand = state["candidates"][action.candidate] if action.candidate is not None else None
     figure = claim.figure if claim is not None else None
     if figure is not None and figure not in figure_ids(state):
@@ -428,10 +430,10 @@ async def plan(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     out: dict[str, Any] = {}
     draws = list(state.get("draws") or [])
     skipped = list(state.get("skipped") or [])
-    actions, after = menu_actions(state), len(state.get("bought") or [])
+    after = len(state.get("bought") or [])
     while True:
         choice, irrelevant = (session.next_action(), []) if full else session.next_relevant()
-        skipped += [skip_entry(actions[a], a, IRRELEVANT, after) for a in irrelevant]
+        skipped += [skip_entry(menu_action(state, a), a, IRRELEVANT, after) for a in irrelevant]
         if choice > -3 or drawing(ctx.config):
             break
         m = drawn(choice)
@@ -514,7 +516,7 @@ def _check_override(state: AgentState) -> None:
 def _target(state: AgentState, action: MenuAction) -> str:
     """What the action checks, in words (for the person approving)."""
     if action.claim is not None:
-        claim = next((c for c in claim_nodes(state) if c.id == action.claim), None)
+        claim = claim_node(state, action.claim)
         if claim is not None:
             return f"claim {claim.slot} = {claim.value!r}"
     if action.candidate is not None:
@@ -537,7 +539,7 @@ async def act(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     idx = state["next_action"]
     action = menu_action(state, idx)
     if ctx.config.ledger == "full":
-        return {"pending": Purchase(action=idx, **observations(state)[action.id].model_dump()).model_dump()}
+        return {"pending": Purchase(action=idx, **observation(state, action.id).model_dump()).model_dump()}
     res = await _run_tool(state, ctx, action)
     if res.failed:  # no outcome to reveal: the question stops here and is not stored
         raise ModelError(f"evidence check {action.id!r} could not be run: {res.error}")

@@ -39,10 +39,12 @@ __all__ = [
     "MenuAction",
     "Observation",
     "Purchase",
+    "claim_node",
     "claim_nodes",
     "evidence_log",
     "menu_action",
     "menu_actions",
+    "observation",
     "observations",
     "pending_purchase",
 ]
@@ -114,6 +116,14 @@ def claim_nodes(state: Mapping[str, Any]) -> list[ClaimNode]:
     return [typed(ClaimNode, c) for c in state.get("claims") or []]
 
 
+def claim_node(state: Mapping[str, Any], claim_id: str) -> ClaimNode | None:
+    """The state's claim ``claim_id``, typed (without reading the others); None when there is none."""
+    for c in state.get("claims") or []:
+        if (c.id if isinstance(c, ClaimNode) else c.get("id")) == claim_id:
+            return typed(ClaimNode, c)
+    return None
+
+
 class MenuAction(BaseModel):
     """One entry of a question's action menu (what a kind's menu rule made), without an outcome.
 
@@ -168,6 +178,11 @@ class Observation(BaseModel):
 def observations(state: Mapping[str, Any]) -> dict[str, Observation]:
     """Full-ledger mode: every action's result, by action id, as typed entries."""
     return {k: typed(Observation, v) for k, v in (state.get("outcomes") or {}).items()}
+
+
+def observation(state: Mapping[str, Any], action_id: str) -> Observation:
+    """Full-ledger mode: one action's result, typed (without reading the others)."""
+    return typed(Observation, (state.get("outcomes") or {})[action_id])
 
 
 class Purchase(Observation):
