@@ -736,6 +736,17 @@ def _resolving(node: Node, resolve: Callable[[Any], AgentContext]) -> Node:
     return run
 
 
+def _on_loop(route: Callable[[AgentState], str]) -> Callable[[AgentState], Awaitable[str]]:
+    """``route`` as a coroutine function: LangGraph runs a plain function in a worker thread (a thread hop per
+    routing decision, several per question), a coroutine function on the event loop."""
+
+    async def run(state: AgentState) -> str:
+        return route(state)
+
+    run.__name__ = route.__name__  # (the branch's name in the compiled graph)
+    return run
+
+
 def build_graph(
     checkpointer: Any = None,
     *,
@@ -758,10 +769,10 @@ def build_graph(
     g.add_edge("generate", "parse")
     g.add_edge("parse", "claims")
     g.add_edge("claims", "menu")
-    g.add_conditional_edges("menu", route_after_menu, ["ledger", "plan"])
+    g.add_conditional_edges("menu", _on_loop(route_after_menu), ["ledger", "plan"])
     g.add_edge("ledger", "plan")
-    g.add_conditional_edges("plan", route_after_plan, ["approve", "select", "generate"])
-    g.add_conditional_edges("approve", route_after_approve, ["act", "plan", "select"])
+    g.add_conditional_edges("plan", _on_loop(route_after_plan), ["approve", "select", "generate"])
+    g.add_conditional_edges("approve", _on_loop(route_after_approve), ["act", "plan", "select"])
     g.add_edge("act", "update")
     g.add_edge("update", "plan")
     g.add_edge("select", "persist")
