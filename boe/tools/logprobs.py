@@ -32,8 +32,13 @@ def verdict_probability(text: str | None, content: Sequence[Any] | None, verdict
     """P(``verdict``) among the three verdicts at the verdict token of ``text``; None when it cannot be read."""
     if not text or not content or verdict not in _VERDICTS:
         return None
-    tokens = [c.get("token") if isinstance(c, Mapping) else None for c in content]
-    if not all(isinstance(t, str) for t in tokens) or "".join(tokens) != text:  # type: ignore[arg-type]
+    tokens: list[str] = []
+    for c in content:
+        tok = c.get("token") if _is_mapping(c) else None
+        if not isinstance(tok, str):
+            return None
+        tokens.append(tok)
+    if "".join(tokens) != text:
         return None
     found = list(_VALUE.finditer(text))
     if not found:
@@ -41,18 +46,24 @@ def verdict_probability(text: str | None, content: Sequence[Any] | None, verdict
     at = found[-1].end()  # the judge's own (final) object
     start = 0
     for i, tok in enumerate(tokens):
-        end = start + len(tok)  # type: ignore[arg-type]
+        end = start + len(tok)
         if start <= at < end:
             return _share(content[i], text[start:at], verdict)
         start = end
     return None
 
 
+def _is_mapping(value: object) -> bool:
+    """``isinstance(value, Mapping)``, a decoded reply's dicts first (the ABC check costs ~1 us; a reply has ~40
+    tokens of 6 alternatives each)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _share(entry: Mapping[str, Any], prefix: str, verdict: str) -> float | None:
     """The verdict's share of the alternatives at one token whose text before the verdict is ``prefix``."""
     options: dict[str, float] = {}
     for alt in [entry, *(entry.get("top_logprobs") or [])]:
-        tok, lp = (alt.get("token"), alt.get("logprob")) if isinstance(alt, Mapping) else (None, None)
+        tok, lp = (alt.get("token"), alt.get("logprob")) if _is_mapping(alt) else (None, None)
         if isinstance(tok, str) and isinstance(lp, (int, float)) and not isinstance(lp, bool) and lp <= 0:
             options.setdefault(tok, float(lp))  # the sampled token and its listed twin are one alternative
     mass = dict.fromkeys(_VERDICTS, 0.0)
