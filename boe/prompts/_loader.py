@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from string import Template
 from typing import Any
@@ -144,15 +144,16 @@ class PromptTemplate:
     schema_name: str
     schema: dict[str, Any] = field(repr=False)
 
-    @property
-    def placeholders(self) -> set[str]:
+    @cached_property
+    def placeholders(self) -> frozenset[str]:
+        """The names the template fills (found once per template, not per rendering)."""
         names: set[str] = set()
         for t in (self.system, self.user):
             for m in t.pattern.finditer(t.template):
                 name = m.group("named") or m.group("braced")
                 if name:
                     names.add(name)
-        return names
+        return frozenset(names)
 
     def render(self, **values: object) -> Rendered:
         """Fill every placeholder; values are escaped unless they are `Safe`. Missing or extra names raise
