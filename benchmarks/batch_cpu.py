@@ -9,8 +9,9 @@ interpreter (``PYTHONPATH`` puts it first). Each run is the real command in a su
     boe batch DATA --base-url SIM --model boe-sim --judge-model boe-sim-judge --k 16 --ledger full \\
         --concurrency 32 --db DB --run r --json --no-progress
 
-against one `boe sim serve` (this tree's simulator, its own process) on a fresh store, the two trees
-taking turns (``--repeat`` rounds; medians reported). Columns: ``batch ms/q`` is what the batch
+against one `boe sim serve` (this tree's simulator, its own process, warmed up by an unrecorded batch of 8
+questions) on a fresh store, the two trees taking turns (``--repeat`` rounds, the baseline first in odd rounds
+and second in even ones; medians reported). Columns: ``batch ms/q`` is what the batch
 reports of itself (CPU of its work loop, every thread, per stored question); ``segmentation ms/q``
 is the OpenCV segmentations' CPU, measured the same way for both trees: the segmentations the run
 stored, computed again single-threaded by the tree's own segmenter; ``framework ms/q`` is the
@@ -125,10 +126,14 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmpdir)
         trees = {"baseline": baseline_tree(args.baseline, tmp), "this tree": ROOT}
         data = generate_dataset(tmp / "data", args.questions, seed=args.seed, size=args.size)
+        warmup = generate_dataset(tmp / "warmup", 8, seed=args.seed + 1, size=args.size)
         sim, url = start_simulator()
         try:
+            # the simulator's first requests cost it more (and answer slower, which costs the client more event-loop
+            # turns): an unrecorded warm-up batch first, and the trees take turns going first
+            run_batch(ROOT, warmup, url, tmp / "warmup.db", args)
             for r in range(args.repeat):
-                for name, tree in trees.items():
+                for name, tree in sorted(trees.items(), reverse=r % 2 == 1):
                     db = tmp / f"{name.replace(' ', '-')}-{r}.db"
                     s0 = proc_cpu(sim.pid)
                     out = run_batch(tree, data, url, db, args)
