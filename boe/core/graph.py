@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from itertools import compress
-from operator import itemgetter, not_
-from typing import Any, TypeVar
+from operator import not_
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -30,8 +30,10 @@ from boe.core.ledger import (
     check_graph,
     kind_targets,
     ledger_view,
-    pool_of,
 )
+
+if TYPE_CHECKING:
+    from boe.core.structs import LedgerLine
 
 __all__ = ["ANSWER_CODE", "KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
 
@@ -92,7 +94,6 @@ class GroupIndex:
         return key in self._ids
 
 
-_INDEX = itemgetter("index")
 _UNKNOWN = -2  # a claim id the record does not declare
 _T = TypeVar("_T")
 
@@ -146,10 +147,10 @@ class _Columns:
             skipped=sel(self.skipped) if self.skipped else [],
         )
 
-    def rules_hold(self, rec: RecordDict) -> bool:
+    def rules_hold(self, indexes: list[int], fmt: str) -> bool:
         """The cross-field rules of `check_graph`, vectorised (keeps the incidence matrix it builds)."""
         k = len(self.answers)
-        if list(map(_INDEX, rec["candidates"])) != list(range(k)) or not self.claims_unique:
+        if indexes != list(range(k)) or not self.claims_unique:
             return False
         if self.edge_candidate and (
             _UNKNOWN in self.edge_claim or min(self.edge_candidate) < 0 or max(self.edge_candidate) >= k
@@ -176,7 +177,7 @@ class _Columns:
             return False
         answer = kind == ANSWER_CODE
         return not answer.any() or (
-            rec["format"] in (FORMAT_1_1, FORMAT_1_2, FORMAT_1_3) and bool(np.array(self.valid)[cand[answer]].all())
+            fmt in (FORMAT_1_1, FORMAT_1_2, FORMAT_1_3) and bool(np.array(self.valid)[cand[answer]].all())
         )
 
 
@@ -203,7 +204,7 @@ def _columns(rec: RecordDict) -> _Columns:
     acts = rec.get("actions", ())
     answers = [c.get("answer") for c in cands]
     claim_ids = [c["id"] for c in rec.get("claims", ())]
-    pos, unique = _positions(claim_ids)
+    pos, _ = _positions(claim_ids)
     get = pos.get
     candidates = [a.get("candidate") for a in acts]
     # (comprehensions with plain subscripts: cheaper per element than map with itemgetter on CPython 3.11)
@@ -225,8 +226,6 @@ def _columns(rec: RecordDict) -> _Columns:
         unobserved=[a.get("observed") is False for a in acts],
         failed=[bool(a.get("failed")) for a in acts],
         skipped=[a.get("skipped") is not None for a in acts],
-        claims_unique=unique,
-        candidates_none=candidates.count(None),
         sample_cost=[c.get("cost") for c in cands] if rec["format"] == FORMAT_1_3 else None,
     )
 
@@ -290,60 +289,67 @@ class Question:
         return bool(np.all(np.isfinite(self.utility)))
 
     @classmethod
-    def from_record(cls, rec: LedgerRecord, groups: GroupIndex) -> Question:
-        """Build the arrays of a validated `LedgerRecord`; group keys are registered in ``groups``."""
-        acts = [a for a in rec.actions if not a.failed]  # a failed check is not on the menu (spec section 1)
+    def from_record(cls, rec: LedgerRecord | LedgerLine, groups: GroupIndex, check: bool = False) -> Question:
+        """Build the arrays of a record validated by `parse_record` or decoded by `decode_record`; group keys are
+        registered in ``groups``.
+
+        ``check=True`` applies the ledger's cross-field rules on the way (raising `FieldRuleError` naming the
+        field), for a decoded `LedgerLine`: vectorised while the arrays are built, and only when one fails does
+        `check_graph` go through the record again to name it.
+        """
+        cands, edges, acts = rec.candidates, rec.edges, rec.actions
         claim_ids = [c.id for c in rec.claims]
-        pos, _ = _positions(claim_ids)
-        codes = _codes(None if rec.kinds is None else {k: d.target for k, d in rec.kinds.items()})
+        pos, unique = _positions(claim_ids)
+        get = pos.get
+        declared = (
+            None if rec.kinds is None else {n: {"target": d.target, "plugin": d.plugin} for n, d in rec.kinds.items()}
+        )
+        codes = _codes(declared)
+        answers = [c.answer for c in cands]
+        candidates = [a.candidate for a in acts]
+        sampled = rec.format == FORMAT_1_3
         cols = _Columns(
-            answers=[c.answer for c in rec.candidates],
-            valid=[c.valid and c.answer is not None for c in rec.candidates],
-            utility=[c.utility for c in rec.candidates],
+            answers=answers,
+            valid=[c.valid and c.answer is not None for c in cands],
+            utility=[c.utility for c in cands],
             claim_ids=claim_ids,
-            edge_candidate=[e.candidate for e in rec.edges],
-            edge_claim=[pos[e.claim] for e in rec.edges],
-            edge_sign=[e.sign for e in rec.edges],
+            edge_candidate=[e.candidate for e in edges],
+            edge_claim=[get(e.claim, _UNKNOWN) for e in edges],
+            edge_sign=[e.sign for e in edges],
             action_ids=[a.id for a in acts],
-            kind=[codes[a.kind] for a in acts],
-            action_claim=[pos[a.claim] for a in acts],
-            action_candidate=[-1 if a.candidate is None else a.candidate for a in acts],
+            kind=[codes.get(a.kind, _UNKNOWN) for a in acts],
+            action_claim=[get(a.claim, _UNKNOWN) for a in acts],
+            action_candidate=[-1 if c is None else c for c in candidates],
             cost=[a.cost for a in acts],
             group=[a.group for a in acts],
             outcome=[OUTCOME_CODES[a.outcome] for a in acts],
             unobserved=[a.observed is False for a in acts],
+            failed=[a.failed for a in acts],
             skipped=[a.skipped is not None for a in acts],
-            sample_cost=[float(c.cost) for c in rec.candidates] if rec.format == FORMAT_1_3 else None,
+            claims_unique=unique,
+            candidates_none=candidates.count(None),
+            sample_cost=[c.cost for c in cands] if sampled else None,
         )
-        return cls._build(rec.question_id, rec.dataset, cols, groups)
+        indexes = [c.index for c in cands]
+        if check and (declared or sampled or not cols.rules_hold(indexes, rec.format)):
+            check_graph(
+                indexes,
+                claim_ids,
+                [(e.candidate, e.claim, e.sign) for e in edges],
+                [(a.id, a.kind, a.claim, a.candidate) for a in acts],
+                valid=cols.valid,
+                fmt=rec.format,
+                kinds=declared,
+                pool=[(c.cost, c.answer) for c in cands] if sampled else None,
+            )
+            if not declared and not sampled:
+                raise AssertionError("the vectorised graph rules and check_graph disagree")
+        return cls._build(rec.question_id, rec.dataset, cols.menu(), groups)
 
     @classmethod
-    def from_dict(cls, rec: RecordDict, groups: GroupIndex, check: bool = False) -> Question:
-        """Build the arrays of a record validated by `parse_record_dict`.
-
-        ``check=True`` applies the ledger's cross-field rules on the way
-        (raising `FieldRuleError` naming the field), for records parsed with
-        ``check=False``: vectorised while the arrays are built, and only when
-        one fails does `check_graph` go through the record again to name it.
-        """
-        cols = _columns(rec)
-        declared = rec.get("kinds")  # revision 1.2 (plugin kinds): check_graph applies the rules
-        pool = pool_of(rec)  # revision 1.3 (sample costs): check_graph applies its rules
-        if check and (declared or pool is not None or not cols.rules_hold(rec)):
-            cands = rec["candidates"]
-            check_graph(
-                [c["index"] for c in cands],
-                cols.claim_ids,
-                [(e["candidate"], e["claim"], e["sign"]) for e in rec.get("edges", ())],
-                [(a["id"], a["kind"], a.get("claim"), a.get("candidate")) for a in rec.get("actions", ())],
-                valid=cols.valid,
-                fmt=rec["format"],
-                kinds=declared,
-                pool=pool,
-            )
-            if not declared and pool is None:
-                raise AssertionError("the vectorised graph rules and check_graph disagree")
-        return cls._build(rec["question_id"], rec["dataset"], cols.menu(), groups)
+    def from_dict(cls, rec: RecordDict, groups: GroupIndex) -> Question:
+        """Build the arrays of a record validated by `parse_record_dict`."""
+        return cls._build(rec["question_id"], rec["dataset"], _columns(rec).menu(), groups)
 
     @classmethod
     def _build(cls, question_id: str, dataset: str, cols: _Columns, groups: GroupIndex) -> Question:
