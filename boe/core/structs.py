@@ -90,6 +90,8 @@ _DECODER = Decoder(LedgerLine)
 _BRACKETS_AND_QUOTES = bytes(b for b in range(256) if b not in b'[]{}"')  # what translate deletes
 _STEP = bytes(1 if b in b"[{" else 255 if b in b"]}" else 0 for b in range(256))  # as int8: +1 open, -1 close
 _ESCAPE = re.compile(rb"\\.", re.DOTALL)
+# The deepest a skipped key or untyped value sits: in a candidate (or a declared kind) of the record's list.
+_TYPED_DEPTH = 3
 
 
 def decode_record(raw: str | bytes) -> LedgerLine | None:
@@ -104,9 +106,19 @@ def decode_record(raw: str | bytes) -> LedgerLine | None:
         rec = _DECODER.decode(data)
     except (MsgspecError, ValueError, RecursionError):
         return None
-    if _too_deep(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data):
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    if _skipped_containers(data, rec) + _TYPED_DEPTH > MAX_DEPTH and _too_deep(data):
         return None
     return rec
+
+
+def _skipped_containers(data: bytes, rec: LedgerLine) -> int:
+    """At most how many arrays and objects the line has beyond the Structs' own (in keys they skip, in
+    untyped values): the nesting they could add. Bytes in strings count too: an overestimate, never under."""
+    b = np.frombuffer(data, np.uint8) | 32  # "[" | 32 == "{"
+    typed = 1 + len(rec.candidates) + len(rec.claims) + len(rec.edges) + len(rec.actions)
+    return int(np.count_nonzero(b == ord("{"))) - typed - (len(rec.kinds) if rec.kinds else 0)
 
 
 def _too_deep(data: bytes) -> bool:

@@ -333,6 +333,11 @@ def _deep(key: str, depth: int) -> bytes:
     return json.dumps(GOOD)[:-1].encode() + f', "{key}": '.encode() + b"[" * depth + b"]" * depth + b"}"
 
 
+def _deep_in_candidate(depth: int) -> bytes:
+    text = json.dumps(GOOD).replace('"raw": "CT, axial"', '"raw": ' + "[" * depth + "]" * depth)
+    return text.encode()
+
+
 @pytest.mark.parametrize(
     "raw, structs_take_it",
     [
@@ -340,6 +345,8 @@ def _deep(key: str, depth: int) -> bytes:
         (_deep("extra", 399), True),  # the record's own object is the 400th level
         (_deep("extra", 400), False),  # 401 levels, in a key replay skips
         (_deep("reference", 700), False),
+        (_deep_in_candidate(397), True),  # the record, its candidates and the candidate are three levels
+        (_deep_in_candidate(398), False),
         (json.dumps(GOOD).replace('"ct"}', '"ct", "note": "\\"[[["}').encode(), True),  # brackets in a string
         (json.dumps(GOOD)[:-1].encode() + b', "note": "caf\xe9"}', False),  # not UTF-8, in a key replay skips
         (json.dumps(GOOD)[:-1].encode() + b', "note": "caf\xc3\xa9"}', True),
