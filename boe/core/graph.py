@@ -308,6 +308,7 @@ class Question:
         answers = [c.answer for c in cands]
         candidates = [a.candidate for a in acts]
         sampled = rec.format == FORMAT_1_3
+        flagged = [a for a in acts if a.failed or a.skipped is not None or a.observed is False]
         cols = _Columns(
             answers=answers,
             valid=[c.valid and c.answer is not None for c in cands],
@@ -323,9 +324,9 @@ class Question:
             cost=[a.cost for a in acts],
             group=[a.group for a in acts],
             outcome=[OUTCOME_CODES[a.outcome] for a in acts],
-            unobserved=[a.observed is False for a in acts],
-            failed=[a.failed for a in acts],
-            skipped=[a.skipped is not None for a in acts],
+            unobserved=[a.observed is False for a in acts] if flagged else [],
+            failed=[a.failed for a in acts] if flagged else [],
+            skipped=[a.skipped is not None for a in acts] if flagged else [],
             claims_unique=unique,
             candidates_none=candidates.count(None),
             sample_cost=[c.cost for c in cands] if sampled else None,
@@ -365,7 +366,7 @@ class Question:
                 ids.setdefault(key, len(ids))
         counts = np.array([tally[key] if key is not None else 0 for key in keys], dtype=np.float64)
         answer_id = np.array([ids[key] if key is not None else -1 for key in keys], dtype=np.int32)
-        utility = np.array([np.nan if u is None else float(u) for u in cols.utility], dtype=np.float64)
+        utility = np.array(cols.utility, dtype=np.float64)  # (None: nan)
         incidence = cols.incidence if cols.incidence is not None else _incidence(cols, k)
         n_act = len(cols.action_ids)
         kind = np.array(cols.kind, dtype=np.int8)

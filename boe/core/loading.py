@@ -11,6 +11,7 @@ validating again (the cache, outside the core, keys it by content).
 
 from __future__ import annotations
 
+import gc
 import heapq
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -248,6 +249,7 @@ def _question(raw: str | bytes, source: str, line: int, groups: GroupIndex, foun
 def _load_range(bound: tuple[str, int, int]) -> tuple[int, PackedQuestions, list[RecordError], bool]:
     """Parse the lines that start in [start, end) of a file; line numbers relative to the range."""
     path, start, end = bound
+    gc.disable()  # a worker of this load only: what it builds stays alive until it is packed
     local = GroupIndex()
     found = _Found()
     questions: list[Question] = []
