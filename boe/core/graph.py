@@ -148,7 +148,7 @@ class _Columns:
         )
 
     def rules_hold(self, indexes: list[int], fmt: str) -> bool:
-        """The cross-field rules of `check_graph`, vectorised (keeps the incidence matrix it builds)."""
+        """The cross-field rules of `check_graph`, without naming the field (keeps the incidence matrix it builds)."""
         k = len(self.answers)
         if indexes != list(range(k)) or not self.claims_unique:
             return False
@@ -165,20 +165,27 @@ class _Columns:
             return True
         if len(set(self.action_ids)) != n or self.action_candidate.count(-1) != self.candidates_none:
             return False  # (an explicit -1 is not a null candidate)
-        try:
-            cand = np.array(self.action_candidate, dtype=np.int64)
-        except OverflowError:
-            return False
-        kind = np.array(self.kind, dtype=np.int8)
-        claim = np.array(self.action_claim, dtype=np.int64)
-        factor = kind < N_FACTOR_CODES
-        ok = np.where(factor, (cand == -1) & (claim >= 0), (claim == -1) & (cand >= 0) & (cand < k)) & (kind >= 0)
-        if not ok.all():
-            return False
-        answer = kind == ANSWER_CODE
-        return not answer.any() or (
-            fmt in (FORMAT_1_1, FORMAT_1_2, FORMAT_1_3) and bool(np.array(self.valid)[cand[answer]].all())
-        )
+        answers_ok = fmt in (FORMAT_1_1, FORMAT_1_2, FORMAT_1_3)
+        valid = self.valid
+        # (plain Python: on a few dozen actions, cheaper than the dozen small numpy operations it would take)
+        for kind, claim, cand in zip(self.kind, self.action_claim, self.action_candidate, strict=True):
+            if kind < N_FACTOR_CODES:
+                if kind < 0 or cand != -1 or claim < 0:
+                    return False
+            elif claim != -1 or not 0 <= cand < k or (kind == ANSWER_CODE and not (answers_ok and valid[cand])):
+                return False
+        return True
+
+
+def _one_hot(k: int) -> I8:
+    """The k x k identity and a row of zeros below it."""
+    out = _ONE_HOT.get(k)
+    if out is None:
+        out = _ONE_HOT[k] = np.vstack((np.eye(k, dtype=np.int8), np.zeros((1, k), dtype=np.int8)))
+    return out
+
+
+_ONE_HOT: dict[int, I8] = {}
 
 
 def _positions(claim_ids: list[str]) -> tuple[dict[str | None, int], bool]:
@@ -368,19 +375,17 @@ class Question:
         answer_id = np.array([ids[key] if key is not None else -1 for key in keys], dtype=np.int32)
         utility = np.array(cols.utility, dtype=np.float64)  # (None: nan)
         incidence = cols.incidence if cols.incidence is not None else _incidence(cols, k)
-        n_act = len(cols.action_ids)
         kind = np.array(cols.kind, dtype=np.int8)
         a_claim = np.array(cols.action_claim, dtype=np.int32)
         a_cand = np.array(cols.action_candidate, dtype=np.int32)
         cost = np.array(cols.cost, dtype=np.float64)
         group = np.array(groups.ids(dataset, cols.group), dtype=np.int32)
         outcome = np.array(cols.outcome, dtype=np.int8)
-        alpha = np.zeros((n_act, k), dtype=np.int8)
-        if n_act:
-            factor = kind < N_FACTOR_CODES
-            alpha[factor] = incidence[a_claim[factor]]
-            whole = np.nonzero(kind == WHOLE_CODE)[0]
-            alpha[whole, a_cand[whole]] = 1
+        # a factor check's row is its claim's, a response check's its candidate's one-hot row, any other zero
+        m = len(cols.claim_ids)
+        rows = np.where(kind < N_FACTOR_CODES, a_claim, np.where(kind == WHOLE_CODE, m + a_cand, m + k))
+        alpha = np.concatenate((incidence, _one_hot(k)))[rows]
+        if ANSWER_CODE in cols.kind:
             answer = np.nonzero(kind == ANSWER_CODE)[0]
             if answer.size:  # every valid candidate with the representative's answer (validated: rep is valid)
                 rep = answer_id[a_cand[answer]]
