@@ -17,7 +17,7 @@ import numpy as np
 from msgspec import Meta, MsgspecError, Struct, field
 from msgspec.json import Decoder
 
-from boe.core.lines import MAX_DEPTH, _depth, clean_line
+from boe.core.lines import MAX_DEPTH, clean_line, nesting_depth
 
 __all__ = ["LedgerLine", "decode_record"]
 
@@ -131,5 +131,5 @@ def _too_deep(data: bytes) -> bool:
         return False
     brackets = kept.replace(b'""', b"")  # strings without brackets (pairs of quotes next to each other)
     if b'"' in brackets:  # a string holds a bracket: the exact count
-        return _depth(data.decode("utf-8", "surrogatepass")) > MAX_DEPTH
+        return nesting_depth(data.decode("utf-8", "surrogatepass")) > MAX_DEPTH
     return int(np.cumsum(np.frombuffer(brackets.translate(_STEP), np.int8), dtype=np.int64).max()) > MAX_DEPTH
