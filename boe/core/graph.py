@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from itertools import compress
-from operator import itemgetter, not_
-from typing import Any, TypeVar
+from operator import not_
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -30,8 +30,10 @@ from boe.core.ledger import (
     check_graph,
     kind_targets,
     ledger_view,
-    pool_of,
 )
+
+if TYPE_CHECKING:
+    from boe.core.structs import LedgerLine
 
 __all__ = ["ANSWER_CODE", "KIND_CODES", "OUTCOME_CODES", "GroupIndex", "Question", "answer_key"]
 
@@ -92,7 +94,6 @@ class GroupIndex:
         return key in self._ids
 
 
-_INDEX = itemgetter("index")
 _UNKNOWN = -2  # a claim id the record does not declare
 _T = TypeVar("_T")
 
@@ -146,10 +147,10 @@ class _Columns:
             skipped=sel(self.skipped) if self.skipped else [],
         )
 
-    def rules_hold(self, rec: RecordDict) -> bool:
-        """The cross-field rules of `check_graph`, vectorised (keeps the incidence matrix it builds)."""
+    def rules_hold(self, indexes: list[int], fmt: str) -> bool:
+        """The cross-field rules of `check_graph`, without naming the field (keeps the incidence matrix it builds)."""
         k = len(self.answers)
-        if list(map(_INDEX, rec["candidates"])) != list(range(k)) or not self.claims_unique:
+        if indexes != list(range(k)) or not self.claims_unique:
             return False
         if self.edge_candidate and (
             _UNKNOWN in self.edge_claim or min(self.edge_candidate) < 0 or max(self.edge_candidate) >= k
@@ -164,20 +165,27 @@ class _Columns:
             return True
         if len(set(self.action_ids)) != n or self.action_candidate.count(-1) != self.candidates_none:
             return False  # (an explicit -1 is not a null candidate)
-        try:
-            cand = np.array(self.action_candidate, dtype=np.int64)
-        except OverflowError:
-            return False
-        kind = np.array(self.kind, dtype=np.int8)
-        claim = np.array(self.action_claim, dtype=np.int64)
-        factor = kind < N_FACTOR_CODES
-        ok = np.where(factor, (cand == -1) & (claim >= 0), (claim == -1) & (cand >= 0) & (cand < k)) & (kind >= 0)
-        if not ok.all():
-            return False
-        answer = kind == ANSWER_CODE
-        return not answer.any() or (
-            rec["format"] in (FORMAT_1_1, FORMAT_1_2, FORMAT_1_3) and bool(np.array(self.valid)[cand[answer]].all())
-        )
+        answers_ok = fmt in (FORMAT_1_1, FORMAT_1_2, FORMAT_1_3)
+        valid = self.valid
+        # (plain Python: on a few dozen actions, cheaper than the dozen small numpy operations it would take)
+        for kind, claim, cand in zip(self.kind, self.action_claim, self.action_candidate, strict=True):
+            if kind < N_FACTOR_CODES:
+                if kind < 0 or cand != -1 or claim < 0:
+                    return False
+            elif claim != -1 or not 0 <= cand < k or (kind == ANSWER_CODE and not (answers_ok and valid[cand])):
+                return False
+        return True
+
+
+def _one_hot(k: int) -> I8:
+    """The k x k identity and a row of zeros below it."""
+    out = _ONE_HOT.get(k)
+    if out is None:
+        out = _ONE_HOT[k] = np.vstack((np.eye(k, dtype=np.int8), np.zeros((1, k), dtype=np.int8)))
+    return out
+
+
+_ONE_HOT: dict[int, I8] = {}
 
 
 def _positions(claim_ids: list[str]) -> tuple[dict[str | None, int], bool]:
@@ -203,7 +211,7 @@ def _columns(rec: RecordDict) -> _Columns:
     acts = rec.get("actions", ())
     answers = [c.get("answer") for c in cands]
     claim_ids = [c["id"] for c in rec.get("claims", ())]
-    pos, unique = _positions(claim_ids)
+    pos, _ = _positions(claim_ids)
     get = pos.get
     candidates = [a.get("candidate") for a in acts]
     # (comprehensions with plain subscripts: cheaper per element than map with itemgetter on CPython 3.11)
@@ -225,8 +233,6 @@ def _columns(rec: RecordDict) -> _Columns:
         unobserved=[a.get("observed") is False for a in acts],
         failed=[bool(a.get("failed")) for a in acts],
         skipped=[a.get("skipped") is not None for a in acts],
-        claims_unique=unique,
-        candidates_none=candidates.count(None),
         sample_cost=[c.get("cost") for c in cands] if rec["format"] == FORMAT_1_3 else None,
     )
 
@@ -290,60 +296,68 @@ class Question:
         return bool(np.all(np.isfinite(self.utility)))
 
     @classmethod
-    def from_record(cls, rec: LedgerRecord, groups: GroupIndex) -> Question:
-        """Build the arrays of a validated `LedgerRecord`; group keys are registered in ``groups``."""
-        acts = [a for a in rec.actions if not a.failed]  # a failed check is not on the menu (spec section 1)
+    def from_record(cls, rec: LedgerRecord | LedgerLine, groups: GroupIndex, check: bool = False) -> Question:
+        """Build the arrays of a record validated by `parse_record` or decoded by `decode_record`; group keys are
+        registered in ``groups``.
+
+        ``check=True`` applies the ledger's cross-field rules on the way (raising `FieldRuleError` naming the
+        field), for a decoded `LedgerLine`: vectorised while the arrays are built, and only when one fails does
+        `check_graph` go through the record again to name it.
+        """
+        cands, edges, acts = rec.candidates, rec.edges, rec.actions
         claim_ids = [c.id for c in rec.claims]
-        pos, _ = _positions(claim_ids)
-        codes = _codes(None if rec.kinds is None else {k: d.target for k, d in rec.kinds.items()})
+        pos, unique = _positions(claim_ids)
+        get = pos.get
+        declared = (
+            None if rec.kinds is None else {n: {"target": d.target, "plugin": d.plugin} for n, d in rec.kinds.items()}
+        )
+        codes = _codes(declared)
+        answers = [c.answer for c in cands]
+        candidates = [a.candidate for a in acts]
+        sampled = rec.format == FORMAT_1_3
+        flagged = [a for a in acts if a.failed or a.skipped is not None or a.observed is False]
         cols = _Columns(
-            answers=[c.answer for c in rec.candidates],
-            valid=[c.valid and c.answer is not None for c in rec.candidates],
-            utility=[c.utility for c in rec.candidates],
+            answers=answers,
+            valid=[c.valid and c.answer is not None for c in cands],
+            utility=[c.utility for c in cands],
             claim_ids=claim_ids,
-            edge_candidate=[e.candidate for e in rec.edges],
-            edge_claim=[pos[e.claim] for e in rec.edges],
-            edge_sign=[e.sign for e in rec.edges],
+            edge_candidate=[e.candidate for e in edges],
+            edge_claim=[get(e.claim, _UNKNOWN) for e in edges],
+            edge_sign=[e.sign for e in edges],
             action_ids=[a.id for a in acts],
-            kind=[codes[a.kind] for a in acts],
-            action_claim=[pos[a.claim] for a in acts],
-            action_candidate=[-1 if a.candidate is None else a.candidate for a in acts],
+            kind=[codes.get(a.kind, _UNKNOWN) for a in acts],
+            action_claim=[get(a.claim, _UNKNOWN) for a in acts],
+            action_candidate=[-1 if c is None else c for c in candidates],
             cost=[a.cost for a in acts],
             group=[a.group for a in acts],
             outcome=[OUTCOME_CODES[a.outcome] for a in acts],
-            unobserved=[a.observed is False for a in acts],
-            skipped=[a.skipped is not None for a in acts],
-            sample_cost=[float(c.cost) for c in rec.candidates] if rec.format == FORMAT_1_3 else None,
+            unobserved=[a.observed is False for a in acts] if flagged else [],
+            failed=[a.failed for a in acts] if flagged else [],
+            skipped=[a.skipped is not None for a in acts] if flagged else [],
+            claims_unique=unique,
+            candidates_none=candidates.count(None),
+            sample_cost=[c.cost for c in cands] if sampled else None,
         )
-        return cls._build(rec.question_id, rec.dataset, cols, groups)
+        indexes = [c.index for c in cands]
+        if check and (declared or sampled or not cols.rules_hold(indexes, rec.format)):
+            check_graph(
+                indexes,
+                claim_ids,
+                [(e.candidate, e.claim, e.sign) for e in edges],
+                [(a.id, a.kind, a.claim, a.candidate) for a in acts],
+                valid=cols.valid,
+                fmt=rec.format,
+                kinds=declared,
+                pool=[(c.cost, c.answer) for c in cands] if sampled else None,
+            )
+            if not declared and not sampled:
+                raise AssertionError("the vectorised graph rules and check_graph disagree")
+        return cls._build(rec.question_id, rec.dataset, cols.menu(), groups)
 
     @classmethod
-    def from_dict(cls, rec: RecordDict, groups: GroupIndex, check: bool = False) -> Question:
-        """Build the arrays of a record validated by `parse_record_dict`.
-
-        ``check=True`` applies the ledger's cross-field rules on the way
-        (raising `FieldRuleError` naming the field), for records parsed with
-        ``check=False``: vectorised while the arrays are built, and only when
-        one fails does `check_graph` go through the record again to name it.
-        """
-        cols = _columns(rec)
-        declared = rec.get("kinds")  # revision 1.2 (plugin kinds): check_graph applies the rules
-        pool = pool_of(rec)  # revision 1.3 (sample costs): check_graph applies its rules
-        if check and (declared or pool is not None or not cols.rules_hold(rec)):
-            cands = rec["candidates"]
-            check_graph(
-                [c["index"] for c in cands],
-                cols.claim_ids,
-                [(e["candidate"], e["claim"], e["sign"]) for e in rec.get("edges", ())],
-                [(a["id"], a["kind"], a.get("claim"), a.get("candidate")) for a in rec.get("actions", ())],
-                valid=cols.valid,
-                fmt=rec["format"],
-                kinds=declared,
-                pool=pool,
-            )
-            if not declared and pool is None:
-                raise AssertionError("the vectorised graph rules and check_graph disagree")
-        return cls._build(rec["question_id"], rec["dataset"], cols.menu(), groups)
+    def from_dict(cls, rec: RecordDict, groups: GroupIndex) -> Question:
+        """Build the arrays of a record validated by `parse_record_dict`."""
+        return cls._build(rec["question_id"], rec["dataset"], _columns(rec).menu(), groups)
 
     @classmethod
     def _build(cls, question_id: str, dataset: str, cols: _Columns, groups: GroupIndex) -> Question:
@@ -359,21 +373,19 @@ class Question:
                 ids.setdefault(key, len(ids))
         counts = np.array([tally[key] if key is not None else 0 for key in keys], dtype=np.float64)
         answer_id = np.array([ids[key] if key is not None else -1 for key in keys], dtype=np.int32)
-        utility = np.array([np.nan if u is None else float(u) for u in cols.utility], dtype=np.float64)
+        utility = np.array(cols.utility, dtype=np.float64)  # (None: nan)
         incidence = cols.incidence if cols.incidence is not None else _incidence(cols, k)
-        n_act = len(cols.action_ids)
         kind = np.array(cols.kind, dtype=np.int8)
         a_claim = np.array(cols.action_claim, dtype=np.int32)
         a_cand = np.array(cols.action_candidate, dtype=np.int32)
         cost = np.array(cols.cost, dtype=np.float64)
         group = np.array(groups.ids(dataset, cols.group), dtype=np.int32)
         outcome = np.array(cols.outcome, dtype=np.int8)
-        alpha = np.zeros((n_act, k), dtype=np.int8)
-        if n_act:
-            factor = kind < N_FACTOR_CODES
-            alpha[factor] = incidence[a_claim[factor]]
-            whole = np.nonzero(kind == WHOLE_CODE)[0]
-            alpha[whole, a_cand[whole]] = 1
+        # a factor check's row is its claim's, a response check's its candidate's one-hot row, any other zero
+        m = len(cols.claim_ids)
+        rows = np.where(kind < N_FACTOR_CODES, a_claim, np.where(kind == WHOLE_CODE, m + a_cand, m + k))
+        alpha = np.concatenate((incidence, _one_hot(k)))[rows]
+        if ANSWER_CODE in cols.kind:
             answer = np.nonzero(kind == ANSWER_CODE)[0]
             if answer.size:  # every valid candidate with the representative's answer (validated: rep is valid)
                 rep = answer_id[a_cand[answer]]

@@ -522,18 +522,17 @@ def _explain_answer_check(
         raise _FieldError(f"actions[{pos}].claim", f"{kind} targets an answer, not a claim")
 
 
-# The fast path: the same rules as typed dicts, validated by pydantic-core in one
-# pass without building model objects. ``extra="allow"`` keeps unknown keys (a
-# validated dict is the record as written); ``extra="ignore"`` drops them and is
-# twice as fast again, for replay, which needs none of them.
+# The dict path: the same rules as typed dicts, validated by pydantic-core in one pass without building model
+# objects; ``extra="allow"`` keeps unknown keys (a validated dict is the record as written). The replay loader reads
+# lines through `boe.core.structs` instead (msgspec, unknown keys skipped).
 _NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
 #: A ledger-v1 record as a plain dict (what `iter_ledger` yields).
 RecordDict = dict[str, Any]
 
 
-def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
-    cfg = ConfigDict(extra=extra)
+def _record_adapter() -> TypeAdapter[Any]:
+    cfg = ConfigDict(extra="allow")
 
     @with_config(cfg)
     class CandidateD(TypedDict):
@@ -597,8 +596,7 @@ def _record_adapter(extra: Literal["allow", "ignore"]) -> TypeAdapter[Any]:
     return TypeAdapter(RecordD)
 
 
-_RECORD_DICT = _record_adapter("allow")
-_RECORD_LEAN = _record_adapter("ignore")
+_RECORD_DICT = _record_adapter()
 
 
 def _check_dict(d: RecordDict) -> None:
@@ -631,16 +629,9 @@ def parse_record_dict(
     *,
     source: str | None = None,
     line: int | None = None,
-    keep_unknown: bool = True,
-    check: bool = True,
 ) -> RecordDict:
-    """Validate one record into a plain dict (fast path); errors as in `parse_record`.
-
-    ``keep_unknown=False`` drops keys the spec does not define (faster);
-    ``check=False`` leaves the cross-field rules to the caller (`Question.from_dict`
-    applies them while it builds the arrays).
-    """
-    adapter = _RECORD_DICT if keep_unknown else _RECORD_LEAN
+    """Validate one record into a plain dict, unknown keys kept; errors as in `parse_record`."""
+    adapter = _RECORD_DICT
     if isinstance(data, (str, bytes)):
         data = clean_line(data)
     try:
@@ -648,8 +639,7 @@ def parse_record_dict(
             d = adapter.validate_json(data)
         else:
             d = adapter.validate_python(data)
-        if check:
-            _check_dict(d)
+        _check_dict(d)
         return d  # type: ignore[no-any-return]
     except (ValidationError, _FieldError):
         pass
@@ -660,8 +650,7 @@ def parse_record_dict(
         raise RecordError(f"a record must be a JSON object, got {type(obj).__name__}", source=source, line=line)
     try:
         d = adapter.validate_python(obj)
-        if check:
-            _check_dict(d)
+        _check_dict(d)
         return d  # type: ignore[no-any-return]
     except (ValidationError, _FieldError):
         parse_record(obj, source=source, line=line)  # raises RecordError with the details

@@ -16,7 +16,16 @@ from typing import IO, Any
 
 from boe.errors import LedgerError, RecordError
 
-__all__ = ["STDIN", "clean_line", "decode_line", "json_error_text", "ledger_name", "open_ledger"]
+__all__ = [
+    "MAX_DEPTH",
+    "STDIN",
+    "clean_line",
+    "decode_line",
+    "json_error_text",
+    "ledger_name",
+    "nesting_depth",
+    "open_ledger",
+]
 
 #: The ledger path that means standard input.
 STDIN = "-"
@@ -50,7 +59,7 @@ def decode_line(raw: str | bytes, *, source: str | None = None, line: int | None
             raise RecordError(f"not UTF-8 ({exc.reason} at byte {exc.start})", source=source, line=line) from None
     else:
         text = clean_line(raw)  # type: ignore[assignment]
-    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:
+    if text.count("[") + text.count("{") > MAX_DEPTH and nesting_depth(text) > MAX_DEPTH:
         # refused by depth, not by whatever stack the reader happens to run on: every reader says the same
         raise RecordError(f"nested more than {MAX_DEPTH} levels deep", source=source, line=line)
     try:
@@ -66,7 +75,7 @@ MAX_DEPTH = 400
 _NESTING = re.compile(r'[\[\]{}]|"(?:[^"\\]|\\.)*+"', re.DOTALL)
 
 
-def _depth(text: str) -> int:
+def nesting_depth(text: str) -> int:
     """The deepest bracket nesting outside strings (linear: the regex skips strings whole)."""
     depth = deepest = 0
     for m in _NESTING.finditer(text):

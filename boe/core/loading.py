@@ -11,6 +11,7 @@ validating again (the cache, outside the core, keys it by content).
 
 from __future__ import annotations
 
+import gc
 import heapq
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -18,9 +19,10 @@ from pathlib import Path
 from typing import Protocol
 
 from boe.core.graph import GroupIndex, Question
-from boe.core.ledger import FieldRuleError, parse_record, parse_record_dict
+from boe.core.ledger import FieldRuleError, parse_record
 from boe.core.lines import STDIN, ledger_name, open_ledger
 from boe.core.packing import PackedQuestions, from_bytes, pack_questions, to_bytes, unpack_questions
+from boe.core.structs import decode_record
 from boe.errors import LedgerError, RecordError
 
 __all__ = ["LedgerCache", "load_ledgers", "load_lines", "worker_count"]
@@ -225,20 +227,29 @@ def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex, f
 
 
 def _question(raw: str | bytes, source: str, line: int, groups: GroupIndex, found: _Found | None = None) -> Question:
-    """Validate one line and build its arrays (the graph rules are checked while building)."""
-    rec = parse_record_dict(raw, source=source, line=line, keep_unknown=False, check=False)
-    if found is not None and rec.get("kinds"):
+    """Decode and type-check one line (msgspec) and build its arrays, checking the graph rules on the way; a line
+    that fails goes to the pydantic model (`parse_record`), which names the field or accepts what the Structs
+    are stricter about (a number written as a string)."""
+    rec = decode_record(raw)
+    if rec is not None:
+        try:
+            q = Question.from_record(rec, groups, check=True)
+        except FieldRuleError:
+            pass
+        else:
+            if found is not None and rec.kinds:
+                found.plugin_kinds = True
+            return q
+    record = parse_record(raw, source=source, line=line)  # raises the RecordError naming the field
+    if found is not None and record.kinds:
         found.plugin_kinds = True
-    try:
-        return Question.from_dict(rec, groups, check=True)
-    except FieldRuleError:
-        parse_record(raw, source=source, line=line)  # raises the RecordError naming the field
-        raise AssertionError("the graph check and the record model disagree") from None
+    return Question.from_record(record, groups)
 
 
 def _load_range(bound: tuple[str, int, int]) -> tuple[int, PackedQuestions, list[RecordError], bool]:
     """Parse the lines that start in [start, end) of a file; line numbers relative to the range."""
     path, start, end = bound
+    gc.disable()  # a worker of this load only: what it builds stays alive until it is packed
     local = GroupIndex()
     found = _Found()
     questions: list[Question] = []

@@ -16,7 +16,18 @@ from boe.cli import COMMANDS, app
 
 BOE = Path(sys.executable).with_name("boe")
 # boe.core.registry (the hooks `import boe` installs) is plain Python; the core's numpy modules must not load
-HEAVY = ("numpy", "openai", "boe.agent", "boe.core.ledger", "boe.api", "langgraph", "sqlalchemy", "cv2", "pydantic")
+HEAVY = (
+    "numpy",
+    "openai",
+    "boe.agent",
+    "boe.core.ledger",
+    "boe.api",
+    "langgraph",
+    "sqlalchemy",
+    "cv2",
+    "pydantic",
+    "msgspec",
+)
 
 
 def _run(*argv: str) -> tuple[int, str, list[str]]:

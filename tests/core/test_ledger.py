@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
+from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import dump_record, iter_ledger, parse_record, parse_record_dict, read_ledger
-from boe.core.loading import load_ledgers
+from boe.core.loading import load_ledgers, load_lines
+from boe.core.structs import decode_record
 from boe.errors import RecordError
 from tests.core.strategies import records
 
@@ -290,3 +294,79 @@ def test_loader_checks_answer_checks_like_the_model(tmp_path):
     assert q.alpha[3].tolist() == [1, 0, 0, 1]
     assert q.is_answer.tolist() == [False, False, False, True]
     assert q.is_factor.tolist() == [True, True, False, False]
+
+
+# --------------------------------------------------------------------------- the loader's msgspec Structs
+
+
+def _same_question(a: Question, b: Question) -> bool:
+    for f in fields(Question):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if x is None or y is None or not np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@settings(max_examples=60, deadline=None)
+@given(records())
+def test_structs_build_what_the_model_builds(rec):
+    text = json.dumps(rec).encode()
+    line = decode_record(text)
+    assert line is not None
+    groups_a, groups_b = GroupIndex(), GroupIndex()
+    a = Question.from_record(line, groups_a, check=True)
+    b = Question.from_record(parse_record(text), groups_b)
+    assert _same_question(a, b) and groups_a.keys == groups_b.keys
+
+
+def _outcome(raw: bytes) -> tuple[str, object]:
+    try:
+        return "ok", parse_record(raw, source="f", line=1).question_id
+    except RecordError as exc:
+        return "error", exc.message
+
+
+def _deep(key: str, depth: int) -> bytes:
+    return json.dumps(GOOD)[:-1].encode() + f', "{key}": '.encode() + b"[" * depth + b"]" * depth + b"}"
+
+
+def _deep_in_candidate(depth: int) -> bytes:
+    text = json.dumps(GOOD).replace('"raw": "CT, axial"', '"raw": ' + "[" * depth + "]" * depth)
+    return text.encode()
+
+
+@pytest.mark.parametrize(
+    "raw, structs_take_it",
+    [
+        (json.dumps(GOOD).encode(), True),
+        (_deep("extra", 399), True),  # the record's own object is the 400th level
+        (_deep("extra", 400), False),  # 401 levels, in a key replay skips
+        (_deep("reference", 700), False),
+        (_deep_in_candidate(397), True),  # the record, its candidates and the candidate are three levels
+        (_deep_in_candidate(398), False),
+        (json.dumps(GOOD).replace('"ct"}', '"ct", "note": "\\"[[["}').encode(), True),  # brackets in a string
+        (json.dumps(GOOD)[:-1].encode() + b', "note": "caf\xe9"}', False),  # not UTF-8, in a key replay skips
+        (json.dumps(GOOD)[:-1].encode() + b', "note": "caf\xc3\xa9"}', True),
+        (json.dumps({**GOOD, "note": "\ud800"}).encode(), False),  # a lone surrogate: the model decides
+        (json.dumps(GOOD).replace('"cost": 1,', '"cost": "1",').encode(), False),  # pydantic's lax number
+        (json.dumps(GOOD).replace('"index": 1,', '"index": 1.0,').encode(), False),
+        (json.dumps(GOOD).replace('"valid": true', '"valid": 1', 1).encode(), False),
+        (json.dumps(GOOD).replace('"utility": 1.0', '"utility": NaN', 1).encode(), False),
+        (json.dumps(GOOD).replace('"cost": 1,', '"cost": 1e999,').encode(), False),
+        (json.dumps({**GOOD, "kinds": None}).encode(), True),
+        (json.dumps({**GOOD, "task": None}).encode(), False),
+    ],
+)
+def test_loader_reads_a_line_exactly_as_the_model(raw, structs_take_it):
+    """The Structs take a subset of what the model takes; the rest goes to the model, which decides and names."""
+    assert (decode_record(raw) is not None) == structs_take_it
+    want = _outcome(raw)
+    errors: list[RecordError] = []
+    qs, groups = load_lines([raw], "f", on_error=errors.append)
+    got = ("ok", qs[0].question_id) if qs else ("error", errors[0].message)
+    assert got == want
+    if qs:
+        assert _same_question(qs[0], Question.from_record(parse_record(raw), GroupIndex()))

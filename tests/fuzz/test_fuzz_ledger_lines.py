@@ -1,6 +1,6 @@
 """Fuzzing the one ledger reader: random, truncated and hostile lines end in a record or a `RecordError`.
 
-Every reader (the model path, the fast dict path, the replay loader, the
+Every reader (the model path, the dict path, the replay loader (msgspec), the
 streaming reader, import's parser and the report's re-reader) is given the
 same line; each must accept it or reject it with a `BoeError` that has a
 message, never another exception, and they must agree on which and on the
@@ -127,7 +127,6 @@ def test_every_reader_accepts_or_names_the_problem(raw: bytes) -> None:
     got = {
         "model": _outcome(lambda: parse_record(raw, source="f", line=1)),
         "dict": _outcome(lambda: parse_record_dict(raw, source="f", line=1)),
-        "lean": _outcome(lambda: parse_record_dict(raw, source="f", line=1, keep_unknown=False)),
         "loader": _outcome(lambda: load_lines([raw], "f", strict=True)),
         "stream": _outcome(lambda: list(iter_ledger(io.BytesIO(raw + b"\n"), strict=True))),
     }
