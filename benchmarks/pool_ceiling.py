@@ -3,16 +3,18 @@
 unit cost), but a question stops at the first step at which the selected answer is right (read off the labels).
 
     python benchmarks/pool_ceiling.py --ledgers /tmp/orc          # the seed-26 ledgers R.jsonl, one per regime
-    python benchmarks/pool_ceiling.py --n 300 --regimes default --starts 1,2,4
+    python benchmarks/pool_ceiling.py --n 300 --regimes default --starts 1,2,4 --etas 0.01,0.02
 
-Per regime and ``--pool-start`` (rounds of ``--round``), printed beside fixed K=16 with `bayes` at budget 16
-(the reference, replayed in the same run): the accuracy and mean samples of the label-guided stop at budget
-``--budget``, and the mean samples it needs to be within 0.5 pp of the reference -- the questions it got right
-with the fewest samples, as many as that accuracy takes, the others charged the start only. A deployable rule
-cannot stop better than this with the same steps: it is the ceiling the stopping rule is measured against
-(`bound.py`-style figures that draw until the first correct sample assume a perfect selector; this one selects
-with the posterior and checks that replay uses). Calibrated crossfit:5 (held out by question), like
-`benchmarks/adaptive_pool.py`. Labels are read only to stop; the steps, fits and selection never read them.
+Per regime and start (``--starts``, rounds of ``--round``), printed beside fixed K=16 with `bayes` at budget 16
+(the reference, replayed in the same run): the accuracy, mean samples and mean total cost of the label-guided
+stop at budget ``--budget``, and the mean samples it needs to be within 0.5 pp of the reference -- the questions
+it got right with the fewest samples, as many as that accuracy takes, the others charged the start only; then,
+under the same cross-fitted calibration, the deployable rule (`AdaptivePool`) at each price of ``--etas``, with
+its mean samples where it is within 0.5 pp of the reference. A deployable rule cannot stop better than the
+label-guided stop with the same steps: it is the ceiling the stopping rule is measured against (`bound.py`-style
+figures that draw until the first correct sample assume a perfect selector; this one selects with the posterior
+and checks that replay uses). Calibrated crossfit:5 (held out by question), like `benchmarks/adaptive_pool.py`.
+Labels are read only to stop; the steps, fits and selection never read them.
 """
 
 from __future__ import annotations
