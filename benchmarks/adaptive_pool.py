@@ -52,8 +52,12 @@ def _run(args: list[str], out: Path | None = None) -> str:
         return fh.read()
 
 
-def _replay(ledger: Path, policy: str, budgets: str, pool: str, eta: float = 0.0) -> list[dict[str, Any]]:
+def _replay(
+    ledger: Path, policy: str, budgets: str, pool: str, eta: float = 0.0, start: int = 4, step: int = 2
+) -> list[dict[str, Any]]:
     args = ["replay", str(ledger), "--policy", policy, "--budget", budgets, "--pool", pool, "--json"]
+    if pool == "adaptive":
+        args += ["--pool-start", str(start), "--pool-round", str(step)]
     data = json.loads(_run(args + (["--eta", f"{eta:g}"] if eta else [])))
     return [{**r, "pool": pool if not eta else f"{pool} eta={eta:g}"} for r in data["results"]]
 
@@ -118,6 +122,8 @@ def main() -> None:
     ap.add_argument("--policy", default="bayes", help="the controller (the default one)")
     ap.add_argument("--budgets", default="2,4,8,16", help="one budget of the adaptive pool: samples and checks")
     ap.add_argument("--etas", default="0", help="prices of the adaptive pool (--eta), one replay each")
+    ap.add_argument("--pool-start", type=int, default=4, help="candidates the adaptive pool starts with")
+    ap.add_argument("--pool-round", type=int, default=2, help="candidates the adaptive pool draws per round")
     ap.add_argument("--sample-cost", type=float, default=0.25)
     ap.add_argument("--sample-tokens", type=float, default=16.6)
     ap.add_argument("--unit-tokens", type=float, default=450 / 4)
@@ -135,7 +141,9 @@ def main() -> None:
         )
         found = [r for k in (4, 8, 16) for r in _replay(ledger, args.policy, "16", f"fixed:{k}")]
         for eta in args.etas.split(","):
-            found += _replay(ledger, args.policy, args.budgets, "adaptive", float(eta))
+            found += _replay(
+                ledger, args.policy, args.budgets, "adaptive", float(eta), args.pool_start, args.pool_round
+            )
         mine = []
         for r in found:
             checks = r["total_cost"] - r["sample_cost"]
