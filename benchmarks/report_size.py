@@ -1,6 +1,7 @@
 """Report benchmark: a 2,000-question stored run with a distinct image per question; report size and open time.
 
-    python benchmarks/report_size.py                # 2,000 questions
+    python benchmarks/report_size.py                   # 2,000 questions
+    python benchmarks/report_size.py --baseline main   # and main's report of the same store, in the same run
     python benchmarks/report_size.py --n 500 --keep /tmp/rep
 
 The run is a pool ledger (``boe.sim.ledgers.pool_ledger``) given what an agent
@@ -11,14 +12,19 @@ boxes on the grounded checks, rationales and model calls with tokens and
 latency. It is imported into a SQLite store (as ``boe import`` does) and
 reported with the defaults of ``boe report``; the HTML is opened in headless
 Chromium three times for the main page and three times for a question page.
-Targets (issue #9): under 20 MB and under 3 s to open.
+With ``--baseline REV`` the same store is also reported by commit REV's tree
+(``git archive``, in a subprocess) and both reports are opened in turn, so
+that the machine's load weighs on both alike; the ratios are this tree's over
+the baseline's. Targets (issue #9): under 20 MB and under 3 s to open.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,8 +35,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 #: Pixel noise of the variants (grey levels): their thumbnails weigh about as much as real radiographs'.
 NOISE = 12.0
@@ -128,14 +132,55 @@ def build_store(n: int, folder: Path, seed: int = 1) -> tuple[str, str]:
     return url, "scale"
 
 
+def report(url: str, run: str, folder: Path) -> dict[str, Any]:
+    """``boe report``'s defaults on the store, by the importable tree, into ``folder``: its files and timings."""
+    from boe.report import make_report
+
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    files = make_report(folder / "report.html", db=url, run=run, png_dir=folder / "figures", image_root=folder.parent)
+    seconds = time.perf_counter() - t0
+    rep = files.report
+    images = [e for e in rep.images.values() if e.src]
+    payload = json.dumps(rep.payload(), separators=(",", ":"), ensure_ascii=False)
+    return {
+        "html": str(files.html),
+        "seconds": seconds,
+        "size": files.size,
+        "questions": len(rep.questions),
+        "images": len(images),
+        "image_bytes": sum(len(e.src or "") for e in images),
+        "payload_bytes": len(payload.encode()),
+        "pngs": [p.name for p in files.pngs],
+        "anchor": rep.table[min(7, len(rep.table) - 1)].anchor,
+    }
+
+
+def baseline_report(ref: str, url: str, run: str, folder: Path) -> dict[str, Any]:
+    """`report` run by commit ``ref``'s tree in a subprocess (its package first on ``PYTHONPATH``)."""
+    from baseline import baseline_tree
+
+    tree = baseline_tree(ref, folder)
+    code = f"import json, sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); from report_size import report; "
+    code += f"print(json.dumps(report({url!r}, {run!r}, __import__('pathlib').Path({str(folder / 'base')!r}))))"
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    # cwd: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tree, check=True)
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--baseline", help="also report the same store with this commit's tree (git archive)")
     ap.add_argument("--keep", type=Path, default=None, help="Write everything here (default: a temporary folder).")
     args = ap.parse_args()
+    for path in (ROOT, ROOT / "benchmarks"):
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
 
-    from boe.report import make_report
     from boe.report.browser import find_chromium, open_page
 
     with tempfile.TemporaryDirectory(prefix="boe-report-bench-") as tmp:
@@ -144,32 +189,37 @@ def main() -> None:
         t0 = time.perf_counter()
         url, run = build_store(args.n, folder)
         t_data = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        files = make_report(folder / "report.html", db=url, run=run, png_dir=folder / "figures", image_root=folder)
-        t_report = time.perf_counter() - t0
-        report = files.report
-        images = [e for e in report.images.values() if e.src]
-        print(f"questions            {len(report.questions):,}")
+        reports = {"this tree": report(url, run, folder / "this")}
+        if args.baseline:
+            reports["baseline"] = baseline_report(args.baseline, url, run, folder)
+        print(f"questions            {args.n:,}; load average {os.getloadavg()[0]:.1f}")
         print(f"data (scans, import) {t_data:.1f} s")
-        print(f"boe report           {t_report:.1f} s")
-        print(f"report size          {files.size / 2**20:.2f} MB ({files.size:,} bytes)")
-        print(
-            f"  images             {len(images):,} distinct, {sum(len(e.src or '') for e in images) / 2**20:.2f} MB "
-            f"as data URLs ({sum(len(e.src or '') for e in images) / max(len(images), 1) / 1024:.1f} KB each)"
-        )
-        payload = json.dumps(report.payload(), separators=(",", ":"), ensure_ascii=False)
-        print(f"  question data      {len(payload.encode()) / 2**20:.2f} MB")
-        print(f"PNG figures          {', '.join(p.name for p in files.pngs)}")
+        for name, r in reports.items():
+            print(f"{name} ({args.baseline or 'HEAD'})" if name == "baseline" else name)
+            print(f"  boe report         {r['seconds']:.1f} s")
+            print(f"  report size        {r['size'] / 2**20:.2f} MB ({r['size']:,} bytes)")
+            print(
+                f"    images           {r['images']:,} distinct, {r['image_bytes'] / 2**20:.2f} MB as data URLs "
+                f"({r['image_bytes'] / max(r['images'], 1) / 1024:.1f} KB each)"
+            )
+            print(f"    question data    {r['payload_bytes'] / 2**20:.2f} MB")
+            print(f"  PNG figures        {', '.join(r['pngs'])}")
         if find_chromium() is None:
             print("open time            (no chromium: apt-get install chromium)")
             return
-        first = report.table[min(7, len(report.table) - 1)].anchor
-        for label, fragment in (("main page", None), ("question page", first)):
-            times = [open_page(files.html, fragment).open_ms for _ in range(args.repeat)]
-            print(
-                f"open {label:<15} median {statistics.median(times):.0f} ms "
-                f"(runs: {', '.join(f'{t:.0f}' for t in times)})"
-            )
+        for label, fragment in (("main page", False), ("question page", True)):
+            times: dict[str, list[float]] = {name: [] for name in reports}
+            for _ in range(args.repeat):  # the trees in turn, so that a change in the machine's load hits both
+                for name, r in reports.items():
+                    times[name].append(open_page(r["html"], r["anchor"] if fragment else None).open_ms)
+            medians = {name: statistics.median(t) for name, t in times.items()}
+            for name, t in times.items():
+                print(
+                    f"open {label:<15} {name:<9} median {medians[name]:.0f} ms "
+                    f"(runs: {', '.join(f'{v:.0f}' for v in t)})"
+                )
+            if "baseline" in medians:
+                print(f"open {label:<15} this tree / baseline {medians['this tree'] / medians['baseline']:.2f}x")
 
 
 if __name__ == "__main__":

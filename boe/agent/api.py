@@ -19,13 +19,14 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from boe.agent.configuration import NEUTRAL, AgentConfig
 from boe.agent.costs import CostMeter, QuestionCosts, cost_kinds, load_costs_file, measured_costs, model_kinds
 from boe.agent.inputs import (
     MAX_FIGURES,
     ImageInput,
+    QuestionFields,
     figure_paths,
     open_figures,
     parse_options,
@@ -457,17 +458,7 @@ class Agent:
         rounds = cfg.k if cfg.pool == "adaptive" else 0  # a draw takes generate, parse, claims, menu, plan
         return recursion_limit(10**9, cfg.budget, min_cost) + 5 * rounds
 
-    async def ask(
-        self,
-        image: ImageInput,
-        question: str,
-        *,
-        options: Mapping[str, str] | str | None = None,
-        reference: str | None = None,
-        question_id: str | None = None,
-        dataset: str | None = None,
-        opened: Sequence[LoadedImage] | None = None,
-    ) -> AskResult:
+    async def ask(self, image: ImageInput, question: str, **fields: Unpack[QuestionFields]) -> AskResult:
         """Answer one question about one image or several; the record is stored when the agent has a store.
 
         ``image`` is a path, or a list of paths or ``(figure id, path)`` pairs
@@ -475,24 +466,16 @@ class Agent:
         every claim then names the figure it is about, grounded checks look
         at that figure only and the whole-response judge sees them all.
         Figure ids default to the file stems (``"0"`` for a single image).
-        ``dataset`` names the question's calibration namespace when it differs
+        ``options`` make it multiple choice; ``reference`` is stored for
+        scoring; ``question_id`` defaults to a hash of figures, question and
+        options (`QuestionFields`). ``dataset`` names the question's calibration namespace when it differs
         from the run's (say, a DICOM question in a PNG run: ``boe-sim-dicom``).
         ``opened``: the figures already read by `open_figures` (a batch decodes
         them in worker processes ahead of time).
         """
         if self._stack is None:
             raise RuntimeError("the agent is not open: use 'async with Agent(...)' or await agent.open()")
-        state_in, imgs = question_input(
-            self.config,
-            image,
-            question,
-            options=options,
-            reference=reference,
-            question_id=question_id,
-            dataset=dataset,
-            opened=opened,
-            costs=self.question_costs(),
-        )
+        state_in, imgs = question_input(self.config, image, question, costs=self.question_costs(), **fields)
         qid = state_in["question_id"]
         ctx = self.context(imgs)
         run_config = self.run_config(state_in)

@@ -34,19 +34,18 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from boe.agent.api import Agent, plain_serializer, sqlite_saver
 from boe.agent.configuration import AgentConfig
-from boe.agent.inputs import ImageInput, keep_images, question_input
+from boe.agent.inputs import ImageInput, QuestionFields, keep_images, question_input
 from boe.agent.nodes import build_graph, recursion_limit
 from boe.agent.settings import config_from_env, make_config
 from boe.agent.state import AgentContext
 
 if TYPE_CHECKING:
     from boe.core.calibration import Calibration
-    from boe.tools.images import LoadedImage
 
 __all__ = [
     "BoeGraph",
@@ -100,29 +99,10 @@ class BoeGraph:
     def config(self) -> AgentConfig:
         return self.agent.config
 
-    def input(
-        self,
-        image: ImageInput,
-        question: str,
-        *,
-        options: Mapping[str, str] | str | None = None,
-        reference: str | None = None,
-        question_id: str | None = None,
-        dataset: str | None = None,
-        opened: Sequence[LoadedImage] | None = None,
-    ) -> dict[str, Any]:
-        """The input state of one question (its figures are opened and kept in the context)."""
-        state, imgs = question_input(
-            self.agent.config,
-            image,
-            question,
-            options=options,
-            reference=reference,
-            question_id=question_id,
-            dataset=dataset,
-            opened=opened,
-            costs=self.agent.question_costs(),
-        )
+    def input(self, image: ImageInput, question: str, **fields: Unpack[QuestionFields]) -> dict[str, Any]:
+        """The input state of one question (its figures are opened and kept in the context); keywords as
+        `Agent.ask`'s."""
+        state, imgs = question_input(self.agent.config, image, question, costs=self.agent.question_costs(), **fields)
         keep_images(self.context, imgs)
         return state
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from boe.agent.configuration import AgentConfig
 from boe.agent.costs import QuestionCosts, cost_kinds
@@ -20,6 +20,7 @@ __all__ = [
     "MAX_FIGURES",
     "MAX_IMAGES",
     "ImageInput",
+    "QuestionFields",
     "figure_paths",
     "keep_images",
     "open_figures",
@@ -32,6 +33,16 @@ __all__ = [
 ImageInput = str | Path | Sequence[str | Path | tuple[str, str | Path]]
 #: The most figures one question may have (MedXpertQA-MM has 1-6).
 MAX_FIGURES = 6
+
+
+class QuestionFields(TypedDict, total=False):
+    """The keywords of a question besides its image(s) and text, as `Agent.ask` and `BoeGraph.input` take them."""
+
+    options: Mapping[str, str] | str | None  # multiple choice: ``{"A": "CT", ...}`` or ``"A=CT,B=MRI"``
+    reference: str | None  # the reference answer, stored for scoring; no policy reads it
+    question_id: str | None  # default: a hash of the figures, the question and its options
+    dataset: str | None  # the calibration namespace, when not the run's
+    opened: Sequence[LoadedImage] | None  # the figures already read by `open_figures`
 
 
 def figure_paths(image: ImageInput) -> list[tuple[str, str | Path]]:

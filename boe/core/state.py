@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -204,21 +205,9 @@ class EvidenceState:
 
     def fresh(self, budget: float) -> EvidenceState:
         """The same questions and menu with nothing bought, at ``budget`` (menu arrays are shared)."""
-        n = self.n
-        s = _log_width(self.cost, self.available, budget)
         kw = {f.name: getattr(self, f.name) for f in fields(self)}
         kw.update(
-            logit=self.logit0.copy(),
-            bought=np.zeros_like(self.bought),
-            spent=np.zeros(n),
-            budget=np.full(n, float(budget)),
-            done=np.zeros(n, dtype=bool),
-            steps=np.zeros(n, dtype=np.int32),
-            log=np.full((n, s), -1, dtype=np.int32),
-            revealed=np.zeros((n, s), dtype=np.int8),
-            refused=None,
-            pool=None,
-            extra={},
+            logit=self.logit0.copy(), refused=None, pool=None, extra={}, **_unspent(self.cost, self.available, budget)
         )
         return EvidenceState(**kw)
 
@@ -338,7 +327,6 @@ def bind_questions(
     partition = _partition(qs, k_max)
     whole = kind == WHOLE_CODE
     answer = kind == ANSWER_CODE
-    s = _log_width(cost, available, budget)
     return EvidenceState(
         rows=rows.astype(np.int32),
         question_ids=[q.question_id for q in qs],
@@ -359,18 +347,27 @@ def bind_questions(
         claim=claim,
         candidate=candidate,
         answer_id=answer_id,
-        bought=np.zeros((n, a_max), dtype=bool),
-        spent=np.zeros(n),
-        budget=np.full(n, float(budget)),
-        done=np.zeros(n, dtype=bool),
-        steps=np.zeros(n, dtype=np.int32),
-        log=np.full((n, s), -1, dtype=np.int32),
-        revealed=np.zeros((n, s), dtype=np.int8),
+        **_unspent(cost, available, budget),
         calibration=cal_idx.astype(np.int32),
         labels=Labels(utility, outcome) if with_labels else None,  # type: ignore[arg-type]
         calibrations=list(calibrations),
         group_keys=list(group_keys),
     )
+
+
+def _unspent(cost: F64, available: B_, budget: float) -> dict[str, Any]:
+    """The spending fields of questions that have bought nothing yet, at ``budget``."""
+    n, a_max = cost.shape
+    s = _log_width(cost, available, budget)
+    return {
+        "bought": np.zeros((n, a_max), dtype=bool),
+        "spent": np.zeros(n),
+        "budget": np.full(n, float(budget)),
+        "done": np.zeros(n, dtype=bool),
+        "steps": np.zeros(n, dtype=np.int32),
+        "log": np.full((n, s), -1, dtype=np.int32),
+        "revealed": np.zeros((n, s), dtype=np.int8),
+    }
 
 
 def _log_width(cost: F64, available: B_, budget: float) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from boe.sim.percept import Percept
+from boe.sim.questions import ASKS
 from boe.sim.vocab import canonical, surface
 
 __all__ = ["bound_strings", "fill_schema"]
@@ -23,15 +24,8 @@ _NAME_SLOTS = (
     (("vertical", "level", "zone"), "vertical"),
     (("size",), "size"),
 )
-_SCALAR_SLOTS = {
-    "modality": "modality",
-    "region": "region",
-    "plane": "plane",
-    "finding": "finding",
-    "side": "attribute",
-    "vertical": "attribute",
-    "size": "attribute",
-}
+# what a scalar property names -> the protocol slot (the yes/no asks have no scalar value)
+_SCALAR_SLOTS = {ask: slot for ask, slot in ASKS.items() if ask not in ("presence", "abnormal")}
 
 
 def _slot_of(name: str) -> str | None:

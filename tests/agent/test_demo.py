@@ -1,10 +1,9 @@
-"""`boe demo` as a user runs it: simulator on loopback, the agent, ./boe-demo.db, under a minute."""
+"""`boe demo` as a user runs it: simulator on loopback, the agent, ./boe-demo.db (timed: benchmarks/demo_wall.py)."""
 
 import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -15,7 +14,6 @@ pytestmark = pytest.mark.slow
 
 def test_demo_answers_rescues_and_stores_a_replayable_run(tmp_path):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    t0 = time.perf_counter()
     res = subprocess.run(
         [sys.executable, "-c", "from boe.cli import main; main()", "demo", "--json"],
         cwd=tmp_path,
@@ -24,9 +22,7 @@ def test_demo_answers_rescues_and_stores_a_replayable_run(tmp_path):
         text=True,
         timeout=120,
     )
-    elapsed = time.perf_counter() - t0
     assert res.returncode == 0, res.stderr
-    assert elapsed < 60
     out = json.loads(res.stdout)
     summary = out["summary"]
     assert summary["questions"] == 4 and summary["rescued"] >= 1

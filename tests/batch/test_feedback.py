@@ -12,6 +12,12 @@ from pathlib import Path
 from tests.batch.conftest import batch_args, default_sigint, finish, start_batch
 
 
+def holds_flock(pid: int) -> bool:
+    """Whether process ``pid`` holds an ``flock`` (a batch worker's identity lock; SQLite's locks are POSIX)."""
+    with open("/proc/locks", encoding="ascii") as fh:
+        return any(f[1] == "FLOCK" and f[4] == str(pid) for f in (line.split() for line in fh) if len(f) > 4)
+
+
 def test_a_resumed_batch_says_which_dead_workers_leases_it_waits_for(sim_data, sim, locks, tmp_path):
     from boe.datasets import load_dataset
     from boe.db import Store
@@ -21,13 +27,20 @@ def test_a_resumed_batch_says_which_dead_workers_leases_it_waits_for(sim_data, s
     assert first["stored"] == 20
     ds = load_dataset(sim_data)
     rest = [(ds.name, it.question_id) for it in ds.items[20:]]
-    # a worker that died holding the last four questions, its leases 20 s long: long enough that a slow start of
-    # the resumed batch (a loaded machine) still finds them held
+    # a worker that died holding the last four questions, its leases long enough that however slowly the resumed
+    # batch starts it finds them held; once it has taken its worker identity (just before it claims) they are cut
+    # to 5 s from then, so that the test does not wait out the long lease
     with Store(db) as store:
         store.enqueue("r", rest)
-        assert len(store.claim_questions("r", "ghost", 4, lease_seconds=20.0)) == 4
-    t0 = time.monotonic()
-    out = finish(start_batch(batch_args(sim_data, sim.base_url, db, "r"), locks))
+        assert len(store.claim_questions("r", "ghost", 4, lease_seconds=600.0)) == 4
+        t0 = time.monotonic()
+        proc = start_batch(batch_args(sim_data, sim.base_url, db, "r"), locks)
+        deadline = t0 + 300
+        while not holds_flock(proc.pid):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[1][-3000:]
+            time.sleep(0.05)
+        assert len(store.renew("r", "ghost", rest, lease_seconds=5.0)) == 4
+    out = finish(proc)
     assert time.monotonic() - t0 >= 5.0  # it waited for the leases to run out
     assert out["stored"] == 4 and out["remaining"]["done"] == 24
     waiting = [n for n in out["notes"] if n.startswith("waiting:")]

@@ -39,10 +39,11 @@ def test_killed_twice_then_resumed_stores_every_question_once_and_pays_no_call_t
 
     data = generate_dataset(tmp_path / "data", N, seed=11, size=64)
 
-    # 40 ms a reply: a question is in flight for a few tenths of a second, longer than the cache's
-    # write-behind interval, so a kill finds replies of unfinished questions already stored
-    slow = FaultPlan(latency_ms=40)
-    with serve_in_thread(faults=slow) as sim:  # the uninterrupted run
+    # the simulator's replies do not depend on how fast they come: the uninterrupted run, and the run that ends
+    # the killed one, go at full speed; the killed runs get 40 ms a reply, so that a question is in flight for a
+    # few tenths of a second, longer than the cache's write-behind interval, and a kill finds replies of
+    # unfinished questions already stored
+    with serve_in_thread() as sim:  # the uninterrupted run
         base = finish(start_batch(batch_args(data, sim.base_url, f"sqlite:///{tmp_path / 'base.db'}", "r"), locks))
         uninterrupted = int(sim.stats()["requests"])
     assert base["stored"] == N and base["complete"] and base["requests"] == uninterrupted
@@ -50,7 +51,7 @@ def test_killed_twice_then_resumed_stores_every_question_once_and_pays_no_call_t
     rng = random.Random(20261125)
     db = tmp_path / "killed.db"
     args = batch_args(data, "", f"sqlite:///{db}", "r")
-    with serve_in_thread(faults=slow) as sim:
+    with serve_in_thread(faults=FaultPlan(latency_ms=40)) as sim:
         args[2] = sim.base_url
         kills = []
         for target in sorted(rng.sample(range(15, N - 30), 2)):
@@ -62,6 +63,7 @@ def test_killed_twice_then_resumed_stores_every_question_once_and_pays_no_call_t
             proc.kill()  # SIGKILL: no clean-up of any kind
             proc.wait(30)
             kills.append(stored(db))
+        sim.server.faults = FaultPlan()
         last = finish(start_batch(args, locks))
         requests = int(sim.stats()["requests"])
 

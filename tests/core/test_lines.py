@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from boe.core.ledger import iter_ledger, read_ledger
+from boe.core.lines import nesting_depth
 from boe.core.loading import load_ledgers, load_lines
 from boe.errors import LedgerError, RecordError
 from boe.sim.ledgers import pool_ledger
@@ -121,3 +125,41 @@ def test_cli_reads_standard_input_and_names_folders(tmp_path: Path) -> None:
         [BOE, "export", "--db", db, "--run", "r", "--out", "-"], capture_output=True, text=True, timeout=120
     )
     assert res.stdout.splitlines() == GOOD  # the lines as written, without the mark and the CR
+
+
+_LITERAL = re.compile(r'[\[\]{}]|"(?:[^"\\]|\\.)*+"', re.DOTALL)
+
+
+def _literal_depth(text: str) -> int:
+    """The nesting depth as the spec words it: one token at a time, strings skipped whole."""
+    depth = deepest = 0
+    for m in _LITERAL.finditer(text):
+        c = m.group()[0]
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+_PIECES = st.sampled_from(['"', "\\", "[", "]", "{", "}", "a", " ", ",", ":", "\n", '\\"', "\\\\", '"[{"', "é"])
+
+
+@given(st.lists(_PIECES, max_size=80).map("".join))
+def test_the_depth_check_counts_brackets_outside_strings_only(text: str) -> None:
+    assert nesting_depth(text) == _literal_depth(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "depth"),
+    [
+        pytest.param("[" * 401 + "]" * 401, 401, id="deep"),
+        pytest.param('["' + "[" * 500 + '"]', 1, id="brackets-in-a-string"),
+        pytest.param('["\\"' + "[" * 500 + '"]', 1, id="after-an-escaped-quote"),
+        pytest.param('["abc\\' + "[" * 500, 501, id="unterminated-string"),
+        pytest.param("]]][", 0, id="closing-first"),
+    ],
+)
+def test_the_depth_check_on_its_edge_cases(text: str, depth: int) -> None:
+    assert nesting_depth(text) == _literal_depth(text) == depth
