@@ -370,6 +370,7 @@ class Agent:
             store=self.store,
             run_id=self.run_id,
             on_step=self.on_step,
+            question_costs=self.question_costs,
         )
 
     async def aclose(self) -> None:

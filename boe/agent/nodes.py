@@ -109,6 +109,7 @@ async def intake(state: AgentState, runtime: Ctx) -> dict[str, Any]:
         reference=state.get("reference"),
         question_id=state.get("question_id"),
         dataset=state.get("dataset"),
+        costs=ctx.question_costs() if ctx.question_costs is not None else None,
     )
     keep_images(ctx, imgs)
     return prepared

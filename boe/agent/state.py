@@ -289,5 +289,7 @@ class AgentContext:
     store: Any = None  # boe.db.Store or None
     run_id: Any = None
     on_step: Any = None  # optional callback(evidence entry dict) for each purchase, beside the stream writer
+    # the costs a new question is planned with (Agent.question_costs: design or measured); None: design costs
+    question_costs: Any = None
     # the policy session of each question in progress, with the menu it was built on (see nodes.session_for)
     planners: dict[str, tuple[tuple[Any, ...], Any]] = field(default_factory=dict)

@@ -419,3 +419,30 @@ def test_make_graph_takes_a_mapping_of_configuration_fields_and_refuses_bad_ones
     asyncio.run(go())
     with pytest.raises(ConfigError, match="budget"):
         make_graph({"base_url": "http://127.0.0.1:9/v1", "model": "m", "budget": -1})
+
+
+def test_a_studio_input_is_planned_with_the_agents_measured_costs(sim, questions, tmp_path):
+    """A question given as image_path + question (Studio / server) gets the costs `Agent.ask` would plan with:
+    measured ones when the agent measures them, not the design costs."""
+    from boe.agent.costs import CostMeter
+
+    root, qs = questions
+    meter = CostMeter()
+    meter.add_actions([{"kind": "vlm_factor", "tokens": 200, "seconds": 0.1},
+                       {"kind": "whole_response", "tokens": 1400, "seconds": 0.4}])  # fmt: skip
+    cost_file = tmp_path / "costs.json"
+    cost_file.write_text(json.dumps(meter.to_json()))
+    g = make_graph(config(sim, root, cost_mode="measured", cost_file=str(cost_file), budget=0.0))
+    q = qs[0]
+
+    async def go():
+        try:
+            return await stream(g, {"question": q["question"], "image_path": q["images"][0]}, {"recursion_limit": 200})
+        finally:
+            await g.aclose()
+
+    _, updates, _ = asyncio.run(go())
+    costs = next(u["intake"]["costs"] for u in updates if "intake" in u)
+    expected = g.agent.question_costs().as_dict()
+    assert costs == expected
+    assert costs["used"] != costs["design"]  # the measurement moved them: the test can tell the two apart
