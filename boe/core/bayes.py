@@ -1587,44 +1587,60 @@ class Bayes:
             )
         return out
 
-    def relevant(self, state: EvidenceState) -> B_:
-        """(Q, A): feasible actions whose purchase could change the selected answer (`boe.core.relevance`)."""
+    def relevant(self, state: EvidenceState, rows: IntArr | None = None) -> B_:
+        """(Q, A), or (len(rows), A) for ``rows``: feasible actions whose purchase could change the selected
+        answer (`boe.core.relevance`)."""
         ex = state.extra
-        sel = self.select(state)
-        now = state.answer_id[np.arange(state.n), np.maximum(sel, 0)]
+        r = slice(None) if rows is None else rows
+        sel = self._select(state, r)
+        aid = state.answer_id[r]
+        now = aid[np.arange(aid.shape[0]), np.maximum(sel, 0)]
         has = (sel >= 0) & (now >= 0)
         out = posterior_relevance(
-            ex["bayes_lpost"],
-            ex["bayes_real"],
-            ex["bayes_rho"],
-            ex["bayes_claim"],
-            ex["bayes_c1"],
-            ex["bayes_c0"],
-            state.feasible(),
-            state.cost,
-            state.budget - state.spent,
+            ex["bayes_lpost"][r],
+            ex["bayes_real"][r],
+            ex["bayes_rho"][r],
+            ex["bayes_claim"][r],
+            ex["bayes_c1"][r],
+            ex["bayes_c0"][r],
+            state.feasible()[r],
+            state.cost[r],
+            (state.budget - state.spent)[r],
             np.where(has, now, 0).astype(np.intp),
         )
         out &= has[:, None]
         return out
 
+    def _live(self, state: EvidenceState) -> tuple[IntArr, B_]:
+        """The rows still running that have a relevant action, and those actions (rows' order)."""
+        live = np.nonzero(~state.done)[0]
+        feasible = self.relevant(state, None if live.size == state.n else live)
+        has = feasible.any(axis=1)
+        return live[has], feasible[has]
+
     def choose(self, state: EvidenceState) -> IntArr:
-        feasible = self.relevant(state)  # a check that cannot change the answer is never bought
-        view = _View(state)
-        value = view.evsi() / state.cost
-        choice = first_max(value, feasible)
-        rows = np.nonzero(choice >= 0)[0]
-        stop = value[rows, choice[rows]] <= self.eta
+        # a check that cannot change the answer is never bought: only rows with a relevant check are valued
+        choice = np.full(state.n, -1, dtype=np.intp)
+        rows, feasible = self._live(state)
+        if rows.size:
+            choice[rows] = self._pick(_View(state, rows), feasible)
+        return choice
+
+    def _pick(self, view: _View, feasible: B_) -> IntArr:
+        """The action (or -1) of each row of ``view``, all with some ``feasible`` (relevant) action."""
+        value = view.evsi() / view.cost
+        pick = first_max(value, feasible)
+        stop = value[np.arange(view.n), pick] <= self.eta
         if self.fallback == "info" and self.eta == 0.0 and stop.any():
             # No single check can change the selection. With eta = 0 evidence is
             # free within the budget and never lowers the expected value of the
             # selection, so test the current choice with the most informative check.
-            r = rows[stop]
-            info = view.decision_info(r) / state.cost[r]
-            choice[r] = first_max(info, feasible[r] & (info > INFO_TOL))
-            return choice
-        choice[rows[stop]] = -1
-        return choice
+            r = np.nonzero(stop)[0]
+            info = view.decision_info(r) / view.cost[r]
+            pick[r] = first_max(info, feasible[r] & (info > INFO_TOL))
+        else:
+            pick[stop] = -1
+        return pick
 
     def posterior(self, state: EvidenceState) -> F64:
         """P(H | history), shape (Q, D + 1); the last column is `none`, absent answers are 0."""
@@ -1637,16 +1653,23 @@ class Bayes:
 
     def select(self, state: EvidenceState) -> IntArr:
         """The lowest-index candidate holding the posterior mode (an invalid candidate only when none is valid)."""
-        valid = state.candidate & (state.answer_id >= 0)
-        allowed = np.where(valid.any(axis=1, keepdims=True), valid, state.candidate)
-        return first_max(self.final_scores(state), allowed)
+        return self._select(state, slice(None))
+
+    def _select(self, state: EvidenceState, rows: IntArr | slice) -> IntArr:
+        aid, cand = state.answer_id[rows], state.candidate[rows]
+        valid = cand & (aid >= 0)
+        allowed = np.where(valid.any(axis=1, keepdims=True), valid, cand)
+        return first_max(_candidate_scores(np.exp(state.extra["bayes_lpost"][rows]), aid, cand), allowed)
 
     def final_scores(self, state: EvidenceState) -> F64:
         """Posterior probability that each candidate's answer is the correct one (invalid and padding 0)."""
-        post = self.posterior(state)
-        aid = state.answer_id
-        s = np.take_along_axis(post, np.maximum(aid, 0), axis=1)
-        return np.where((aid >= 0) & state.candidate, s, 0.0)
+        return _candidate_scores(self.posterior(state), state.answer_id, state.candidate)
+
+
+def _candidate_scores(post: F64, aid: npt.NDArray[np.int32], cand: B_) -> F64:
+    s = np.take_along_axis(post, np.maximum(aid, 0), axis=1)
+    out: F64 = np.where((aid >= 0) & cand, s, 0.0)
+    return out
 
 
 def _log_normalise(lp: F64) -> F64:
@@ -1656,14 +1679,20 @@ def _log_normalise(lp: F64) -> F64:
 
 
 class _View:
-    """The posterior of a state, and the latent each action reads with its current P(latent | H)."""
+    """The posterior of a state's ``rows`` (all by default), and the latent each action reads with its current
+    P(latent | H)."""
 
-    def __init__(self, state: EvidenceState) -> None:
+    def __init__(self, state: EvidenceState, rows: IntArr | None = None) -> None:
         ex = state.extra
         self.state = state
-        self.ex = ex
-        self.post: F64 = np.exp(ex["bayes_lpost"])  # (Q, H)
-        self.pr: F64 = np.where(ex["bayes_real"], self.post, 0.0)  # selectable mass: `none` and absent answers 0
+        self.rows = np.arange(state.n) if rows is None else rows
+        r = slice(None) if rows is None else rows
+        self.n = self.rows.size
+        self.cost = state.cost[r]
+        self.c1, self.c0 = ex["bayes_c1"][r], ex["bayes_c0"][r]
+        self.rho, self.claim = ex["bayes_rho"][r], ex["bayes_claim"][r]
+        self.post: F64 = np.exp(ex["bayes_lpost"][r])  # (Q, H)
+        self.pr: F64 = np.where(ex["bayes_real"][r], self.post, 0.0)  # selectable mass: `none` and absent answers 0
         self.now = np.argmax(self.pr, axis=1)  # (Q,) the current choice
 
     def evsi(self) -> F64:
@@ -1671,16 +1700,15 @@ class _View:
 
         P(d) P(o | d) = P(d) rho_d (c1 - c0) + P(d) c0.
         """
-        st, ex = self.state, self.ex
-        c1, c0 = ex["bayes_c1"], ex["bayes_c0"]
+        c1, c0 = self.c1, self.c0
         dc = c1 - c0
-        q = np.arange(st.n)
-        rho = ex["bayes_rho"][q[:, None], ex["bayes_claim"]]  # (Q, A, H)
+        q = np.arange(self.n)
+        rho = self.rho[q[:, None], self.claim]  # (Q, A, H)
         pr = self.pr[:, None, :]
         u = pr * rho
         p_now = self.pr[q, self.now][:, None]  # (Q, 1)
         u_now = np.take_along_axis(rho, self.now[:, None, None], axis=2)[:, :, 0] * p_now
-        gain = np.zeros(st.cost.shape)
+        gain = np.zeros(self.cost.shape)
         buf = np.empty_like(u)
         for o in range(3):
             np.multiply(u, dc[:, :, o, None], out=buf)
@@ -1690,10 +1718,9 @@ class _View:
 
     def decision_info(self, rows: IntArr) -> F64:
         """I(O_e; [H = current choice]) in nats for every action of ``rows``, shape (n, A)."""
-        ex = self.ex
-        claim = ex["bayes_claim"][rows]
-        c1, c0 = ex["bayes_c1"][rows], ex["bayes_c0"][rows]
-        pc, rho = self.post[rows], ex["bayes_rho"][rows]  # (n, H), (n, L, H)
+        claim = self.claim[rows]
+        c1, c0 = self.c1[rows], self.c0[rows]
+        pc, rho = self.post[rows], self.rho[rows]  # (n, H), (n, L, H)
         now = self.now[rows]
         i = np.arange(rows.size)[:, None]
         p_now = pc[i[:, 0], now][:, None, None]  # (n, 1, 1)
@@ -1738,26 +1765,21 @@ class BayesLookahead(Bayes):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(eta={self.eta!r}, fallback={self.fallback!r}, shortlist={self.shortlist!r})"
 
-    def choose(self, state: EvidenceState) -> IntArr:
-        feasible = self.relevant(state)
-        view = _View(state)
-        single = view.evsi() / state.cost
-        choice = first_max(single, feasible)
-        live = np.nonzero(choice >= 0)[0]
-        if live.size == 0:
-            return choice
-        best_single = single[live, choice[live]]
-        info = view.decision_info(live) / state.cost[live]
-        pair_value, first = _pair_values(state, live, feasible[live], info, self.shortlist)
+    def _pick(self, view: _View, feasible: B_) -> IntArr:
+        single = view.evsi() / view.cost
+        pick = first_max(single, feasible)
+        best_single = single[np.arange(view.n), pick]
+        info = view.decision_info(np.arange(view.n)) / view.cost
+        pair_value, first = _pair_values(view.state, view.rows, feasible, info, self.shortlist)
         use_pair = (pair_value > best_single) & (pair_value > self.eta)
-        choice[live[use_pair]] = first[use_pair]
+        pick[use_pair] = first[use_pair]
         stop = ~use_pair & (best_single <= self.eta)
         if self.fallback == "info" and self.eta == 0.0:
-            alt = first_max(info, feasible[live] & (info > INFO_TOL))
-            choice[live[stop]] = alt[stop]
+            alt = first_max(info, feasible & (info > INFO_TOL))
+            pick[stop] = alt[stop]
         else:
-            choice[live[stop]] = -1
-        return choice
+            pick[stop] = -1
+        return pick
 
 
 def _pair_values(state: EvidenceState, rows: IntArr, feasible: B_, info: F64, n_short: int) -> tuple[F64, IntArr]:

@@ -148,9 +148,9 @@ def posterior_relevance(
     reach[q, now] = True
     several = reach.sum(axis=1) >= 2
     moved = reach | (~floor[:, None] & np.isfinite(lpost))
-    rho_a = rho[q[:, None], latent]  # (Q, A, H)
-    spread = np.where(moved[:, None, :], rho_a, -np.inf).max(axis=2) - np.where(moved[:, None, :], rho_a, np.inf).min(
+    # per latent (Q, L), then read by each action: whether its rho differs among the moved hypotheses
+    spread = np.where(moved[:, None, :], rho, -np.inf).max(axis=2) - np.where(moved[:, None, :], rho, np.inf).min(
         axis=2
     )
-    out: B_ = feasible & act & several[:, None] & (spread > 0)
+    out: B_ = feasible & act & several[:, None] & (np.take_along_axis(spread, latent, axis=1) > 0)
     return out
