@@ -440,6 +440,8 @@ class _FitData:
     f_kind: I64
     dataset: list[str]  # of each question
     stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
+    truth: dict[int, tuple[list[int], float]] = field(default_factory=dict)  # `_true_answers` by labelled question
+    claim_counts: dict[int, tuple[F64, B_]] = field(default_factory=dict)  # stance counts, aligned, by question
 
 
 @dataclass(frozen=True)
@@ -466,9 +468,12 @@ def _stance_parts(questions: Sequence[Question], data: _FitData, ids: Sequence[i
             if not q.labelled or d == 0 or claim_ids.size == 0:
                 data.stance[i] = None
                 continue
-            counts, aligned, _ = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
-            free = counts[0][~aligned[0]]  # (m_free, d + 1, 2, 3)
-            right, weight = _true_answers(q)
+            got_counts = data.claim_counts.get(i)
+            if got_counts is None:
+                counts, aligned, _ = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
+                got_counts = (counts[0], aligned[0])
+            free = got_counts[0][~got_counts[1]]  # (m_free, d + 1, 2, 3)
+            right, weight = data.truth[i] if i in data.truth else _true_answers(q)
             data.stance[i] = _StanceParts(
                 n_ans=np.bincount(q.answer_id[valid], minlength=d).astype(np.float64),
                 k=float(q.k),
@@ -541,10 +546,12 @@ class _LatentRows:
 def _fit_data(questions: Sequence[Question]) -> _FitData:
     prior: list[tuple[int, F64, float, int, float]] = []
     rows = _LatentRows()
+    truth: dict[int, tuple[list[int], float]] = {}
+    claim_counts: dict[int, tuple[F64, B_]] = {}
     for qi, q in enumerate(questions):
         if not q.labelled:
             continue
-        right, weight = _true_answers(q)
+        right, weight = truth[qi] = _true_answers(q)
         hyps = right if right else [-1]
         valid = q.answer_id >= 0
         d = int(q.answer_id.max()) + 1 if valid.any() else 0
@@ -557,6 +564,7 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         if fac.size:
             claims, local = np.unique(q.action_claim[fac], return_inverse=True)
             counts, aligned, cls = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
+            claim_counts[qi] = (counts[0], aligned[0])  # the same claims as `_stance_parts` reads
             inc = q.incidence[q.action_claim[fac]][:, valid]
             n_a, n_d = (inc == 1).sum(axis=1), (inc == -1).sum(axis=1)
             fbins = standing_bin(n_a, n_a > n_d, n_valid)
@@ -619,6 +627,8 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         f_bin=_cat(rows.parts["fb"], np.int64),
         f_kind=_cat(rows.parts["fk"], np.int64),
         dataset=[q.dataset for q in questions],
+        truth=truth,
+        claim_counts=claim_counts,
     )
 
 
@@ -892,12 +902,12 @@ class _Counts:
 
     def dot(self, y: F64) -> F64:
         """``X @ y`` for y of shape (n_cols, 2)."""
-        cols = [np.bincount(self.row, weights=y[self.col, j], minlength=self.n_rows) for j in range(y.shape[1])]
+        cols = [np.bincount(self.row, weights=y[:, j].take(self.col), minlength=self.n_rows) for j in range(y.shape[1])]
         return np.stack(cols, axis=1).astype(np.float64, copy=False)
 
     def rdot(self, t: F64) -> F64:
         """``t @ X`` for t of shape (n_rows,)."""
-        return np.bincount(self.col, weights=t[self.row], minlength=self.n_cols).astype(np.float64, copy=False)
+        return np.bincount(self.col, weights=t.take(self.row), minlength=self.n_cols).astype(np.float64, copy=False)
 
 
 def _fit_claims(
@@ -1219,7 +1229,7 @@ def _fit_check_weight(
     datasets = sorted(model.claims)
     score = np.zeros((len(datasets), len(CHECK_WEIGHTS)))
     if rows.size < 2 * STANCE_FOLDS:
-        _check_weight_scores(questions, rows, calibration, group_keys, model, datasets, score)
+        _check_weight_scores(questions, rows, calibration, group_keys, model, datasets, score, data)
     else:
         data = data if data is not None else _fit_data(questions)
         lam = {ds: cp.stance_weight for ds, cp in model.claims.items()}
@@ -1233,7 +1243,7 @@ def _fit_check_weight(
             )
             held = np.array([i for i in rows[folds == f] if questions[i].dataset in fold_model.claims], dtype=np.intp)
             if held.size:
-                _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score)
+                _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score, data)
     for k, ds in enumerate(datasets):
         model.claims[ds].check_weight = float(CHECK_WEIGHTS[int(np.argmax(score[k]))])
 
@@ -1246,6 +1256,7 @@ def _check_weight_scores(
     model: BayesModel,
     datasets: list[str],
     score: F64,
+    data: _FitData | None = None,
 ) -> None:
     """Add to ``score`` (datasets x `CHECK_WEIGHTS`) sum_q log P(true H_q) after the policy's checks at
     `CHECK_WEIGHT_BUDGET` on ``rows``, under ``model`` tempered by each weight."""
@@ -1259,22 +1270,20 @@ def _check_weight_scores(
             cp.check_weight = w
         cals.append(calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: m}}))
     all_rows = np.tile(rows, n_w)
-    base = bind_questions(
-        list(questions),
-        all_rows,
-        cals,
-        np.repeat(np.arange(n_w), rows.size),
-        list(group_keys),
-        budget=CHECK_WEIGHT_BUDGET,
-        with_labels=True,
+    # the questions bound once, then repeated under each weight (the calibrations differ only in the model)
+    once = bind_questions(
+        list(questions), rows, cals, None, list(group_keys), budget=CHECK_WEIGHT_BUDGET, with_labels=True
     )
+    base = once.keep(np.tile(np.arange(rows.size), n_w))
+    base.calibration = np.repeat(np.arange(n_w), rows.size).astype(np.int32)
     assert base.labels is not None
     outcomes = base.labels.outcome
     state = base.fresh(CHECK_WEIGHT_BUDGET)
     state.labels = None
     pol = Bayes()
 
-    truth = {int(i): _true_answers(questions[int(i)]) for i in np.unique(rows)}
+    known = data.truth if data is not None else {}
+    truth = {i: known[i] if i in known else _true_answers(questions[i]) for i in np.unique(rows).tolist()}
     ds_of = {int(i): datasets.index(questions[int(i)].dataset) for i in np.unique(rows)}
 
     def sink(st: EvidenceState, _: Policy) -> None:
@@ -1328,9 +1337,6 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
                     tab[c, gi] = [t.at(b) for b in range(N_STANDING)]
     cal = state.calibration.astype(np.intp) if state.calibrations else np.zeros(n, dtype=np.intp)
     grp = np.where(state.group >= 0, state.group, g)
-    standing = action_standing(state)
-    response = (state.whole | state.answer)[:, :, None, None]
-    channel = np.where(response, wc[cal[:, None], grp, standing], fc[cal[:, None], grp, standing])  # (Q, A, 2, 3)
     # the prior and claim parameters of each (calibration, dataset) pair, then per row
     codes: dict[tuple[int, str], int] = {}
     pair = np.array(
@@ -1345,13 +1351,20 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     verdict = np.array([cp.verdict for _, cp in params]).reshape(-1, 2)[pair]
     stance_weight = np.array([cp.stance_weight for _, cp in params])[pair]
     may_overrule = np.array([overrules_supported(*cp.overrules) for _, cp in params], dtype=bool)[pair]
-    check_weight = np.array([cp.check_weight for _, cp in params])[pair]
-    channel = np.clip(channel, EPS, 1.0)
-    if (check_weight != 1.0).any():
-        cw = check_weight[:, None, None, None]
-        tempered = channel**cw
-        tempered /= tempered.sum(axis=3, keepdims=True)
-        channel = np.where(cw != 1.0, tempered, channel)
+    pair_weight = np.array([cp.check_weight for _, cp in params])
+    check_weight = pair_weight[pair]
+    # the channel tables of each pair, tempered by its check weight, then read per action
+    pair_cal = np.array([c for c, _ in codes], dtype=np.intp)
+    fc, wc = np.clip(fc[pair_cal], EPS, 1.0), np.clip(wc[pair_cal], EPS, 1.0)  # (pairs, G + 1, S, 2, 3)
+    if (pair_weight != 1.0).any():
+        cw = pair_weight[:, None, None, None, None]
+        for tab in (fc, wc):
+            tempered = tab**cw
+            tempered /= tempered.sum(axis=4, keepdims=True)
+            tab[:] = np.where(cw != 1.0, tempered, tab)
+    standing = action_standing(state)
+    response = (state.whole | state.answer)[:, :, None, None]
+    channel = np.where(response, wc[pair[:, None], grp, standing], fc[pair[:, None], grp, standing])  # (Q, A, 2, 3)
     return {
         "standing": standing.astype(np.float64),
         "channel": channel,
