@@ -753,12 +753,17 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
     a1, a0 = a[:, 0], a[:, 1]
     wd = w * (a1 - a0)
 
-    def grad(t: F64) -> F64:
-        tr = t[cls]
-        out = np.bincount(cls, weights=wd / (tr * a1 + (1 - tr) * a0), minlength=n_cls).astype(np.float64, copy=False)
-        return out + SMOOTHING / t - SMOOTHING / (1 - t)
+    def terms(t: F64) -> tuple[F64, F64]:
+        """The derivative at ``t``, and every row's mixture density t L1 + (1 - t) L0 (scaled)."""
+        tr = t.take(cls)
+        den = tr * a1 + (1 - tr) * a0
+        out = np.bincount(cls, weights=wd / den, minlength=n_cls).astype(np.float64, copy=False)
+        return out + SMOOTHING / t - SMOOTHING / (1 - t), den
 
-    root = _derivative_root(grad, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start)
+    def grad(t: F64) -> F64:
+        return terms(t)[0]
+
+    root = _derivative_root(terms, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start)
     lo, hi = np.zeros(n_cls), np.ones(n_cls)
     for _ in range(steps):
         t = (lo + hi) / 2
@@ -777,17 +782,16 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
 BISECT_NEAR = 1e-11
 
 
-def _derivative_root(grad: Callable[[F64], F64], wd: F64, a0: F64, a1: F64, cls: I64, start: F64) -> F64:
-    """The root in (0, 1) of each class's decreasing derivative ``grad``, by Newton's method from ``start`` kept
-    in a bracket."""
+def _derivative_root(terms: Callable[[F64], tuple[F64, F64]], wd: F64, a0: F64, a1: F64, cls: I64, start: F64) -> F64:
+    """The root in (0, 1) of each class's decreasing derivative (``terms``: it and the rows' mixture densities),
+    by Newton's method from ``start`` kept in a bracket."""
     n_cls = start.size
     lo, hi = np.zeros(n_cls), np.ones(n_cls)
     t = np.clip(start, 1e-12, 1 - 1e-12)
+    curvature = wd * (a1 - a0)
     for _ in range(100):
-        g = grad(t)
-        tr = t[cls]
-        den = tr * a1 + (1 - tr) * a0
-        slope = -np.bincount(cls, weights=wd * (a1 - a0) / (den * den), minlength=n_cls).astype(np.float64, copy=False)
+        g, den = terms(t)
+        slope = -np.bincount(cls, weights=curvature / (den * den), minlength=n_cls).astype(np.float64, copy=False)
         slope -= SMOOTHING / (t * t) + SMOOTHING / ((1 - t) * (1 - t))
         step = g / slope
         if float(np.abs(step).max()) < 1e-14:
@@ -956,14 +960,15 @@ def _fit_claims(
     # expected counts, then EM again from there (pseudo-counts fixed within a phase, so each converges)
     tau_g = np.full(N_KINDS, TAU_START)
     tau_s = np.full(n_chan, TAU_START)
+    logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3 nc, 2)
+    read_a = x_a.dot(logc)  # what the aligned latents' checks say under the current channels
     for phase in range(2):
         if phase:
             tau_g, tau_s = _pooling([m1.reshape(nc, 3), m0.reshape(nc, 3)], chan_of_cell, par_of_chan, n_chan)
         prev = -math.inf
         for _ in range(iters):
-            logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3 nc, 2)
             a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f.dot(logc)
-            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a.dot(logc)
+            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + read_a
             ll = float(w_f @ np.logaddexp(a_f[:, 0], a_f[:, 1]) + w_a @ np.logaddexp(a_a[:, 0], a_a[:, 1]))
             g_f = _sigmoid(a_f[:, 0] - a_f[:, 1])
             g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
@@ -979,7 +984,8 @@ def _fit_claims(
             # aligned truth rates: the exact maximiser of the observed likelihood given the new
             # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
             logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
-            al_true = _mixture_weights(x_a.dot(logc), cls_a, w_a, 5, start=al_true)
+            read_a = x_a.dot(logc)
+            al_true = _mixture_weights(read_a, cls_a, w_a, 5, start=al_true)
             if ll - prev <= tol * max(1.0, abs(ll)):
                 break
             prev = ll
