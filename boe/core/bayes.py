@@ -441,7 +441,6 @@ class _FitData:
     dataset: list[str]  # of each question
     stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
     truth: dict[int, tuple[list[int], float]] = field(default_factory=dict)  # `_true_answers` by labelled question
-    claim_counts: dict[int, tuple[F64, B_]] = field(default_factory=dict)  # stance counts, aligned, by question
 
 
 @dataclass(frozen=True)
@@ -468,24 +467,26 @@ def _stance_parts(questions: Sequence[Question], data: _FitData, ids: Sequence[i
             if not q.labelled or d == 0 or claim_ids.size == 0:
                 data.stance[i] = None
                 continue
-            got_counts = data.claim_counts.get(i)
-            if got_counts is None:
-                counts, aligned, _ = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
-                got_counts = (counts[0], aligned[0])
-            free = got_counts[0][~got_counts[1]]  # (m_free, d + 1, 2, 3)
-            right, weight = data.truth[i] if i in data.truth else _true_answers(q)
-            data.stance[i] = _StanceParts(
-                n_ans=np.bincount(q.answer_id[valid], minlength=d).astype(np.float64),
-                k=float(q.k),
-                free=free.reshape(-1, 6),
-                hyp=np.tile(np.arange(d + 1), free.shape[0]),
-                right=right,
-                weight=weight,
-            )
+            counts, aligned, _ = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
+            data.stance[i] = _stance_part(q, counts[0], aligned[0], *_true_answers(q))
         got = data.stance[i]
         if got is not None:
             out.append(got)
     return out
+
+
+def _stance_part(q: Question, counts: F64, aligned: B_, right: list[int], weight: float) -> _StanceParts:
+    """The `_StanceParts` of a question from the stance counts and alignment of its claims (`stance_counts`)."""
+    d = counts.shape[1] - 1
+    free = counts[~aligned]  # (m_free, d + 1, 2, 3)
+    return _StanceParts(
+        n_ans=np.bincount(q.answer_id[q.answer_id >= 0], minlength=d).astype(np.float64),
+        k=float(q.k),
+        free=free.reshape(-1, 6),
+        hyp=np.tile(np.arange(d + 1), free.shape[0]),
+        right=right,
+        weight=weight,
+    )
 
 
 def _true_answers(q: Question) -> tuple[list[int], float]:
@@ -547,7 +548,7 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
     prior: list[tuple[int, F64, float, int, float]] = []
     rows = _LatentRows()
     truth: dict[int, tuple[list[int], float]] = {}
-    claim_counts: dict[int, tuple[F64, B_]] = {}
+    stance: dict[int, _StanceParts | None] = {}
     for qi, q in enumerate(questions):
         if not q.labelled:
             continue
@@ -564,7 +565,8 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         if fac.size:
             claims, local = np.unique(q.action_claim[fac], return_inverse=True)
             counts, aligned, cls = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
-            claim_counts[qi] = (counts[0], aligned[0])  # the same claims as `_stance_parts` reads
+            # the same claims as `_stance_parts` reads
+            stance[qi] = _stance_part(q, counts[0], aligned[0], right, weight) if d else None
             inc = q.incidence[q.action_claim[fac]][:, valid]
             n_a, n_d = (inc == 1).sum(axis=1), (inc == -1).sum(axis=1)
             fbins = standing_bin(n_a, n_a > n_d, n_valid)
@@ -628,7 +630,7 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         f_kind=_cat(rows.parts["fk"], np.int64),
         dataset=[q.dataset for q in questions],
         truth=truth,
-        claim_counts=claim_counts,
+        stance=stance,
     )
 
 
@@ -1280,7 +1282,9 @@ def _check_weight_scores(
     once = bind_questions(
         list(questions), rows, cals, None, list(group_keys), budget=CHECK_WEIGHT_BUDGET, with_labels=True
     )
+    once.partition = np.empty((3, 0, 0, rows.size))  # the score policies' claim masks: `bayes` reads none
     base = once.keep(np.tile(np.arange(rows.size), n_w))
+    del once
     base.calibration = np.repeat(np.arange(n_w), rows.size).astype(np.int32)
     assert base.labels is not None
     outcomes = base.labels.outcome
