@@ -1365,19 +1365,18 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     check_weight = pair_weight[pair]
     # the channel tables of each pair, tempered by its check weight, then read per action
     pair_cal = np.array([c for c, _ in codes], dtype=np.intp)
-    fc, wc = np.clip(fc[pair_cal], EPS, 1.0), np.clip(wc[pair_cal], EPS, 1.0)  # (pairs, G + 1, S, 2, 3)
+    tab = np.clip(np.stack([fc, wc], axis=1)[pair_cal], EPS, 1.0)  # (pairs, factor / response, G + 1, S, 2, 3)
     if (pair_weight != 1.0).any():
-        cw = pair_weight[:, None, None, None, None]
-        for tab in (fc, wc):
-            tempered = tab**cw
-            tempered /= tempered.sum(axis=4, keepdims=True)
-            tab[:] = np.where(cw != 1.0, tempered, tab)
+        cw = pair_weight[:, None, None, None, None, None]
+        tempered = tab**cw
+        tempered /= tempered.sum(axis=5, keepdims=True)
+        tab = np.where(cw != 1.0, tempered, tab)
     standing = action_standing(state)
-    response = (state.whole | state.answer)[:, :, None, None]
-    channel = np.where(response, wc[pair[:, None], grp, standing], fc[pair[:, None], grp, standing])  # (Q, A, 2, 3)
+    at = (pair[:, None], (state.whole | state.answer).astype(np.intp), grp, standing)  # per action (Q, A)
     return {
         "standing": standing.astype(np.float64),
-        "channel": channel,
+        "c1": tab[(*at, 0)],  # (Q, A, 3): P(o | latent true), P(o | latent false)
+        "c0": tab[(*at, 1)],
         "prior": prior,
         "free_true": np.clip(free_true, EPS, 1 - EPS),
         "log_theta": np.log(np.clip(theta, EPS, 1.0)),
@@ -1545,13 +1544,12 @@ class Bayes:
         rho_v = np.where(right[None], v[:, 0, None, None], v[:, 1, None, None])  # (Q, d + 1, H)
         target = np.take_along_axis(state.answer_id, np.maximum(state.target, 0), axis=1)
         latent = np.where(state.whole | state.answer, m + np.where(target >= 0, target, d), np.maximum(state.claim, 0))
-        ch = tabs["channel"]
         state.extra.update(
             bayes_lpost=lpost,
             bayes_real=real,
             bayes_rho=np.clip(np.concatenate([rho, rho_v], axis=1), EPS, 1 - EPS),
-            bayes_c1=ch[:, :, 0, :].copy(),
-            bayes_c0=ch[:, :, 1, :].copy(),
+            bayes_c1=tabs["c1"],
+            bayes_c0=tabs["c0"],
             bayes_claim=latent.astype(np.intp),  # the latent each action reads
             bayes_reads_answer=latent >= m,
             bayes_standing=tabs["standing"],
