@@ -1273,9 +1273,9 @@ def _check_weight_scores(
     n_w = len(CHECK_WEIGHTS)
     cals = []
     for w in CHECK_WEIGHTS:
-        m = model.model_copy(deep=True)
-        for cp in m.claims.values():
-            cp.check_weight = w
+        # the channel tables are shared (never changed); only the claim parameters take the weight
+        claims = {ds: cp.model_copy(update={"check_weight": w}) for ds, cp in model.claims.items()}
+        m = model.model_copy(update={"claims": claims})
         cals.append(calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: m}}))
     all_rows = np.tile(rows, n_w)
     # the questions bound once, then repeated under each weight (the calibrations differ only in the model)
