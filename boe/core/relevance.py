@@ -146,7 +146,8 @@ def posterior_relevance(
     # no rival within reach have nothing relevant; the knapsack decides the others.
     value = np.where((gain > 0) & (cheapest <= remaining[:, None, None]), gain, 0.0)
     per_cost = (value / np.where(value > 0, cheapest, 1.0)).max(axis=1)  # (Q, H)
-    loose = np.minimum(value.sum(axis=1), np.where(per_cost > 0, remaining[:, None] * per_cost, 0.0))
+    at_rate = np.multiply(remaining[:, None], per_cost, out=np.zeros_like(per_cost), where=per_cost > 0)
+    loose = np.minimum(value.sum(axis=1), at_rate)
     loose += 1e-9 * np.abs(loose) + 1e-12
     out: B_ = np.zeros(feasible.shape, dtype=bool)
     r = np.nonzero(_reach(loose, gap, real, now)[0].sum(axis=1) >= 2)[0]
