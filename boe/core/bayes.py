@@ -440,6 +440,7 @@ class _FitData:
     f_kind: I64
     dataset: list[str]  # of each question
     stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
+    truth: dict[int, tuple[list[int], float]] = field(default_factory=dict)  # `_true_answers` by labelled question
 
 
 @dataclass(frozen=True)
@@ -467,20 +468,25 @@ def _stance_parts(questions: Sequence[Question], data: _FitData, ids: Sequence[i
                 data.stance[i] = None
                 continue
             counts, aligned, _ = stance_counts(q.incidence[claim_ids][None], q.answer_id[None], d)
-            free = counts[0][~aligned[0]]  # (m_free, d + 1, 2, 3)
-            right, weight = _true_answers(q)
-            data.stance[i] = _StanceParts(
-                n_ans=np.bincount(q.answer_id[valid], minlength=d).astype(np.float64),
-                k=float(q.k),
-                free=free.reshape(-1, 6),
-                hyp=np.tile(np.arange(d + 1), free.shape[0]),
-                right=right,
-                weight=weight,
-            )
+            data.stance[i] = _stance_part(q, counts[0], aligned[0], *_true_answers(q))
         got = data.stance[i]
         if got is not None:
             out.append(got)
     return out
+
+
+def _stance_part(q: Question, counts: F64, aligned: B_, right: list[int], weight: float) -> _StanceParts:
+    """The `_StanceParts` of a question from the stance counts and alignment of its claims (`stance_counts`)."""
+    d = counts.shape[1] - 1
+    free = counts[~aligned]  # (m_free, d + 1, 2, 3)
+    return _StanceParts(
+        n_ans=np.bincount(q.answer_id[q.answer_id >= 0], minlength=d).astype(np.float64),
+        k=float(q.k),
+        free=free.reshape(-1, 6),
+        hyp=np.tile(np.arange(d + 1), free.shape[0]),
+        right=right,
+        weight=weight,
+    )
 
 
 def _true_answers(q: Question) -> tuple[list[int], float]:
@@ -541,10 +547,12 @@ class _LatentRows:
 def _fit_data(questions: Sequence[Question]) -> _FitData:
     prior: list[tuple[int, F64, float, int, float]] = []
     rows = _LatentRows()
+    truth: dict[int, tuple[list[int], float]] = {}
+    stance: dict[int, _StanceParts | None] = {}
     for qi, q in enumerate(questions):
         if not q.labelled:
             continue
-        right, weight = _true_answers(q)
+        right, weight = truth[qi] = _true_answers(q)
         hyps = right if right else [-1]
         valid = q.answer_id >= 0
         d = int(q.answer_id.max()) + 1 if valid.any() else 0
@@ -557,6 +565,8 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         if fac.size:
             claims, local = np.unique(q.action_claim[fac], return_inverse=True)
             counts, aligned, cls = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
+            # the same claims as `_stance_parts` reads
+            stance[qi] = _stance_part(q, counts[0], aligned[0], right, weight) if d else None
             inc = q.incidence[q.action_claim[fac]][:, valid]
             n_a, n_d = (inc == 1).sum(axis=1), (inc == -1).sum(axis=1)
             fbins = standing_bin(n_a, n_a > n_d, n_valid)
@@ -619,6 +629,8 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         f_bin=_cat(rows.parts["fb"], np.int64),
         f_kind=_cat(rows.parts["fk"], np.int64),
         dataset=[q.dataset for q in questions],
+        truth=truth,
+        stance=stance,
     )
 
 
@@ -743,12 +755,17 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
     a1, a0 = a[:, 0], a[:, 1]
     wd = w * (a1 - a0)
 
-    def grad(t: F64) -> F64:
-        tr = t[cls]
-        out = np.bincount(cls, weights=wd / (tr * a1 + (1 - tr) * a0), minlength=n_cls).astype(np.float64, copy=False)
-        return out + SMOOTHING / t - SMOOTHING / (1 - t)
+    def terms(t: F64) -> tuple[F64, F64]:
+        """The derivative at ``t``, and every row's mixture density t L1 + (1 - t) L0 (scaled)."""
+        tr = t.take(cls)
+        den = tr * a1 + (1 - tr) * a0
+        out = np.bincount(cls, weights=wd / den, minlength=n_cls).astype(np.float64, copy=False)
+        return out + SMOOTHING / t - SMOOTHING / (1 - t), den
 
-    root = _derivative_root(grad, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start)
+    def grad(t: F64) -> F64:
+        return terms(t)[0]
+
+    root = _derivative_root(terms, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start)
     lo, hi = np.zeros(n_cls), np.ones(n_cls)
     for _ in range(steps):
         t = (lo + hi) / 2
@@ -767,17 +784,16 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
 BISECT_NEAR = 1e-11
 
 
-def _derivative_root(grad: Callable[[F64], F64], wd: F64, a0: F64, a1: F64, cls: I64, start: F64) -> F64:
-    """The root in (0, 1) of each class's decreasing derivative ``grad``, by Newton's method from ``start`` kept
-    in a bracket."""
+def _derivative_root(terms: Callable[[F64], tuple[F64, F64]], wd: F64, a0: F64, a1: F64, cls: I64, start: F64) -> F64:
+    """The root in (0, 1) of each class's decreasing derivative (``terms``: it and the rows' mixture densities),
+    by Newton's method from ``start`` kept in a bracket."""
     n_cls = start.size
     lo, hi = np.zeros(n_cls), np.ones(n_cls)
     t = np.clip(start, 1e-12, 1 - 1e-12)
+    curvature = wd * (a1 - a0)
     for _ in range(100):
-        g = grad(t)
-        tr = t[cls]
-        den = tr * a1 + (1 - tr) * a0
-        slope = -np.bincount(cls, weights=wd * (a1 - a0) / (den * den), minlength=n_cls).astype(np.float64, copy=False)
+        g, den = terms(t)
+        slope = -np.bincount(cls, weights=curvature / (den * den), minlength=n_cls).astype(np.float64, copy=False)
         slope -= SMOOTHING / (t * t) + SMOOTHING / ((1 - t) * (1 - t))
         step = g / slope
         if float(np.abs(step).max()) < 1e-14:
@@ -892,12 +908,12 @@ class _Counts:
 
     def dot(self, y: F64) -> F64:
         """``X @ y`` for y of shape (n_cols, 2)."""
-        cols = [np.bincount(self.row, weights=y[self.col, j], minlength=self.n_rows) for j in range(y.shape[1])]
+        cols = [np.bincount(self.row, weights=y[:, j].take(self.col), minlength=self.n_rows) for j in range(y.shape[1])]
         return np.stack(cols, axis=1).astype(np.float64, copy=False)
 
     def rdot(self, t: F64) -> F64:
         """``t @ X`` for t of shape (n_rows,)."""
-        return np.bincount(self.col, weights=t[self.row], minlength=self.n_cols).astype(np.float64, copy=False)
+        return np.bincount(self.col, weights=t.take(self.row), minlength=self.n_cols).astype(np.float64, copy=False)
 
 
 def _fit_claims(
@@ -946,14 +962,15 @@ def _fit_claims(
     # expected counts, then EM again from there (pseudo-counts fixed within a phase, so each converges)
     tau_g = np.full(N_KINDS, TAU_START)
     tau_s = np.full(n_chan, TAU_START)
+    logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3 nc, 2)
+    read_a = x_a.dot(logc)  # what the aligned latents' checks say under the current channels
     for phase in range(2):
         if phase:
             tau_g, tau_s = _pooling([m1.reshape(nc, 3), m0.reshape(nc, 3)], chan_of_cell, par_of_chan, n_chan)
         prev = -math.inf
         for _ in range(iters):
-            logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)  # (3 nc, 2)
             a_f = counts_f @ _stance_matrix(np.log(theta)) + np.log([free_true, 1 - free_true]) + x_f.dot(logc)
-            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + x_a.dot(logc)
+            a_a = np.stack([np.log(al_true[cls_a]), np.log1p(-al_true[cls_a])], axis=1) + read_a
             ll = float(w_f @ np.logaddexp(a_f[:, 0], a_f[:, 1]) + w_a @ np.logaddexp(a_a[:, 0], a_a[:, 1]))
             g_f = _sigmoid(a_f[:, 0] - a_f[:, 1])
             g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
@@ -969,7 +986,8 @@ def _fit_claims(
             # aligned truth rates: the exact maximiser of the observed likelihood given the new
             # channels (an ECME step; plain EM crawls towards these near-0/1 rates)
             logc = np.stack([np.log(c1).ravel(), np.log(c0).ravel()], axis=1)
-            al_true = _mixture_weights(x_a.dot(logc), cls_a, w_a, 5, start=al_true)
+            read_a = x_a.dot(logc)
+            al_true = _mixture_weights(read_a, cls_a, w_a, 5, start=al_true)
             if ll - prev <= tol * max(1.0, abs(ll)):
                 break
             prev = ll
@@ -1219,7 +1237,7 @@ def _fit_check_weight(
     datasets = sorted(model.claims)
     score = np.zeros((len(datasets), len(CHECK_WEIGHTS)))
     if rows.size < 2 * STANCE_FOLDS:
-        _check_weight_scores(questions, rows, calibration, group_keys, model, datasets, score)
+        _check_weight_scores(questions, rows, calibration, group_keys, model, datasets, score, data)
     else:
         data = data if data is not None else _fit_data(questions)
         lam = {ds: cp.stance_weight for ds, cp in model.claims.items()}
@@ -1233,7 +1251,7 @@ def _fit_check_weight(
             )
             held = np.array([i for i in rows[folds == f] if questions[i].dataset in fold_model.claims], dtype=np.intp)
             if held.size:
-                _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score)
+                _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score, data)
     for k, ds in enumerate(datasets):
         model.claims[ds].check_weight = float(CHECK_WEIGHTS[int(np.argmax(score[k]))])
 
@@ -1246,6 +1264,7 @@ def _check_weight_scores(
     model: BayesModel,
     datasets: list[str],
     score: F64,
+    data: _FitData | None = None,
 ) -> None:
     """Add to ``score`` (datasets x `CHECK_WEIGHTS`) sum_q log P(true H_q) after the policy's checks at
     `CHECK_WEIGHT_BUDGET` on ``rows``, under ``model`` tempered by each weight."""
@@ -1254,27 +1273,27 @@ def _check_weight_scores(
     n_w = len(CHECK_WEIGHTS)
     cals = []
     for w in CHECK_WEIGHTS:
-        m = model.model_copy(deep=True)
-        for cp in m.claims.values():
-            cp.check_weight = w
+        # the channel tables are shared (never changed); only the claim parameters take the weight
+        claims = {ds: cp.model_copy(update={"check_weight": w}) for ds, cp in model.claims.items()}
+        m = model.model_copy(update={"claims": claims})
         cals.append(calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: m}}))
     all_rows = np.tile(rows, n_w)
-    base = bind_questions(
-        list(questions),
-        all_rows,
-        cals,
-        np.repeat(np.arange(n_w), rows.size),
-        list(group_keys),
-        budget=CHECK_WEIGHT_BUDGET,
-        with_labels=True,
+    # the questions bound once, then repeated under each weight (the calibrations differ only in the model)
+    once = bind_questions(
+        list(questions), rows, cals, None, list(group_keys), budget=CHECK_WEIGHT_BUDGET, with_labels=True
     )
+    once.partition = np.empty((3, 0, 0, rows.size))  # the score policies' claim masks: `bayes` reads none
+    base = once.keep(np.tile(np.arange(rows.size), n_w))
+    del once
+    base.calibration = np.repeat(np.arange(n_w), rows.size).astype(np.int32)
     assert base.labels is not None
     outcomes = base.labels.outcome
     state = base.fresh(CHECK_WEIGHT_BUDGET)
     state.labels = None
     pol = Bayes()
 
-    truth = {int(i): _true_answers(questions[int(i)]) for i in np.unique(rows)}
+    known = data.truth if data is not None else {}
+    truth = {i: known[i] if i in known else _true_answers(questions[i]) for i in np.unique(rows).tolist()}
     ds_of = {int(i): datasets.index(questions[int(i)].dataset) for i in np.unique(rows)}
 
     def sink(st: EvidenceState, _: Policy) -> None:
@@ -1328,9 +1347,6 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
                     tab[c, gi] = [t.at(b) for b in range(N_STANDING)]
     cal = state.calibration.astype(np.intp) if state.calibrations else np.zeros(n, dtype=np.intp)
     grp = np.where(state.group >= 0, state.group, g)
-    standing = action_standing(state)
-    response = (state.whole | state.answer)[:, :, None, None]
-    channel = np.where(response, wc[cal[:, None], grp, standing], fc[cal[:, None], grp, standing])  # (Q, A, 2, 3)
     # the prior and claim parameters of each (calibration, dataset) pair, then per row
     codes: dict[tuple[int, str], int] = {}
     pair = np.array(
@@ -1345,16 +1361,22 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
     verdict = np.array([cp.verdict for _, cp in params]).reshape(-1, 2)[pair]
     stance_weight = np.array([cp.stance_weight for _, cp in params])[pair]
     may_overrule = np.array([overrules_supported(*cp.overrules) for _, cp in params], dtype=bool)[pair]
-    check_weight = np.array([cp.check_weight for _, cp in params])[pair]
-    channel = np.clip(channel, EPS, 1.0)
-    if (check_weight != 1.0).any():
-        cw = check_weight[:, None, None, None]
-        tempered = channel**cw
-        tempered /= tempered.sum(axis=3, keepdims=True)
-        channel = np.where(cw != 1.0, tempered, channel)
+    pair_weight = np.array([cp.check_weight for _, cp in params])
+    check_weight = pair_weight[pair]
+    # the channel tables of each pair, tempered by its check weight, then read per action
+    pair_cal = np.array([c for c, _ in codes], dtype=np.intp)
+    tab = np.clip(np.stack([fc, wc], axis=1)[pair_cal], EPS, 1.0)  # (pairs, factor / response, G + 1, S, 2, 3)
+    if (pair_weight != 1.0).any():
+        cw = pair_weight[:, None, None, None, None, None]
+        tempered = tab**cw
+        tempered /= tempered.sum(axis=5, keepdims=True)
+        tab = np.where(cw != 1.0, tempered, tab)
+    standing = action_standing(state)
+    at = (pair[:, None], (state.whole | state.answer).astype(np.intp), grp, standing)  # per action (Q, A)
     return {
         "standing": standing.astype(np.float64),
-        "channel": channel,
+        "c1": tab[(*at, 0)],  # (Q, A, 3): P(o | latent true), P(o | latent false)
+        "c0": tab[(*at, 1)],
         "prior": prior,
         "free_true": np.clip(free_true, EPS, 1 - EPS),
         "log_theta": np.log(np.clip(theta, EPS, 1.0)),
@@ -1522,13 +1544,12 @@ class Bayes:
         rho_v = np.where(right[None], v[:, 0, None, None], v[:, 1, None, None])  # (Q, d + 1, H)
         target = np.take_along_axis(state.answer_id, np.maximum(state.target, 0), axis=1)
         latent = np.where(state.whole | state.answer, m + np.where(target >= 0, target, d), np.maximum(state.claim, 0))
-        ch = tabs["channel"]
         state.extra.update(
             bayes_lpost=lpost,
             bayes_real=real,
             bayes_rho=np.clip(np.concatenate([rho, rho_v], axis=1), EPS, 1 - EPS),
-            bayes_c1=ch[:, :, 0, :].copy(),
-            bayes_c0=ch[:, :, 1, :].copy(),
+            bayes_c1=tabs["c1"],
+            bayes_c0=tabs["c0"],
             bayes_claim=latent.astype(np.intp),  # the latent each action reads
             bayes_reads_answer=latent >= m,
             bayes_standing=tabs["standing"],
@@ -1587,44 +1608,60 @@ class Bayes:
             )
         return out
 
-    def relevant(self, state: EvidenceState) -> B_:
-        """(Q, A): feasible actions whose purchase could change the selected answer (`boe.core.relevance`)."""
+    def relevant(self, state: EvidenceState, rows: IntArr | None = None) -> B_:
+        """(Q, A), or (len(rows), A) for ``rows``: feasible actions whose purchase could change the selected
+        answer (`boe.core.relevance`)."""
         ex = state.extra
-        sel = self.select(state)
-        now = state.answer_id[np.arange(state.n), np.maximum(sel, 0)]
+        r = slice(None) if rows is None else rows
+        sel = self._select(state, r)
+        aid = state.answer_id[r]
+        now = aid[np.arange(aid.shape[0]), np.maximum(sel, 0)]
         has = (sel >= 0) & (now >= 0)
         out = posterior_relevance(
-            ex["bayes_lpost"],
-            ex["bayes_real"],
-            ex["bayes_rho"],
-            ex["bayes_claim"],
-            ex["bayes_c1"],
-            ex["bayes_c0"],
-            state.feasible(),
-            state.cost,
-            state.budget - state.spent,
+            ex["bayes_lpost"][r],
+            ex["bayes_real"][r],
+            ex["bayes_rho"][r],
+            ex["bayes_claim"][r],
+            ex["bayes_c1"][r],
+            ex["bayes_c0"][r],
+            state.feasible()[r],
+            state.cost[r],
+            (state.budget - state.spent)[r],
             np.where(has, now, 0).astype(np.intp),
         )
         out &= has[:, None]
         return out
 
+    def _live(self, state: EvidenceState) -> tuple[IntArr, B_]:
+        """The rows still running that have a relevant action, and those actions (rows' order)."""
+        live = np.nonzero(~state.done)[0]
+        feasible = self.relevant(state, None if live.size == state.n else live)
+        has = feasible.any(axis=1)
+        return live[has], feasible[has]
+
     def choose(self, state: EvidenceState) -> IntArr:
-        feasible = self.relevant(state)  # a check that cannot change the answer is never bought
-        view = _View(state)
-        value = view.evsi() / state.cost
-        choice = first_max(value, feasible)
-        rows = np.nonzero(choice >= 0)[0]
-        stop = value[rows, choice[rows]] <= self.eta
+        # a check that cannot change the answer is never bought: only rows with a relevant check are valued
+        choice = np.full(state.n, -1, dtype=np.intp)
+        rows, feasible = self._live(state)
+        if rows.size:
+            choice[rows] = self._pick(_View(state, rows), feasible)
+        return choice
+
+    def _pick(self, view: _View, feasible: B_) -> IntArr:
+        """The action (or -1) of each row of ``view``, all with some ``feasible`` (relevant) action."""
+        value = view.evsi() / view.cost
+        pick = first_max(value, feasible)
+        stop = value[np.arange(view.n), pick] <= self.eta
         if self.fallback == "info" and self.eta == 0.0 and stop.any():
             # No single check can change the selection. With eta = 0 evidence is
             # free within the budget and never lowers the expected value of the
             # selection, so test the current choice with the most informative check.
-            r = rows[stop]
-            info = view.decision_info(r) / state.cost[r]
-            choice[r] = first_max(info, feasible[r] & (info > INFO_TOL))
-            return choice
-        choice[rows[stop]] = -1
-        return choice
+            r = np.nonzero(stop)[0]
+            info = view.decision_info(r) / view.cost[r]
+            pick[r] = first_max(info, feasible[r] & (info > INFO_TOL))
+        else:
+            pick[stop] = -1
+        return pick
 
     def posterior(self, state: EvidenceState) -> F64:
         """P(H | history), shape (Q, D + 1); the last column is `none`, absent answers are 0."""
@@ -1637,16 +1674,23 @@ class Bayes:
 
     def select(self, state: EvidenceState) -> IntArr:
         """The lowest-index candidate holding the posterior mode (an invalid candidate only when none is valid)."""
-        valid = state.candidate & (state.answer_id >= 0)
-        allowed = np.where(valid.any(axis=1, keepdims=True), valid, state.candidate)
-        return first_max(self.final_scores(state), allowed)
+        return self._select(state, slice(None))
+
+    def _select(self, state: EvidenceState, rows: IntArr | slice) -> IntArr:
+        aid, cand = state.answer_id[rows], state.candidate[rows]
+        valid = cand & (aid >= 0)
+        allowed = np.where(valid.any(axis=1, keepdims=True), valid, cand)
+        return first_max(_candidate_scores(np.exp(state.extra["bayes_lpost"][rows]), aid, cand), allowed)
 
     def final_scores(self, state: EvidenceState) -> F64:
         """Posterior probability that each candidate's answer is the correct one (invalid and padding 0)."""
-        post = self.posterior(state)
-        aid = state.answer_id
-        s = np.take_along_axis(post, np.maximum(aid, 0), axis=1)
-        return np.where((aid >= 0) & state.candidate, s, 0.0)
+        return _candidate_scores(self.posterior(state), state.answer_id, state.candidate)
+
+
+def _candidate_scores(post: F64, aid: npt.NDArray[np.int32], cand: B_) -> F64:
+    s = np.take_along_axis(post, np.maximum(aid, 0), axis=1)
+    out: F64 = np.where((aid >= 0) & cand, s, 0.0)
+    return out
 
 
 def _log_normalise(lp: F64) -> F64:
@@ -1656,14 +1700,20 @@ def _log_normalise(lp: F64) -> F64:
 
 
 class _View:
-    """The posterior of a state, and the latent each action reads with its current P(latent | H)."""
+    """The posterior of a state's ``rows`` (all by default), and the latent each action reads with its current
+    P(latent | H)."""
 
-    def __init__(self, state: EvidenceState) -> None:
+    def __init__(self, state: EvidenceState, rows: IntArr | None = None) -> None:
         ex = state.extra
         self.state = state
-        self.ex = ex
-        self.post: F64 = np.exp(ex["bayes_lpost"])  # (Q, H)
-        self.pr: F64 = np.where(ex["bayes_real"], self.post, 0.0)  # selectable mass: `none` and absent answers 0
+        self.rows = np.arange(state.n) if rows is None else rows
+        r = slice(None) if rows is None else rows
+        self.n = self.rows.size
+        self.cost = state.cost[r]
+        self.c1, self.c0 = ex["bayes_c1"][r], ex["bayes_c0"][r]
+        self.rho, self.claim = ex["bayes_rho"][r], ex["bayes_claim"][r]
+        self.post: F64 = np.exp(ex["bayes_lpost"][r])  # (Q, H)
+        self.pr: F64 = np.where(ex["bayes_real"][r], self.post, 0.0)  # selectable mass: `none` and absent answers 0
         self.now = np.argmax(self.pr, axis=1)  # (Q,) the current choice
 
     def evsi(self) -> F64:
@@ -1671,16 +1721,15 @@ class _View:
 
         P(d) P(o | d) = P(d) rho_d (c1 - c0) + P(d) c0.
         """
-        st, ex = self.state, self.ex
-        c1, c0 = ex["bayes_c1"], ex["bayes_c0"]
+        c1, c0 = self.c1, self.c0
         dc = c1 - c0
-        q = np.arange(st.n)
-        rho = ex["bayes_rho"][q[:, None], ex["bayes_claim"]]  # (Q, A, H)
+        q = np.arange(self.n)
+        rho = self.rho[q[:, None], self.claim]  # (Q, A, H)
         pr = self.pr[:, None, :]
         u = pr * rho
         p_now = self.pr[q, self.now][:, None]  # (Q, 1)
         u_now = np.take_along_axis(rho, self.now[:, None, None], axis=2)[:, :, 0] * p_now
-        gain = np.zeros(st.cost.shape)
+        gain = np.zeros(self.cost.shape)
         buf = np.empty_like(u)
         for o in range(3):
             np.multiply(u, dc[:, :, o, None], out=buf)
@@ -1690,10 +1739,9 @@ class _View:
 
     def decision_info(self, rows: IntArr) -> F64:
         """I(O_e; [H = current choice]) in nats for every action of ``rows``, shape (n, A)."""
-        ex = self.ex
-        claim = ex["bayes_claim"][rows]
-        c1, c0 = ex["bayes_c1"][rows], ex["bayes_c0"][rows]
-        pc, rho = self.post[rows], ex["bayes_rho"][rows]  # (n, H), (n, L, H)
+        claim = self.claim[rows]
+        c1, c0 = self.c1[rows], self.c0[rows]
+        pc, rho = self.post[rows], self.rho[rows]  # (n, H), (n, L, H)
         now = self.now[rows]
         i = np.arange(rows.size)[:, None]
         p_now = pc[i[:, 0], now][:, None, None]  # (n, 1, 1)
@@ -1738,26 +1786,21 @@ class BayesLookahead(Bayes):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(eta={self.eta!r}, fallback={self.fallback!r}, shortlist={self.shortlist!r})"
 
-    def choose(self, state: EvidenceState) -> IntArr:
-        feasible = self.relevant(state)
-        view = _View(state)
-        single = view.evsi() / state.cost
-        choice = first_max(single, feasible)
-        live = np.nonzero(choice >= 0)[0]
-        if live.size == 0:
-            return choice
-        best_single = single[live, choice[live]]
-        info = view.decision_info(live) / state.cost[live]
-        pair_value, first = _pair_values(state, live, feasible[live], info, self.shortlist)
+    def _pick(self, view: _View, feasible: B_) -> IntArr:
+        single = view.evsi() / view.cost
+        pick = first_max(single, feasible)
+        best_single = single[np.arange(view.n), pick]
+        info = view.decision_info(np.arange(view.n)) / view.cost
+        pair_value, first = _pair_values(view.state, view.rows, feasible, info, self.shortlist)
         use_pair = (pair_value > best_single) & (pair_value > self.eta)
-        choice[live[use_pair]] = first[use_pair]
+        pick[use_pair] = first[use_pair]
         stop = ~use_pair & (best_single <= self.eta)
         if self.fallback == "info" and self.eta == 0.0:
-            alt = first_max(info, feasible[live] & (info > INFO_TOL))
-            choice[live[stop]] = alt[stop]
+            alt = first_max(info, feasible & (info > INFO_TOL))
+            pick[stop] = alt[stop]
         else:
-            choice[live[stop]] = -1
-        return choice
+            pick[stop] = -1
+        return pick
 
 
 def _pair_values(state: EvidenceState, rows: IntArr, feasible: B_, info: F64, n_short: int) -> tuple[F64, IntArr]:

@@ -122,13 +122,15 @@ def posterior_relevance(
     q = np.arange(n)
     with np.errstate(divide="ignore"):
         lr = np.log(c1) - np.log(c0)  # (Q, A, 3)
-    act = feasible & np.any(lr != 0.0, axis=2)  # an uninformative check moves nothing
+    act = feasible & ((lr[:, :, 0] != 0.0) | (lr[:, :, 1] != 0.0) | (lr[:, :, 2] != 0.0))  # informative checks
     flat = (latent + q[:, None] * n_lat)[act]
-    log_hi = np.asarray(np.bincount(flat, weights=lr.max(axis=2)[act], minlength=n * n_lat), dtype=np.float64)
-    log_lo = np.asarray(np.bincount(flat, weights=lr.min(axis=2)[act], minlength=n * n_lat), dtype=np.float64)
-    log_hi, log_lo = log_hi.reshape(n, n_lat, 1), log_lo.reshape(n, n_lat, 1)
+    hi = np.maximum(np.maximum(lr[:, :, 0], lr[:, :, 1]), lr[:, :, 2])[act]
+    lo = np.minimum(np.minimum(lr[:, :, 0], lr[:, :, 1]), lr[:, :, 2])[act]
+    log_hi = np.asarray(np.bincount(flat, weights=hi, minlength=n * n_lat), dtype=np.float64).reshape(n, n_lat, 1)
+    log_lo = np.asarray(np.bincount(flat, weights=lo, minlength=n * n_lat), dtype=np.float64).reshape(n, n_lat, 1)
     cheapest = np.full(n * n_lat, np.inf)
     np.minimum.at(cheapest, flat, cost[act])
+    cheapest = cheapest.reshape(n, n_lat, 1)
     r_now = np.take_along_axis(rho, now[:, None, None], axis=2)  # (Q, L, 1)
 
     logs = (np.log(rho), np.log1p(-rho)), (np.log(r_now), np.log1p(-r_now))  # each computed once
@@ -137,20 +139,42 @@ def posterior_relevance(
         return np.asarray(np.logaddexp(log_p[0] + log_r, log_p[1]), dtype=np.float64)
 
     gain = np.maximum(mix(log_hi, logs[0]) - mix(log_hi, logs[1]), mix(log_lo, logs[0]) - mix(log_lo, logs[1]))
-    bound = knapsack_bound(gain.transpose(0, 2, 1), cheapest.reshape(n, 1, n_lat), remaining[:, None])  # (Q, H)
     with np.errstate(over="ignore", invalid="ignore"):
         gap = lpost[q, now][:, None] - lpost  # inf for absent answers
-        rivals = np.where(np.arange(lpost.shape[1])[None, :] == now[:, None], 0.0, np.exp(bound - gap))
+    # First a loose bound: no affordable set gains more than all affordable latents together, nor more than
+    # the remaining budget at the best gain per cost (with a margin over rounding). Rows where even it leaves
+    # no rival within reach have nothing relevant; the knapsack decides the others.
+    value = np.where((gain > 0) & (cheapest <= remaining[:, None, None]), gain, 0.0)
+    per_cost = (value / np.where(value > 0, cheapest, 1.0)).max(axis=1)  # (Q, H)
+    at_rate = np.multiply(remaining[:, None], per_cost, out=np.zeros_like(per_cost), where=per_cost > 0)
+    loose = np.minimum(value.sum(axis=1), at_rate)
+    loose += 1e-9 * np.abs(loose) + 1e-12
+    out: B_ = np.zeros(feasible.shape, dtype=bool)
+    r = np.nonzero(_reach(loose, gap, real, now)[0].sum(axis=1) >= 2)[0]
+    if r.size == 0:
+        return out
+    bound = knapsack_bound(gain[r].transpose(0, 2, 1), cheapest[r].transpose(0, 2, 1), remaining[r, None])
+    reach, floor = _reach(bound, gap[r], real[r], now[r])
+    several = reach.sum(axis=1) >= 2
+    moved = reach | (~floor[:, None] & np.isfinite(lpost[r]))
+    # per latent (n, L), then read by each action: whether its rho differs among the moved hypotheses
+    rho_r = rho[r]
+    spread = np.where(moved[:, None, :], rho_r, -np.inf).max(axis=2) - np.where(moved[:, None, :], rho_r, np.inf).min(
+        axis=2
+    )
+    out[r] = feasible[r] & act[r] & several[:, None] & (np.take_along_axis(spread, latent[r], axis=1) > 0)
+    return out
+
+
+def _reach(bound: F64, gap: F64, real: B_, now: npt.NDArray[np.intp]) -> tuple[B_, B_]:
+    """The hypotheses an affordable set can lift to the selected one's posterior (gaining at most ``bound``
+    (Q, H) on it, from log gap ``gap``), and the rows where the selected one keeps `POSTERIOR_FLOOR`."""
+    q = np.arange(bound.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        rivals = np.where(np.arange(gap.shape[1])[None, :] == now[:, None], 0.0, np.exp(bound - gap))
     floor = 1.0 / (1.0 + np.nan_to_num(rivals, nan=0.0).sum(axis=1)) >= POSTERIOR_FLOOR
     # below the floor every answer may tie with the selected one, and the normalisation matters too: an action
     # is then irrelevant only if it moves no hypothesis (`none` included) against another
     reach = real & ((bound >= gap - TIE_LOG_POSTERIOR) | ~floor[:, None])
     reach[q, now] = True
-    several = reach.sum(axis=1) >= 2
-    moved = reach | (~floor[:, None] & np.isfinite(lpost))
-    rho_a = rho[q[:, None], latent]  # (Q, A, H)
-    spread = np.where(moved[:, None, :], rho_a, -np.inf).max(axis=2) - np.where(moved[:, None, :], rho_a, np.inf).min(
-        axis=2
-    )
-    out: B_ = feasible & act & several[:, None] & (spread > 0)
-    return out
+    return reach, floor

@@ -183,13 +183,17 @@ class EvidenceState:
         self.log = np.concatenate([self.log, np.full((q, s), -1, np.int32)], axis=1)
         self.revealed = np.concatenate([self.revealed, np.zeros((q, s), np.int8)], axis=1)
 
-    def keep(self, mask: B_) -> EvidenceState:
-        """A new state with only the rows where ``mask`` is true (arrays are sliced, not shared)."""
+    def keep(self, mask: B_ | npt.NDArray[np.intp]) -> EvidenceState:
+        """A new state with only the rows where ``mask`` is true, or the rows an index array ``mask`` lists
+        (repeats allowed; arrays are sliced, not shared)."""
         kw = {}
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name in ("question_ids", "dataset"):
-                v = [q for q, m in zip(v, mask, strict=True) if m]
+                if mask.dtype == np.bool_:
+                    v = [q for q, m in zip(v, mask, strict=True) if m]
+                else:
+                    v = [v[i] for i in mask.tolist()]
             elif f.name == "labels":
                 v = None if v is None else Labels(v.utility[mask], v.outcome[mask])
             elif f.name == "pool":

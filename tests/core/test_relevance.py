@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from boe.core.bayes import Bayes
 from boe.core.loading import load_lines
 from boe.core.policies import make_policy
-from boe.core.relevance import knapsack_bound
+from boe.core.relevance import POSTERIOR_FLOOR, TIE_LOG_POSTERIOR, knapsack_bound, posterior_relevance
 from boe.core.replay import plan_calibration
 from boe.core.session import Session
 from boe.core.state import bind_questions
@@ -149,3 +149,61 @@ def test_knapsack_bound_is_an_upper_bound(items, capacity):
             if sum(costs[list(subset)]) <= capacity:
                 best = max(best, float(values[list(subset)].sum()))
     assert got >= best - 1e-9
+
+
+def _reference_posterior_relevance(lpost, real, rho, latent, c1, c0, feasible, cost, remaining, now):
+    """`posterior_relevance` as first written: the knapsack bound on every row, the spread per action."""
+    n, n_lat, _ = rho.shape
+    q = np.arange(n)
+    with np.errstate(divide="ignore"):
+        lr = np.log(c1) - np.log(c0)
+    act = feasible & np.any(lr != 0.0, axis=2)
+    flat = (latent + q[:, None] * n_lat)[act]
+    log_hi = np.bincount(flat, weights=lr.max(axis=2)[act], minlength=n * n_lat).reshape(n, n_lat, 1)
+    log_lo = np.bincount(flat, weights=lr.min(axis=2)[act], minlength=n * n_lat).reshape(n, n_lat, 1)
+    cheapest = np.full(n * n_lat, np.inf)
+    np.minimum.at(cheapest, flat, cost[act])
+    r_now = np.take_along_axis(rho, now[:, None, None], axis=2)
+
+    def mix(log_r, log_p):
+        return np.logaddexp(np.log(log_p) + log_r, np.log1p(-log_p))
+
+    gain = np.maximum(mix(log_hi, rho) - mix(log_hi, r_now), mix(log_lo, rho) - mix(log_lo, r_now))
+    bound = knapsack_bound(gain.transpose(0, 2, 1), cheapest.reshape(n, 1, n_lat), remaining[:, None])
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = lpost[q, now][:, None] - lpost
+        rivals = np.where(np.arange(lpost.shape[1])[None, :] == now[:, None], 0.0, np.exp(bound - gap))
+    floor = 1.0 / (1.0 + np.nan_to_num(rivals, nan=0.0).sum(axis=1)) >= POSTERIOR_FLOOR
+    reach = real & ((bound >= gap - TIE_LOG_POSTERIOR) | ~floor[:, None])
+    reach[q, now] = True
+    several = reach.sum(axis=1) >= 2
+    moved = reach | (~floor[:, None] & np.isfinite(lpost))
+    rho_a = rho[q[:, None], latent]
+    spread = np.where(moved[:, None, :], rho_a, -np.inf).max(axis=2) - np.where(moved[:, None, :], rho_a, np.inf).min(
+        axis=2
+    )
+    return feasible & act & several[:, None] & (spread > 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.integers(1, 6), st.integers(2, 6), st.integers(1, 10))
+def test_posterior_relevance_equals_the_plain_knapsack_on_every_row(seed, n, n_lat, h, a):
+    """The loose bound that spares rows the knapsack changes no answer: random posteriors, latents and
+    channels (some uninformative, some hypotheses absent, budgets from none to unbounded)."""
+    rng = np.random.default_rng(seed)
+    real = rng.random((n, h)) < 0.8
+    real[:, 0] = True
+    scale = rng.choice([0.01, 1.0, 10.0, 40.0])
+    lpost = np.where(real, rng.normal(0, scale, (n, h)), -np.inf)
+    lpost -= np.logaddexp.reduce(lpost, axis=1, keepdims=True)
+    now = np.argmax(np.where(real, lpost, -np.inf), axis=1).astype(np.intp)
+    rho = np.clip(rng.choice([0.5, 0.1, 0.9], (n, n_lat, h)) * rng.choice([1.0, 0.0], (n, n_lat, 1))
+                  + rng.random((n, n_lat, h)) * rng.choice([0.0, 0.05, 1.0]), 1e-9, 1 - 1e-9)  # fmt: skip
+    latent = rng.integers(0, n_lat, (n, a)).astype(np.intp)
+    c1 = rng.dirichlet(np.ones(3), (n, a))
+    c0 = np.where(rng.random((n, a, 1)) < 0.2, c1, rng.dirichlet(np.ones(3), (n, a)))  # some uninformative
+    feasible = rng.random((n, a)) < 0.7
+    cost = rng.choice([0.5, 1.0, 2.0, 5.0], (n, a))
+    remaining = rng.choice([0.0, 0.5, 1.0, 3.0, 16.0, np.inf], n)
+    args = (lpost, real, rho, latent, c1, c0, feasible, cost, remaining, now)
+    np.testing.assert_array_equal(posterior_relevance(*args), _reference_posterior_relevance(*args))
