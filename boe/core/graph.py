@@ -12,7 +12,7 @@ policies see).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import not_
@@ -304,54 +304,12 @@ class Question:
         field), for a decoded `LedgerLine`: vectorised while the arrays are built, and only when one fails does
         `check_graph` go through the record again to name it.
         """
-        cands, edges, acts = rec.candidates, rec.edges, rec.actions
-        claim_ids = [c.id for c in rec.claims]
-        pos, unique = _positions(claim_ids)
-        get = pos.get
         declared = (
             None if rec.kinds is None else {n: {"target": d.target, "plugin": d.plugin} for n, d in rec.kinds.items()}
         )
-        codes = _codes(declared)
-        answers = [c.answer for c in cands]
-        candidates = [a.candidate for a in acts]
-        sampled = rec.format == FORMAT_1_3
-        flagged = [a for a in acts if a.failed or a.skipped is not None or a.observed is False]
-        cols = _Columns(
-            answers=answers,
-            valid=[c.valid and c.answer is not None for c in cands],
-            utility=[c.utility for c in cands],
-            claim_ids=claim_ids,
-            edge_candidate=[e.candidate for e in edges],
-            edge_claim=[get(e.claim, _UNKNOWN) for e in edges],
-            edge_sign=[e.sign for e in edges],
-            action_ids=[a.id for a in acts],
-            kind=[codes.get(a.kind, _UNKNOWN) for a in acts],
-            action_claim=[get(a.claim, _UNKNOWN) for a in acts],
-            action_candidate=[-1 if c is None else c for c in candidates],
-            cost=[a.cost for a in acts],
-            group=[a.group for a in acts],
-            outcome=[OUTCOME_CODES[a.outcome] for a in acts],
-            unobserved=[a.observed is False for a in acts] if flagged else [],
-            failed=[a.failed for a in acts] if flagged else [],
-            skipped=[a.skipped is not None for a in acts] if flagged else [],
-            claims_unique=unique,
-            candidates_none=candidates.count(None),
-            sample_cost=[c.cost for c in cands] if sampled else None,
-        )
-        indexes = [c.index for c in cands]
-        if check and (declared or sampled or not cols.rules_hold(indexes, rec.format)):
-            check_graph(
-                indexes,
-                claim_ids,
-                [(e.candidate, e.claim, e.sign) for e in edges],
-                [(a.id, a.kind, a.claim, a.candidate) for a in acts],
-                valid=cols.valid,
-                fmt=rec.format,
-                kinds=declared,
-                pool=[(c.cost, c.answer) for c in cands] if sampled else None,
-            )
-            if not declared and not sampled:
-                raise AssertionError("the vectorised graph rules and check_graph disagree")
+        cols = _record_columns(rec, _codes(declared))
+        if check:
+            _check_record(rec, cols, declared)
         return cls._build(rec.question_id, rec.dataset, cols.menu(), groups)
 
     @classmethod
@@ -452,3 +410,63 @@ class Question:
         out[:, 5] = self.outcome == -1
         out[:, 6] = self.outcome == 0
         return out
+
+
+def _record_columns(rec: LedgerRecord | LedgerLine, codes: dict[str, int]) -> _Columns:
+    """The columns of a validated or decoded record (see `Question.from_record`)."""
+    cands, edges = rec.candidates, rec.edges
+    claim_ids = [c.id for c in rec.claims]
+    pos, unique = _positions(claim_ids)
+    get = pos.get
+    sampled = rec.format == FORMAT_1_3
+    return _Columns(
+        answers=[c.answer for c in cands],
+        valid=[c.valid and c.answer is not None for c in cands],
+        utility=[c.utility for c in cands],
+        claim_ids=claim_ids,
+        edge_candidate=[e.candidate for e in edges],
+        edge_claim=[get(e.claim, _UNKNOWN) for e in edges],
+        edge_sign=[e.sign for e in edges],
+        claims_unique=unique,
+        sample_cost=[c.cost for c in cands] if sampled else None,
+        **_action_columns(rec.actions, pos, codes),
+    )
+
+
+def _action_columns(acts: Sequence[Any], claims: Mapping[Any, int], codes: dict[str, int]) -> dict[str, Any]:
+    """The action columns of `_Columns` from a record's actions."""
+    candidates = [a.candidate for a in acts]
+    flagged = any(a.failed or a.skipped is not None or a.observed is False for a in acts)
+    return {
+        "action_ids": [a.id for a in acts],
+        "kind": [codes.get(a.kind, _UNKNOWN) for a in acts],
+        "action_claim": [claims.get(a.claim, _UNKNOWN) for a in acts],
+        "action_candidate": [-1 if c is None else c for c in candidates],
+        "cost": [a.cost for a in acts],
+        "group": [a.group for a in acts],
+        "outcome": [OUTCOME_CODES[a.outcome] for a in acts],
+        "unobserved": [a.observed is False for a in acts] if flagged else [],
+        "failed": [a.failed for a in acts] if flagged else [],
+        "skipped": [a.skipped is not None for a in acts] if flagged else [],
+        "candidates_none": candidates.count(None),
+    }
+
+
+def _check_record(rec: LedgerRecord | LedgerLine, cols: _Columns, declared: dict[str, dict[str, Any]] | None) -> None:
+    """The ledger's cross-field rules on a decoded record, vectorised; `check_graph` names a broken one."""
+    cands = rec.candidates
+    indexes = [c.index for c in cands]
+    sampled = rec.format == FORMAT_1_3
+    if declared or sampled or not cols.rules_hold(indexes, rec.format):
+        check_graph(
+            indexes,
+            cols.claim_ids,
+            [(e.candidate, e.claim, e.sign) for e in rec.edges],
+            [(a.id, a.kind, a.claim, a.candidate) for a in rec.actions],
+            valid=cols.valid,
+            fmt=rec.format,
+            kinds=declared,
+            pool=[(c.cost, c.answer) for c in cands] if sampled else None,
+        )
+        if not declared and not sampled:
+            raise AssertionError("the vectorised graph rules and check_graph disagree")
