@@ -61,7 +61,7 @@ def knapsack_bound(values: F64, costs: F64, capacity: F64) -> F64:
     """
     c = np.broadcast_to(costs, values.shape)
     cap = np.asarray(capacity, dtype=np.float64)[..., None]
-    v = np.where((values > 0) & (c <= cap), values, 0.0)
+    v = np.where((values > 0) & np.isfinite(c) & (c <= cap), values, 0.0)  # inf: not available, at any capacity
     c = np.where(v > 0, c, 0.0)
     ratio = np.where(v > 0, v / np.where(c > 0, c, 1.0), -1.0)
     order = np.argsort(-ratio, axis=-1, kind="stable")

@@ -6,6 +6,7 @@ import itertools
 import json
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -137,7 +138,7 @@ def test_a_unanimous_pool_costs_nothing_under_bayes():
 
 @given(
     st.lists(st.tuples(st.floats(0, 5), st.sampled_from([0.5, 1, 2, 4, 8, np.inf])), min_size=0, max_size=7),
-    st.floats(0, 20),
+    st.one_of(st.floats(0, 20), st.just(np.inf)),
 )
 def test_knapsack_bound_is_an_upper_bound(items, capacity):
     values = np.array([v for v, _ in items], dtype=np.float64)
@@ -146,9 +147,11 @@ def test_knapsack_bound_is_an_upper_bound(items, capacity):
     best = 0.0
     for size in range(len(items) + 1):
         for subset in itertools.combinations(range(len(items)), size):
-            if sum(costs[list(subset)]) <= capacity:
+            if np.isfinite(costs[list(subset)]).all() and sum(costs[list(subset)]) <= capacity:
                 best = max(best, float(values[list(subset)].sum()))
     assert got >= best - 1e-9
+    if capacity == np.inf:  # an unbounded budget buys every available item (an inf cost is never available)
+        assert got == pytest.approx(float(values[np.isfinite(costs)].sum()))
 
 
 def _reference_posterior_relevance(lpost, real, rho, latent, c1, c0, feasible, cost, remaining, now):
