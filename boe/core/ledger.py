@@ -631,14 +631,13 @@ def parse_record_dict(
     line: int | None = None,
 ) -> RecordDict:
     """Validate one record into a plain dict, unknown keys kept; errors as in `parse_record`."""
-    adapter = _RECORD_DICT
     if isinstance(data, (str, bytes)):
         data = clean_line(data)
     try:
         if isinstance(data, (str, bytes)):
-            d = adapter.validate_json(data)
+            d = _RECORD_DICT.validate_json(data)
         else:
-            d = adapter.validate_python(data)
+            d = _RECORD_DICT.validate_python(data)
         _check_dict(d)
         return d  # type: ignore[no-any-return]
     except (ValidationError, _FieldError):
@@ -649,7 +648,7 @@ def parse_record_dict(
     if not isinstance(obj, dict):  # (parse_record would read a str as JSON text)
         raise RecordError(f"a record must be a JSON object, got {type(obj).__name__}", source=source, line=line)
     try:
-        d = adapter.validate_python(obj)
+        d = _RECORD_DICT.validate_python(obj)
         _check_dict(d)
         return d  # type: ignore[no-any-return]
     except (ValidationError, _FieldError):

@@ -10,7 +10,6 @@ UTF-8 and nesting deeper than `boe.core.lines.MAX_DEPTH`.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -87,9 +86,6 @@ class LedgerLine(Struct, gc=False):
 
 
 _DECODER = Decoder(LedgerLine)
-_BRACKETS_AND_QUOTES = bytes(b for b in range(256) if b not in b'[]{}"')  # what translate deletes
-_STEP = bytes(1 if b in b"[{" else 255 if b in b"]}" else 0 for b in range(256))  # as int8: +1 open, -1 close
-_ESCAPE = re.compile(rb"\\.", re.DOTALL)
 # The deepest a skipped key or untyped value sits: in a candidate (or a declared kind) of the record's list.
 _TYPED_DEPTH = 3
 
@@ -108,7 +104,10 @@ def decode_record(raw: str | bytes) -> LedgerLine | None:
         return None
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
-    if _skipped_containers(data, rec) + _TYPED_DEPTH > MAX_DEPTH and _too_deep(data):
+    if (
+        _skipped_containers(data, rec) + _TYPED_DEPTH > MAX_DEPTH
+        and nesting_depth(data.decode("utf-8", "surrogatepass")) > MAX_DEPTH
+    ):
         return None
     return rec
 
@@ -119,17 +118,3 @@ def _skipped_containers(data: bytes, rec: LedgerLine) -> int:
     b = np.frombuffer(data, np.uint8) | 32  # "[" | 32 == "{"
     typed = 1 + len(rec.candidates) + len(rec.claims) + len(rec.edges) + len(rec.actions)
     return int(np.count_nonzero(b == ord("{"))) - typed - (len(rec.kinds) if rec.kinds else 0)
-
-
-def _too_deep(data: bytes) -> bool:
-    """Whether valid JSON nests deeper than MAX_DEPTH outside its strings (one pass over the line, then over its
-    brackets and quotes)."""
-    if b"\\" in data:
-        data = _ESCAPE.sub(b"", data)  # in valid JSON a backslash is in a string and starts an escape
-    kept = data.translate(None, _BRACKETS_AND_QUOTES)
-    if len(kept) <= MAX_DEPTH:
-        return False
-    brackets = kept.replace(b'""', b"")  # strings without brackets (pairs of quotes next to each other)
-    if b'"' in brackets:  # a string holds a bracket: the exact count
-        return nesting_depth(data.decode("utf-8", "surrogatepass")) > MAX_DEPTH
-    return int(np.cumsum(np.frombuffer(brackets.translate(_STEP), np.int8), dtype=np.int64).max()) > MAX_DEPTH
