@@ -1663,9 +1663,10 @@ class Bayes:
             pick[stop] = -1
         return pick
 
-    def posterior(self, state: EvidenceState) -> F64:
-        """P(H | history), shape (Q, D + 1); the last column is `none`, absent answers are 0."""
-        out: F64 = np.exp(state.extra["bayes_lpost"])
+    def posterior(self, state: EvidenceState, rows: IntArr | slice = slice(None)) -> F64:
+        """P(H | history) of ``rows`` (all by default), shape (Q, D + 1); the last column is `none`, absent
+        answers are 0."""
+        out: F64 = np.exp(state.extra["bayes_lpost"][rows])
         return out
 
     def values(self, state: EvidenceState) -> F64:
@@ -1680,7 +1681,7 @@ class Bayes:
         aid, cand = state.answer_id[rows], state.candidate[rows]
         valid = cand & (aid >= 0)
         allowed = np.where(valid.any(axis=1, keepdims=True), valid, cand)
-        return first_max(_candidate_scores(np.exp(state.extra["bayes_lpost"][rows]), aid, cand), allowed)
+        return first_max(_candidate_scores(self.posterior(state, rows), aid, cand), allowed)
 
     def final_scores(self, state: EvidenceState) -> F64:
         """Posterior probability that each candidate's answer is the correct one (invalid and padding 0)."""
