@@ -206,9 +206,12 @@ def _next_commands(summary: Any, config: Any) -> list[str]:
     if not summary.complete:
         return [_resume_command()]
     a = config.agent
+    # a full ledger replays under any policy: the run's own beside the paper's; an online run holds only what its
+    # policy bought
+    full = ("raw", a.policy, "boe", "random-factor", "whole")
     policies, budgets = (
-        ("raw,boe,random-factor,whole", "1,4,16") if a.ledger == "full" else (f"raw,{a.policy}", f"{a.budget:g}")
-    )  # an online run holds only what its policy bought
+        (",".join(dict.fromkeys(full)), "1,4,16") if a.ledger == "full" else (f"raw,{a.policy}", f"{a.budget:g}")
+    )
     out = [
         f"boe replay --db {db} --run {run} --policy {policies} --budget {budgets}",
         f"boe report --db {db} --run {run} --out {run}-report.html",

@@ -47,6 +47,8 @@ def test_a_resumed_batch_says_which_dead_workers_leases_it_waits_for(sim_data, s
     assert waiting and "4 held by ghost until" in waiting[0] and "UTC" in waiting[0]
     assert out["evaluation"]["labelled"] == 24 and out["evaluation"]["calibration"].startswith("crossfit:5")
     assert any(c.startswith("boe report --db") for c in out["next"])
+    # a full ledger: the replay it suggests puts the run's own controller beside the paper's policies
+    assert any(" --policy raw,bayes,boe,random-factor,whole " in c for c in out["next"]), out["next"]
 
 
 def test_ctrl_c_prints_the_command_that_resumes_the_batch(sim_data, locks, tmp_path):
