@@ -441,6 +441,8 @@ class _FitData:
     dataset: list[str]  # of each question
     stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
     truth: dict[int, tuple[list[int], float]] = field(default_factory=dict)  # `_true_answers` by labelled question
+    # `_fit_claims` by its training rows: the stance weight's inner folds and the check weight's are the same
+    fits: dict[tuple[int, bytes], tuple[ClaimParams, _Channels]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -916,7 +918,16 @@ class _Counts:
         return np.bincount(self.col, weights=t.take(self.row), minlength=self.n_cols).astype(np.float64, copy=False)
 
 
-def _fit_claims(
+def _fit_claims(data: _FitData, claim_rows: B_, n_groups: int) -> tuple[ClaimParams, _Channels]:
+    """`_em_claims` on the latent rows ``claim_rows`` (and their actions), computed once per training set."""
+    key = (n_groups, np.packbits(claim_rows).tobytes())
+    got = data.fits.get(key)
+    if got is None:
+        got = data.fits[key] = _em_claims(data, claim_rows, claim_rows[data.f_row], n_groups)
+    return got[0].model_copy(), got[1]
+
+
+def _em_claims(
     data: _FitData, claim_rows: B_, act_rows: B_, n_groups: int, iters: int = 500, tol: float = 1e-9
 ) -> tuple[ClaimParams, _Channels]:
     """EM over the latent claim truths and verdicts for the claim model and every channel.
@@ -1046,17 +1057,16 @@ def _fit_stance_weight(
         prior = _fit_prior(data, rows[data.pq]) if rows[data.pq].any() else DEFAULT_PRIOR
         total, _ = _stance_loglik(_stance_parts(questions, data, labelled), prior, claims)
         return _significant(STANCE_WEIGHTS, total), (0.0, 0.0)
-    folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in labelled], STANCE_FOLDS)
+    folds = _inner_folds(questions, labelled)
     total = np.zeros(STANCE_WEIGHTS.size)
     overrules = np.zeros((STANCE_WEIGHTS.size, 2))
     for f in range(STANCE_FOLDS):
         train = np.zeros(rows.size, dtype=bool)
         train[[i for i, k in zip(labelled, folds, strict=True) if k != f]] = True
         crow = train[data.cq]
-        frow = crow[data.f_row]
-        if not (crow.any() and frow.any() and train[data.pq].any()):
+        if not (crow.any() and crow[data.f_row].any() and train[data.pq].any()):
             continue
-        fold_claims, _ = _fit_claims(data, crow, frow, n_groups)
+        fold_claims, _ = _fit_claims(data, crow, n_groups)
         held = _stance_parts(questions, data, [i for i, k in zip(labelled, folds, strict=True) if k == f])
         ll, over = _stance_loglik(held, _fit_prior(data, train[data.pq]), fold_claims)
         total += ll
@@ -1064,6 +1074,13 @@ def _fit_stance_weight(
     weight = _significant(STANCE_WEIGHTS, total)
     right, wrong = overrules[int(np.argmin(np.abs(STANCE_WEIGHTS - weight)))]
     return weight, (float(right), float(wrong))
+
+
+def _inner_folds(questions: Sequence[Question], labelled: Sequence[int]) -> npt.NDArray[np.int32]:
+    """The `STANCE_FOLDS` inner folds of one dataset's labelled training questions (both weights' cross-fits)."""
+    if len(labelled) < STANCE_FOLDS:
+        return np.arange(len(labelled), dtype=np.int32) % STANCE_FOLDS
+    return crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in labelled], STANCE_FOLDS)
 
 
 #: Half the 95% point of chi-square with one degree of freedom: a weight is kept only if its held-out
@@ -1169,9 +1186,8 @@ def fit_bayes_model(
         if prow.any():
             model.priors[ds] = _fit_prior(data, prow)
         crow = in_ds[data.cq]
-        frow = crow[data.f_row]
-        if crow.any() and frow.any():
-            claims, ch = _fit_claims(data, crow, frow, n_groups)
+        if crow.any() and crow[data.f_row].any():
+            claims, ch = _fit_claims(data, crow, n_groups)
             if stance_weights is not None and ds in stance_weights:
                 claims.stance_weight = float(stance_weights[ds])
                 claims.overrules = (overrules or {}).get(ds, (0.0, 0.0))
@@ -1214,13 +1230,14 @@ def _fit_check_weight(
 ) -> None:
     """Set each dataset's ``check_weight`` in ``model``: the weight that best predicts the true answer, cross-fitted.
 
-    The training questions (at most `CHECK_WEIGHT_QUESTIONS`, evenly spaced) are
-    split into `STANCE_FOLDS` folds; each fold is run at `CHECK_WEIGHT_BUDGET` under
-    a model fitted on the other training questions (its stance weights as
-    ``model``'s), once per weight of `CHECK_WEIGHTS`, all in one vectorised state,
-    and the weight maximising sum_q log P(true H_q | the checks it bought) is kept
-    (a calibrated composite likelihood, like the stance weight). Held out, because
-    channels fitted on a question are surer of its checks than of a new one's.
+    The training questions are split into the stance weight's `STANCE_FOLDS`
+    folds (`_inner_folds`, per dataset, so its fold models serve here too); at most
+    `CHECK_WEIGHT_QUESTIONS` of them (evenly spaced) are scored: each fold's are run
+    at `CHECK_WEIGHT_BUDGET` under a model fitted on the other folds (its stance
+    weights as ``model``'s), once per weight of `CHECK_WEIGHTS`, all in one
+    vectorised state, and the weight maximising sum_q log P(true H_q | the checks it
+    bought) is kept (a calibrated composite likelihood, like the stance weight).
+    Held out, because channels fitted on a question are surer of its checks than of a new one's.
     """
     rows = np.array(
         [
@@ -1242,14 +1259,19 @@ def _fit_check_weight(
         data = data if data is not None else _fit_data(questions)
         lam = {ds: cp.stance_weight for ds, cp in model.claims.items()}
         over = {ds: cp.overrules for ds, cp in model.claims.items()}
-        folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in rows], STANCE_FOLDS)
+        fold = np.full(len(questions), -1, dtype=np.int32)
+        ds_of_q = np.array(data.dataset, dtype=object)
+        labelled = np.array([q.labelled for q in questions], dtype=bool)
+        for ds in datasets:
+            members = np.nonzero(train & labelled & (ds_of_q == ds))[0]
+            fold[members] = _inner_folds(questions, members.tolist())
         for f in range(STANCE_FOLDS):
-            fold_train = train.copy()
-            fold_train[rows[folds == f]] = False
             fold_model = fit_bayes_model(
-                questions, group_keys, fold_train, _data=data, stance_weights=lam, overrules=over
+                questions, group_keys, train & (fold != f), _data=data, stance_weights=lam, overrules=over
             )
-            held = np.array([i for i in rows[folds == f] if questions[i].dataset in fold_model.claims], dtype=np.intp)
+            held = np.array(
+                [i for i in rows[fold[rows] == f] if questions[i].dataset in fold_model.claims], dtype=np.intp
+            )
             if held.size:
                 _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score, data)
     for k, ds in enumerate(datasets):
