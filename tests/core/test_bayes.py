@@ -486,6 +486,15 @@ def test_crossfit_fits_one_model_per_fold_on_named_groups():
     assert len({m.factor_channels["pool/vlm"].given_true for m in models}) == 4
 
 
+def test_crossfit_folds_fitted_in_forked_workers_equal_the_serial_fit():
+    recs = list(pool_ledger(90, seed=43))
+    qs, groups = _questions(recs)
+    serial = plan_calibration(qs, groups.keys, "crossfit:4", extra_fit=Bayes().fit_extra, workers=1)
+    forked = plan_calibration(qs, groups.keys, "crossfit:4", extra_fit=Bayes().fit_extra, workers=2)
+    assert [c.source for c in forked.calibrations] == [f"crossfit:4/fold{f}" for f in range(4)]
+    assert [c.model_dump() for c in forked.calibrations] == [c.model_dump() for c in serial.calibrations]
+
+
 def test_calibration_file_round_trip_and_refusal(tmp_path):
     recs = list(pool_ledger(80, seed=51))
     cal = _fitted(recs)
