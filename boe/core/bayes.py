@@ -441,8 +441,9 @@ class _FitData:
     dataset: list[str]  # of each question
     stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
     truth: dict[int, tuple[list[int], float]] = field(default_factory=dict)  # `_true_answers` by labelled question
-    # `_fit_claims` by its training rows: the stance weight's inner folds and the check weight's are the same
+    # `_fit_claims` and `_fit_prior` by their training rows: the stance and check weights' inner folds are the same
     fits: dict[tuple[int, bytes], tuple[ClaimParams, _Channels]] = field(default_factory=dict)
+    priors: dict[bytes, PriorParams] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -656,6 +657,15 @@ def _logistic(x: F64, target: F64, w: F64, beta: F64, steps: int = 50, tol: floa
 
 
 def _fit_prior(data: _FitData, rows: B_) -> PriorParams:
+    """`_ml_prior` on the prior rows ``rows``, computed once per training set."""
+    key = np.packbits(rows).tobytes()
+    got = data.priors.get(key)
+    if got is None:
+        got = data.priors[key] = _ml_prior(data, rows)
+    return got.model_copy()
+
+
+def _ml_prior(data: _FitData, rows: B_) -> PriorParams:
     """The none-mass logistic and the answer conditional logit, by maximum likelihood of the truth."""
     counts, w, true, k = data.p_counts[rows], data.p_w[rows], data.p_true[rows], data.p_k[rows]
     has_real = counts.sum(axis=1) > 0
