@@ -394,19 +394,23 @@ def _stance_matrix(log_theta: F64) -> F64:
     return out
 
 
-def _claim_weights(counts: F64, aligned: B_, cls: I64, free_true: F64, stance_mat: F64, aligned_true: F64) -> F64:
+def _claim_weights(
+    counts: F64, aligned: B_, cls: I64, model: I64, free_true: F64, stance_mat: F64, aligned_true: F64
+) -> F64:
     """log P(stances_j, T_j = t | H) (free claims) or log P(T_j = t | H) (aligned), shape (R, 2).
 
     ``counts`` (R, 6) stance counts in the order (correct, wrong) x (assert, deny,
-    silent); ``stance_mat`` (6, 2) or (R, 6, 2) from `_stance_matrix`; the other
-    parameters are scalars or per row.
+    silent); row r reads claim model ``model[r]``: ``free_true`` (U,), ``stance_mat``
+    (U, 6, 2) from `_stance_matrix` and ``aligned_true`` (U, 3).
     """
-    if stance_mat.ndim == 2:
-        free = counts @ stance_mat
-    else:
-        free = np.matmul(counts[:, None, :], stance_mat)[:, 0, :]
-    free += np.stack([np.log(free_true), np.log1p(-free_true)], axis=-1)
-    t = np.take_along_axis(aligned_true, cls[:, None], axis=1)[:, 0] if aligned_true.ndim == 2 else aligned_true[cls]
+    free = np.empty((counts.shape[0], 2))
+    for u in np.unique(model).tolist():
+        sel = np.nonzero(model == u)[0]
+        # one row at a time (a stacked matmul, the model's matrix broadcast): a product of the rows'
+        # 2-d block would be summed in another order
+        free[sel] = np.matmul(counts[sel][:, None, :], np.broadcast_to(stance_mat[u], (sel.size, 6, 2)))[:, 0, :]
+    free += np.stack([np.log(free_true), np.log1p(-free_true)], axis=-1)[model]
+    t = aligned_true[model, cls]
     al = np.stack([np.log(t), np.log1p(-t)], axis=-1)
     out: F64 = np.where(aligned[:, None], al, free)
     return out
@@ -1543,20 +1547,20 @@ class Bayes:
         claim_model = np.concatenate(
             [tabs["free_true"][:, None], tabs["log_theta"].reshape(n, -1), tabs["aligned_true"]], axis=1
         )
-        _, model_id = np.unique(claim_model, axis=0, return_inverse=True)
+        _, rep, model_id = np.unique(claim_model, axis=0, return_index=True, return_inverse=True)
         model_id = model_id.reshape(-1).astype(np.int64)
         key = state.rows.astype(np.int64) * (int(model_id.max(initial=0)) + 1) + model_id
         _, first, again = np.unique(key, return_index=True, return_inverse=True)
         counts, aligned, cls = stance_counts(stance[first], state.answer_id[first], d)
         h = d + 1
-        rows = first[np.repeat(np.arange(first.size), m * h)]
         weights = _claim_weights(
             counts.reshape(-1, 6),
             np.repeat(aligned.reshape(-1), h),
             cls.reshape(-1),
-            tabs["free_true"][rows],
-            _stance_matrix(tabs["log_theta"])[rows],
-            tabs["aligned_true"][rows],
+            np.repeat(model_id[first], m * h),
+            tabs["free_true"][rep],
+            _stance_matrix(tabs["log_theta"][rep]),
+            tabs["aligned_true"][rep],
         ).reshape(first.size, m, h, 2)
         free = menu_claim[first] & ~aligned
         evidence = np.where(free[:, :, None], np.logaddexp(weights[..., 0], weights[..., 1]), 0.0)
