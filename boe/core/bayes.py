@@ -551,11 +551,50 @@ class _LatentRows:
         self.n += size
 
 
+def _claim_stances(
+    questions: Sequence[Question], ids: Sequence[int], chunk: int = 256
+) -> dict[int, tuple[I64, F64, B_, I64]]:
+    """Per question of ``ids``: the index of each factor action's claim among its distinct claims, and their
+    `stance_counts` (counts, aligned, class; without the question axis).
+
+    Many questions per `stance_counts` call, padded with invalid candidates, silent claims and absent answers
+    (none of which counts: the counts are the same integer sums)."""
+    out: dict[int, tuple[I64, F64, B_, I64]] = {}
+    items = []
+    for qi in ids:
+        q = questions[qi]
+        claims, local = np.unique(q.action_claim[q.is_factor], return_inverse=True)
+        valid = q.answer_id >= 0
+        items.append((qi, claims, local.reshape(-1).astype(np.int64), int(q.answer_id.max()) + 1 if valid.any() else 0))
+    for start in range(0, len(items), chunk):
+        part = items[start : start + chunk]
+        m = max(c.size for _, c, _, _ in part)
+        k = max(questions[qi].answer_id.size for qi, _, _, _ in part)
+        d = max(dq for _, _, _, dq in part)
+        stance = np.zeros((len(part), m, k), dtype=np.int8)
+        aid = np.full((len(part), k), -1, dtype=np.int32)
+        for i, (qi, claims, _, _) in enumerate(part):
+            q = questions[qi]
+            stance[i, : claims.size, : q.answer_id.size] = q.incidence[claims]
+            aid[i, : q.answer_id.size] = q.answer_id
+        counts, aligned, cls = stance_counts(stance, aid, d)
+        for i, (qi, claims, local, dq) in enumerate(part):
+            cols = np.r_[0:dq, d]  # the question's answers, then `none`
+            out[qi] = (
+                local,
+                counts[i, : claims.size][:, cols],
+                aligned[i, : claims.size],
+                cls[i, : claims.size][:, cols],
+            )
+    return out
+
+
 def _fit_data(questions: Sequence[Question]) -> _FitData:
     prior: list[tuple[int, F64, float, int, float]] = []
     rows = _LatentRows()
     truth: dict[int, tuple[list[int], float]] = {}
     stance: dict[int, _StanceParts | None] = {}
+    claim_stances = _claim_stances(questions, [i for i, q in enumerate(questions) if q.labelled and q.is_factor.any()])
     for qi, q in enumerate(questions):
         if not q.labelled:
             continue
@@ -570,10 +609,9 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         whole = np.nonzero(~q.is_factor)[0]
         n_valid = float(valid.sum())
         if fac.size:
-            claims, local = np.unique(q.action_claim[fac], return_inverse=True)
-            counts, aligned, cls = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
+            local, counts, aligned, cls = claim_stances.pop(qi)
             # the same claims as `_stance_parts` reads
-            stance[qi] = _stance_part(q, counts[0], aligned[0], right, weight) if d else None
+            stance[qi] = _stance_part(q, counts, aligned, right, weight) if d else None
             inc = q.incidence[q.action_claim[fac]][:, valid]
             n_a, n_d = (inc == 1).sum(axis=1), (inc == -1).sum(axis=1)
             fbins = standing_bin(n_a, n_a > n_d, n_valid)
@@ -588,9 +626,9 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
                 rows.add(
                     qi,
                     weight,
-                    counts[0, :, col],
-                    aligned[0],
-                    cls[0, :, col],
+                    counts[:, col],
+                    aligned,
+                    cls[:, col],
                     local,
                     q.group[fac],
                     out[fac],
