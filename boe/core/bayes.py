@@ -394,19 +394,23 @@ def _stance_matrix(log_theta: F64) -> F64:
     return out
 
 
-def _claim_weights(counts: F64, aligned: B_, cls: I64, free_true: F64, stance_mat: F64, aligned_true: F64) -> F64:
+def _claim_weights(
+    counts: F64, aligned: B_, cls: I64, model: I64, free_true: F64, stance_mat: F64, aligned_true: F64
+) -> F64:
     """log P(stances_j, T_j = t | H) (free claims) or log P(T_j = t | H) (aligned), shape (R, 2).
 
     ``counts`` (R, 6) stance counts in the order (correct, wrong) x (assert, deny,
-    silent); ``stance_mat`` (6, 2) or (R, 6, 2) from `_stance_matrix`; the other
-    parameters are scalars or per row.
+    silent); row r reads claim model ``model[r]``: ``free_true`` (U,), ``stance_mat``
+    (U, 6, 2) from `_stance_matrix` and ``aligned_true`` (U, 3).
     """
-    if stance_mat.ndim == 2:
-        free = counts @ stance_mat
-    else:
-        free = np.matmul(counts[:, None, :], stance_mat)[:, 0, :]
-    free += np.stack([np.log(free_true), np.log1p(-free_true)], axis=-1)
-    t = np.take_along_axis(aligned_true, cls[:, None], axis=1)[:, 0] if aligned_true.ndim == 2 else aligned_true[cls]
+    free = np.empty((counts.shape[0], 2))
+    for u in np.unique(model).tolist():
+        sel = np.nonzero(model == u)[0]
+        # one row at a time (a stacked matmul, the model's matrix broadcast): a product of the rows'
+        # 2-d block would be summed in another order
+        free[sel] = np.matmul(counts[sel][:, None, :], np.broadcast_to(stance_mat[u], (sel.size, 6, 2)))[:, 0, :]
+    free += np.stack([np.log(free_true), np.log1p(-free_true)], axis=-1)[model]
+    t = aligned_true[model, cls]
     al = np.stack([np.log(t), np.log1p(-t)], axis=-1)
     out: F64 = np.where(aligned[:, None], al, free)
     return out
@@ -441,6 +445,9 @@ class _FitData:
     dataset: list[str]  # of each question
     stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
     truth: dict[int, tuple[list[int], float]] = field(default_factory=dict)  # `_true_answers` by labelled question
+    # `_fit_claims` and `_fit_prior` by their training rows: the stance and check weights' inner folds are the same
+    fits: dict[tuple[int, bytes], tuple[ClaimParams, _Channels]] = field(default_factory=dict)
+    priors: dict[bytes, PriorParams] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -544,11 +551,50 @@ class _LatentRows:
         self.n += size
 
 
+def _claim_stances(
+    questions: Sequence[Question], ids: Sequence[int], chunk: int = 256
+) -> dict[int, tuple[I64, F64, B_, I64]]:
+    """Per question of ``ids``: the index of each factor action's claim among its distinct claims, and their
+    `stance_counts` (counts, aligned, class; without the question axis).
+
+    Many questions per `stance_counts` call, padded with invalid candidates, silent claims and absent answers
+    (none of which counts: the counts are the same integer sums)."""
+    out: dict[int, tuple[I64, F64, B_, I64]] = {}
+    items = []
+    for qi in ids:
+        q = questions[qi]
+        claims, local = np.unique(q.action_claim[q.is_factor], return_inverse=True)
+        valid = q.answer_id >= 0
+        items.append((qi, claims, local.reshape(-1).astype(np.int64), int(q.answer_id.max()) + 1 if valid.any() else 0))
+    for start in range(0, len(items), chunk):
+        part = items[start : start + chunk]
+        m = max(c.size for _, c, _, _ in part)
+        k = max(questions[qi].answer_id.size for qi, _, _, _ in part)
+        d = max(dq for _, _, _, dq in part)
+        stance = np.zeros((len(part), m, k), dtype=np.int8)
+        aid = np.full((len(part), k), -1, dtype=np.int32)
+        for i, (qi, claims, _, _) in enumerate(part):
+            q = questions[qi]
+            stance[i, : claims.size, : q.answer_id.size] = q.incidence[claims]
+            aid[i, : q.answer_id.size] = q.answer_id
+        counts, aligned, cls = stance_counts(stance, aid, d)
+        for i, (qi, claims, local, dq) in enumerate(part):
+            cols = np.r_[0:dq, d]  # the question's answers, then `none`
+            out[qi] = (
+                local,
+                counts[i, : claims.size][:, cols],
+                aligned[i, : claims.size],
+                cls[i, : claims.size][:, cols],
+            )
+    return out
+
+
 def _fit_data(questions: Sequence[Question]) -> _FitData:
     prior: list[tuple[int, F64, float, int, float]] = []
     rows = _LatentRows()
     truth: dict[int, tuple[list[int], float]] = {}
     stance: dict[int, _StanceParts | None] = {}
+    claim_stances = _claim_stances(questions, [i for i, q in enumerate(questions) if q.labelled and q.is_factor.any()])
     for qi, q in enumerate(questions):
         if not q.labelled:
             continue
@@ -563,10 +609,9 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         whole = np.nonzero(~q.is_factor)[0]
         n_valid = float(valid.sum())
         if fac.size:
-            claims, local = np.unique(q.action_claim[fac], return_inverse=True)
-            counts, aligned, cls = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
+            local, counts, aligned, cls = claim_stances.pop(qi)
             # the same claims as `_stance_parts` reads
-            stance[qi] = _stance_part(q, counts[0], aligned[0], right, weight) if d else None
+            stance[qi] = _stance_part(q, counts, aligned, right, weight) if d else None
             inc = q.incidence[q.action_claim[fac]][:, valid]
             n_a, n_d = (inc == 1).sum(axis=1), (inc == -1).sum(axis=1)
             fbins = standing_bin(n_a, n_a > n_d, n_valid)
@@ -581,9 +626,9 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
                 rows.add(
                     qi,
                     weight,
-                    counts[0, :, col],
-                    aligned[0],
-                    cls[0, :, col],
+                    counts[:, col],
+                    aligned,
+                    cls[:, col],
                     local,
                     q.group[fac],
                     out[fac],
@@ -654,6 +699,15 @@ def _logistic(x: F64, target: F64, w: F64, beta: F64, steps: int = 50, tol: floa
 
 
 def _fit_prior(data: _FitData, rows: B_) -> PriorParams:
+    """`_ml_prior` on the prior rows ``rows``, computed once per training set."""
+    key = np.packbits(rows).tobytes()
+    got = data.priors.get(key)
+    if got is None:
+        got = data.priors[key] = _ml_prior(data, rows)
+    return got.model_copy()
+
+
+def _ml_prior(data: _FitData, rows: B_) -> PriorParams:
     """The none-mass logistic and the answer conditional logit, by maximum likelihood of the truth."""
     counts, w, true, k = data.p_counts[rows], data.p_w[rows], data.p_true[rows], data.p_k[rows]
     has_real = counts.sum(axis=1) > 0
@@ -916,7 +970,16 @@ class _Counts:
         return np.bincount(self.col, weights=t.take(self.row), minlength=self.n_cols).astype(np.float64, copy=False)
 
 
-def _fit_claims(
+def _fit_claims(data: _FitData, claim_rows: B_, n_groups: int) -> tuple[ClaimParams, _Channels]:
+    """`_em_claims` on the latent rows ``claim_rows`` (and their actions), computed once per training set."""
+    key = (n_groups, np.packbits(claim_rows).tobytes())
+    got = data.fits.get(key)
+    if got is None:
+        got = data.fits[key] = _em_claims(data, claim_rows, claim_rows[data.f_row], n_groups)
+    return got[0].model_copy(), got[1]
+
+
+def _em_claims(
     data: _FitData, claim_rows: B_, act_rows: B_, n_groups: int, iters: int = 500, tol: float = 1e-9
 ) -> tuple[ClaimParams, _Channels]:
     """EM over the latent claim truths and verdicts for the claim model and every channel.
@@ -1046,17 +1109,16 @@ def _fit_stance_weight(
         prior = _fit_prior(data, rows[data.pq]) if rows[data.pq].any() else DEFAULT_PRIOR
         total, _ = _stance_loglik(_stance_parts(questions, data, labelled), prior, claims)
         return _significant(STANCE_WEIGHTS, total), (0.0, 0.0)
-    folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in labelled], STANCE_FOLDS)
+    folds = _inner_folds(questions, labelled)
     total = np.zeros(STANCE_WEIGHTS.size)
     overrules = np.zeros((STANCE_WEIGHTS.size, 2))
     for f in range(STANCE_FOLDS):
         train = np.zeros(rows.size, dtype=bool)
         train[[i for i, k in zip(labelled, folds, strict=True) if k != f]] = True
         crow = train[data.cq]
-        frow = crow[data.f_row]
-        if not (crow.any() and frow.any() and train[data.pq].any()):
+        if not (crow.any() and crow[data.f_row].any() and train[data.pq].any()):
             continue
-        fold_claims, _ = _fit_claims(data, crow, frow, n_groups)
+        fold_claims, _ = _fit_claims(data, crow, n_groups)
         held = _stance_parts(questions, data, [i for i, k in zip(labelled, folds, strict=True) if k == f])
         ll, over = _stance_loglik(held, _fit_prior(data, train[data.pq]), fold_claims)
         total += ll
@@ -1064,6 +1126,13 @@ def _fit_stance_weight(
     weight = _significant(STANCE_WEIGHTS, total)
     right, wrong = overrules[int(np.argmin(np.abs(STANCE_WEIGHTS - weight)))]
     return weight, (float(right), float(wrong))
+
+
+def _inner_folds(questions: Sequence[Question], labelled: Sequence[int]) -> npt.NDArray[np.int32]:
+    """The `STANCE_FOLDS` inner folds of one dataset's labelled training questions (both weights' cross-fits)."""
+    if len(labelled) < STANCE_FOLDS:
+        return np.arange(len(labelled), dtype=np.int32) % STANCE_FOLDS
+    return crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in labelled], STANCE_FOLDS)
 
 
 #: Half the 95% point of chi-square with one degree of freedom: a weight is kept only if its held-out
@@ -1169,9 +1238,8 @@ def fit_bayes_model(
         if prow.any():
             model.priors[ds] = _fit_prior(data, prow)
         crow = in_ds[data.cq]
-        frow = crow[data.f_row]
-        if crow.any() and frow.any():
-            claims, ch = _fit_claims(data, crow, frow, n_groups)
+        if crow.any() and crow[data.f_row].any():
+            claims, ch = _fit_claims(data, crow, n_groups)
             if stance_weights is not None and ds in stance_weights:
                 claims.stance_weight = float(stance_weights[ds])
                 claims.overrules = (overrules or {}).get(ds, (0.0, 0.0))
@@ -1200,8 +1268,9 @@ def fit_bayes_model(
 CHECK_WEIGHTS: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4, 0.3, 0.2)
 #: Budget at which the check weight is fitted (the policy is run on the training questions at it).
 CHECK_WEIGHT_BUDGET = 16.0
-#: At most this many training questions (evenly spaced) fit the check weight: one number needs few.
-CHECK_WEIGHT_QUESTIONS = 1000
+#: At most this many training questions (evenly spaced) fit the check weight: one number needs few (on five
+#: 1,000-question regimes 300 kept crossfit:5 accuracy at budgets 4 and 16 within one question of 1,000's).
+CHECK_WEIGHT_QUESTIONS = 300
 
 
 def _fit_check_weight(
@@ -1214,13 +1283,14 @@ def _fit_check_weight(
 ) -> None:
     """Set each dataset's ``check_weight`` in ``model``: the weight that best predicts the true answer, cross-fitted.
 
-    The training questions (at most `CHECK_WEIGHT_QUESTIONS`, evenly spaced) are
-    split into `STANCE_FOLDS` folds; each fold is run at `CHECK_WEIGHT_BUDGET` under
-    a model fitted on the other training questions (its stance weights as
-    ``model``'s), once per weight of `CHECK_WEIGHTS`, all in one vectorised state,
-    and the weight maximising sum_q log P(true H_q | the checks it bought) is kept
-    (a calibrated composite likelihood, like the stance weight). Held out, because
-    channels fitted on a question are surer of its checks than of a new one's.
+    The training questions are split into the stance weight's `STANCE_FOLDS`
+    folds (`_inner_folds`, per dataset, so its fold models serve here too); at most
+    `CHECK_WEIGHT_QUESTIONS` of them (evenly spaced) are scored: each fold's are run
+    at `CHECK_WEIGHT_BUDGET` under a model fitted on the other folds (its stance
+    weights as ``model``'s), once per weight of `CHECK_WEIGHTS`, all in one
+    vectorised state, and the weight maximising sum_q log P(true H_q | the checks it
+    bought) is kept (a calibrated composite likelihood, like the stance weight).
+    Held out, because channels fitted on a question are surer of its checks than of a new one's.
     """
     rows = np.array(
         [
@@ -1242,14 +1312,19 @@ def _fit_check_weight(
         data = data if data is not None else _fit_data(questions)
         lam = {ds: cp.stance_weight for ds, cp in model.claims.items()}
         over = {ds: cp.overrules for ds, cp in model.claims.items()}
-        folds = crossfit_folds([f"{questions[i].dataset}\x00{questions[i].question_id}" for i in rows], STANCE_FOLDS)
+        fold = np.full(len(questions), -1, dtype=np.int32)
+        ds_of_q = np.array(data.dataset, dtype=object)
+        labelled = np.array([q.labelled for q in questions], dtype=bool)
+        for ds in datasets:
+            members = np.nonzero(train & labelled & (ds_of_q == ds))[0]
+            fold[members] = _inner_folds(questions, members.tolist())
         for f in range(STANCE_FOLDS):
-            fold_train = train.copy()
-            fold_train[rows[folds == f]] = False
             fold_model = fit_bayes_model(
-                questions, group_keys, fold_train, _data=data, stance_weights=lam, overrules=over
+                questions, group_keys, train & (fold != f), _data=data, stance_weights=lam, overrules=over
             )
-            held = np.array([i for i in rows[folds == f] if questions[i].dataset in fold_model.claims], dtype=np.intp)
+            held = np.array(
+                [i for i in rows[fold[rows] == f] if questions[i].dataset in fold_model.claims], dtype=np.intp
+            )
             if held.size:
                 _check_weight_scores(questions, held, calibration, group_keys, fold_model, datasets, score, data)
     for k, ds in enumerate(datasets):
@@ -1510,20 +1585,20 @@ class Bayes:
         claim_model = np.concatenate(
             [tabs["free_true"][:, None], tabs["log_theta"].reshape(n, -1), tabs["aligned_true"]], axis=1
         )
-        _, model_id = np.unique(claim_model, axis=0, return_inverse=True)
+        _, rep, model_id = np.unique(claim_model, axis=0, return_index=True, return_inverse=True)
         model_id = model_id.reshape(-1).astype(np.int64)
         key = state.rows.astype(np.int64) * (int(model_id.max(initial=0)) + 1) + model_id
         _, first, again = np.unique(key, return_index=True, return_inverse=True)
         counts, aligned, cls = stance_counts(stance[first], state.answer_id[first], d)
         h = d + 1
-        rows = first[np.repeat(np.arange(first.size), m * h)]
         weights = _claim_weights(
             counts.reshape(-1, 6),
             np.repeat(aligned.reshape(-1), h),
             cls.reshape(-1),
-            tabs["free_true"][rows],
-            _stance_matrix(tabs["log_theta"])[rows],
-            tabs["aligned_true"][rows],
+            np.repeat(model_id[first], m * h),
+            tabs["free_true"][rep],
+            _stance_matrix(tabs["log_theta"][rep]),
+            tabs["aligned_true"][rep],
         ).reshape(first.size, m, h, 2)
         free = menu_claim[first] & ~aligned
         evidence = np.where(free[:, :, None], np.logaddexp(weights[..., 0], weights[..., 1]), 0.0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 F64 = npt.NDArray[np.float64]
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
 
 #: Elements of one (Q, A, K) batch array; about 32 MB of float64.
 BATCH_ELEMENTS = 4_000_000
@@ -152,11 +155,14 @@ def plan_calibration(
     seed: int = 0,
     file_calibration: Calibration | None = None,
     extra_fit: Callable[[Sequence[Question], npt.NDArray[np.bool_], Calibration], Calibration] | None = None,
+    workers: int | None = None,
 ) -> CalibrationPlan:
     """Resolve ``fit``, ``crossfit[:K]`` or a loaded file into per-question calibrations.
 
     ``extra_fit(questions, train_mask, calibration)`` lets a policy add its own
-    fitted parameters (e.g. the `bayes` observation model) on the same data.
+    fitted parameters (e.g. the `bayes` observation model) on the same data;
+    with it, ``workers`` > 1 fits cross-fit folds in forked processes (default:
+    as `replay` splits its batches); results are identical.
     """
     n_groups = len(group_keys)
     if mode == "file":
@@ -178,17 +184,23 @@ def plan_calibration(
         n_folds = int(k_text) if k_text else 5
         keys = [f"{q.dataset}\x00{q.question_id}" for q in questions]
         folds = crossfit_folds(keys, n_folds, seed)
-        cals = []
-        for f in range(n_folds):
+
+        def fit_fold(f: int) -> tuple[int, Calibration]:
             train_q = folds != f
             sel = train_q[owner]
             cal = fit_groups(
                 _sum_by_group(stats[sel], groups[sel], n_groups), group_keys, ck, source=f"crossfit:{n_folds}/fold{f}"
             )
-            if extra_fit is not None:
-                cal = extra_fit(questions, train_q, cal)
-            cals.append(cal)
-        return CalibrationPlan(f"crossfit:{n_folds}", cals, folds.astype(np.intp), folds=n_folds, seed=seed)
+            return f, cal if extra_fit is None else extra_fit(questions, train_q, cal)
+
+        # a policy's fit (`bayes`: seconds a fold) runs fold 0 here, building what it caches on the
+        # questions (its training tables), then the other folds in forked workers that inherit it
+        n_workers = 1 if extra_fit is None else _auto_workers(questions) if workers is None else workers
+        cals = dict([fit_fold(0)])
+        cals.update(_forked(fit_fold, list(range(1, n_folds)), n_workers))
+        return CalibrationPlan(
+            f"crossfit:{n_folds}", [cals[f] for f in range(n_folds)], folds.astype(np.intp), folds=n_folds, seed=seed
+        )
     raise ValueError(f"unknown calibration mode {mode!r}")
 
 
@@ -263,18 +275,23 @@ def _check_labels(policies: Sequence[Policy], questions: Sequence[Question]) -> 
 
 def _results(job: _Job, batches: list[npt.NDArray[np.intp]], workers: int) -> Iterator[_BatchResult]:
     """Each batch's result: in this process, or (``workers`` > 1) from forked workers as they finish."""
-    if workers <= 1 or len(batches) < 2:
-        yield from (job.run(rows) for rows in batches)
+    return _forked(job.run, batches, workers)
+
+
+def _forked(task: Callable[[_In], _Out], items: list[_In], workers: int) -> Iterator[_Out]:
+    """``task`` of each item: in this process, or (``workers`` > 1) in forked workers, as they finish."""
+    if workers <= 1 or len(items) < 2:
+        yield from (task(x) for x in items)
         return
     import multiprocessing as mp
 
-    global _JOB
-    _JOB = job
+    global _TASK
+    _TASK = task
     try:
         with mp.get_context("fork").Pool(workers) as procs:
-            yield from procs.imap_unordered(_run_batch, batches)
+            yield from procs.imap_unordered(_run_task, items)
     finally:
-        _JOB = None
+        _TASK = None
 
 
 def _width(budget: float, c_min: float, a_max: int) -> int:
@@ -365,12 +382,13 @@ class _Job:
         return rows, out
 
 
-_JOB: _Job | None = None
+#: The task of `_forked`'s workers (inherited by the fork, never pickled).
+_TASK: Callable[[Any], Any] | None = None
 
 
-def _run_batch(rows: npt.NDArray[np.intp]) -> _BatchResult:
-    assert _JOB is not None
-    return _JOB.run(rows)
+def _run_task(item: Any) -> Any:
+    assert _TASK is not None
+    return _TASK(item)
 
 
 def _collect(

@@ -486,6 +486,44 @@ def test_crossfit_fits_one_model_per_fold_on_named_groups():
     assert len({m.factor_channels["pool/vlm"].given_true for m in models}) == 4
 
 
+def test_crossfit_folds_fitted_in_forked_workers_equal_the_serial_fit():
+    recs = list(pool_ledger(90, seed=43))
+    qs, groups = _questions(recs)
+    serial = plan_calibration(qs, groups.keys, "crossfit:4", extra_fit=Bayes().fit_extra, workers=1)
+    forked = plan_calibration(qs, groups.keys, "crossfit:4", extra_fit=Bayes().fit_extra, workers=2)
+    assert [c.source for c in forked.calibrations] == [f"crossfit:4/fold{f}" for f in range(4)]
+    assert [c.model_dump() for c in forked.calibrations] == [c.model_dump() for c in serial.calibrations]
+
+
+def test_claim_stances_of_many_questions_at_once_equal_one_question_at_a_time():
+    from boe.core.bayes import _claim_stances, stance_counts
+
+    qs, _ = _questions([*pool_ledger(30, seed=44), *factor_code_ledger(10, seed=45)])
+    ids = [i for i, q in enumerate(qs) if q.is_factor.any()]
+    got = _claim_stances(qs, ids, chunk=7)  # chunks mixing shapes, answer counts and ledgers
+    assert sorted(got) == ids
+    for i in ids:
+        q = qs[i]
+        claims, local = np.unique(q.action_claim[q.is_factor], return_inverse=True)
+        d = int(q.answer_id.max()) + 1 if (q.answer_id >= 0).any() else 0
+        want = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
+        assert np.array_equal(got[i][0], local.reshape(-1))
+        for g, w in zip(got[i][1:], want, strict=True):
+            assert g.dtype == w.dtype and np.array_equal(g, w[0])
+
+
+def test_the_check_weight_folds_reuse_the_stance_weight_fits(monkeypatch):
+    import boe.core.bayes as bayes
+
+    calls = []
+    em = bayes._em_claims
+    monkeypatch.setattr(bayes, "_em_claims", lambda *a, **k: calls.append(1) or em(*a, **k))
+    qs, groups = _questions(list(pool_ledger(60, seed=46)))
+    plan_calibration(qs, groups.keys, "crossfit:3", extra_fit=Bayes().fit_extra, workers=1)
+    # per outer fold: its own model and the 3 inner folds' (shared by the stance and the check weight)
+    assert len(calls) == 3 * (1 + 3)
+
+
 def test_calibration_file_round_trip_and_refusal(tmp_path):
     recs = list(pool_ledger(80, seed=51))
     cal = _fitted(recs)
