@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from boe.core.graph import GroupIndex, Question
 
-__all__ = ["PackedQuestions", "from_bytes", "pack_questions", "to_bytes", "unpack_questions"]
+__all__ = ["PackedQuestions", "from_bytes", "local_groups", "pack_questions", "to_bytes", "unpack_questions"]
 
 #: Per-candidate, per-action and matrix arrays of a `Question`, with their dtypes.
 _CANDIDATE = {"valid": np.bool_, "counts": np.float64, "answer_id": np.int32, "utility": np.float64}
@@ -75,11 +75,7 @@ def pack_questions(questions: list[Question], group_keys: list[str], lines: list
     # format 1.3: each candidate's sample cost (spec section 12); None (not recorded) is its own flag
     arrays["has_sample_cost"] = np.array([q.sample_cost is not None for q in qs], dtype=np.bool_)
     arrays["sample_cost"] = _concat([np.zeros(q.k) if q.sample_cost is None else q.sample_cost for q in qs], np.float64)
-    used, first = np.unique(arrays["group"], return_index=True)
-    order = used[np.argsort(first, kind="stable")]
-    local = np.zeros(len(group_keys), dtype=np.int32)
-    local[order] = np.arange(order.size, dtype=np.int32)
-    arrays["group"] = local[arrays["group"]]
+    arrays["group"], keys = local_groups(arrays["group"], group_keys)
     return PackedQuestions(
         arrays=arrays,
         question_ids=[q.question_id for q in qs],
@@ -87,8 +83,17 @@ def pack_questions(questions: list[Question], group_keys: list[str], lines: list
         answers=[a for q in qs for a in q.answers],
         claim_ids=[c for q in qs for c in q.claim_ids],
         action_ids=[a for q in qs for a in q.action_ids],
-        group_keys=[group_keys[g] for g in order.tolist()],
+        group_keys=keys,
     )
+
+
+def local_groups(group: npt.NDArray[np.int32], group_keys: list[str]) -> tuple[npt.NDArray[np.int32], list[str]]:
+    """Group ids (indexing ``group_keys``) renumbered to index only the keys they use, in first-seen order."""
+    used, first = np.unique(group, return_index=True)
+    order = used[np.argsort(first, kind="stable")]
+    local = np.zeros(len(group_keys), dtype=np.int32)
+    local[order] = np.arange(order.size, dtype=np.int32)
+    return local[group], [group_keys[g] for g in order.tolist()]
 
 
 def unpack_questions(packed: PackedQuestions, groups: GroupIndex) -> list[Question]:
