@@ -22,6 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from boe.core.ledger import (
+    FORMAT_1_1,
+    FORMAT_1_2,
     FORMAT_1_3,
     LedgerRecord,
     RecordDict,
@@ -117,6 +119,9 @@ class _Columns:
     unobserved: list[bool]
     failed: list[bool] = field(default_factory=list)
     skipped: list[bool] = field(default_factory=list)  # refused when proposed (spec section 10)
+    claims_unique: bool = True
+    candidates_none: int = 0  # actions whose candidate is null
+    incidence: I8 | None = None
     sample_cost: list[float] | None = None  # format 1.3: each candidate's sample cost (spec section 12)
 
     def menu(self) -> _Columns:
@@ -142,6 +147,35 @@ class _Columns:
             skipped=sel(self.skipped) if self.skipped else [],
         )
 
+    def rules_hold(self, indexes: list[int], fmt: str) -> bool:
+        """The cross-field rules of `check_graph`, without naming the field (keeps the incidence matrix it builds)."""
+        k = len(self.answers)
+        if indexes != list(range(k)) or not self.claims_unique:
+            return False
+        if self.edge_candidate and (
+            _UNKNOWN in self.edge_claim or min(self.edge_candidate) < 0 or max(self.edge_candidate) >= k
+        ):
+            return False
+        incidence = _incidence(self, k)
+        if np.count_nonzero(incidence) != len(self.edge_sign):  # a repeated (candidate, claim) pair
+            return False
+        self.incidence = incidence
+        n = len(self.action_ids)
+        if not n:
+            return True
+        if len(set(self.action_ids)) != n or self.action_candidate.count(-1) != self.candidates_none:
+            return False  # (an explicit -1 is not a null candidate)
+        answers_ok = fmt in (FORMAT_1_1, FORMAT_1_2, FORMAT_1_3)
+        valid = self.valid
+        # (plain Python: on a few dozen actions, cheaper than the dozen small numpy operations it would take)
+        for kind, claim, cand in zip(self.kind, self.action_claim, self.action_candidate, strict=True):
+            if kind < N_FACTOR_CODES:
+                if kind < 0 or cand != -1 or claim < 0:
+                    return False
+            elif claim != -1 or not 0 <= cand < k or (kind == ANSWER_CODE and not (answers_ok and valid[cand])):
+                return False
+        return True
+
 
 def _one_hot(k: int) -> I8:
     """The k x k identity and a row of zeros below it."""
@@ -154,11 +188,12 @@ def _one_hot(k: int) -> I8:
 _ONE_HOT: dict[int, I8] = {}
 
 
-def _positions(claim_ids: list[str]) -> dict[str | None, int]:
-    """Claim id -> position (null -> -1)."""
+def _positions(claim_ids: list[str]) -> tuple[dict[str | None, int], bool]:
+    """Claim id -> position (null -> -1), and whether the ids are unique."""
     pos: dict[str | None, int] = dict(zip(claim_ids, range(len(claim_ids)), strict=True))
+    unique = len(pos) == len(claim_ids)
     pos[None] = -1
-    return pos
+    return pos, unique
 
 
 def _codes(declared: Mapping[str, Any] | None) -> dict[str, int]:
@@ -176,7 +211,7 @@ def _columns(rec: RecordDict) -> _Columns:
     acts = rec.get("actions", ())
     answers = [c.get("answer") for c in cands]
     claim_ids = [c["id"] for c in rec.get("claims", ())]
-    pos = _positions(claim_ids)
+    pos, _ = _positions(claim_ids)
     get = pos.get
     candidates = [a.get("candidate") for a in acts]
     # (comprehensions with plain subscripts: cheaper per element than map with itemgetter on CPython 3.11)
@@ -265,8 +300,9 @@ class Question:
         """Build the arrays of a record validated by `parse_record` or decoded by `decode_record`; group keys are
         registered in ``groups``.
 
-        ``check=True`` applies the ledger's cross-field rules first (`check_graph`, raising `FieldRuleError`
-        naming the field), for a decoded `LedgerLine` (`boe.core.columns` checks many at once, the common shape).
+        ``check=True`` applies the ledger's cross-field rules on the way (raising `FieldRuleError` naming the
+        field), for a decoded `LedgerLine`: vectorised while the arrays are built, and only when one fails does
+        `check_graph` go through the record again to name it.
         """
         declared = (
             None if rec.kinds is None else {n: {"target": d.target, "plugin": d.plugin} for n, d in rec.kinds.items()}
@@ -296,7 +332,7 @@ class Question:
         counts = np.array([tally[key] if key is not None else 0 for key in keys], dtype=np.float64)
         answer_id = np.array([ids[key] if key is not None else -1 for key in keys], dtype=np.int32)
         utility = np.array(cols.utility, dtype=np.float64)  # (None: nan)
-        incidence = _incidence(cols, k)
+        incidence = cols.incidence if cols.incidence is not None else _incidence(cols, k)
         kind = np.array(cols.kind, dtype=np.int8)
         a_claim = np.array(cols.action_claim, dtype=np.int32)
         a_cand = np.array(cols.action_candidate, dtype=np.int32)
@@ -380,7 +416,7 @@ def _record_columns(rec: LedgerRecord | LedgerLine, codes: dict[str, int]) -> _C
     """The columns of a validated or decoded record (see `Question.from_record`)."""
     cands, edges = rec.candidates, rec.edges
     claim_ids = [c.id for c in rec.claims]
-    pos = _positions(claim_ids)
+    pos, unique = _positions(claim_ids)
     get = pos.get
     sampled = rec.format == FORMAT_1_3
     return _Columns(
@@ -391,6 +427,7 @@ def _record_columns(rec: LedgerRecord | LedgerLine, codes: dict[str, int]) -> _C
         edge_candidate=[e.candidate for e in edges],
         edge_claim=[get(e.claim, _UNKNOWN) for e in edges],
         edge_sign=[e.sign for e in edges],
+        claims_unique=unique,
         sample_cost=[c.cost for c in cands] if sampled else None,
         **_action_columns(rec.actions, pos, codes),
     )
@@ -411,20 +448,25 @@ def _action_columns(acts: Sequence[Any], claims: Mapping[Any, int], codes: dict[
         "unobserved": [a.observed is False for a in acts] if flagged else [],
         "failed": [a.failed for a in acts] if flagged else [],
         "skipped": [a.skipped is not None for a in acts] if flagged else [],
+        "candidates_none": candidates.count(None),
     }
 
 
 def _check_record(rec: LedgerRecord | LedgerLine, cols: _Columns, declared: dict[str, dict[str, Any]] | None) -> None:
-    """The ledger's cross-field rules on a decoded record (`check_graph`, which names a broken one)."""
+    """The ledger's cross-field rules on a decoded record, vectorised; `check_graph` names a broken one."""
     cands = rec.candidates
+    indexes = [c.index for c in cands]
     sampled = rec.format == FORMAT_1_3
-    check_graph(
-        [c.index for c in cands],
-        cols.claim_ids,
-        [(e.candidate, e.claim, e.sign) for e in rec.edges],
-        [(a.id, a.kind, a.claim, a.candidate) for a in rec.actions],
-        valid=cols.valid,
-        fmt=rec.format,
-        kinds=declared,
-        pool=[(c.cost, c.answer) for c in cands] if sampled else None,
-    )
+    if declared or sampled or not cols.rules_hold(indexes, rec.format):
+        check_graph(
+            indexes,
+            cols.claim_ids,
+            [(e.candidate, e.claim, e.sign) for e in rec.edges],
+            [(a.id, a.kind, a.claim, a.candidate) for a in rec.actions],
+            valid=cols.valid,
+            fmt=rec.format,
+            kinds=declared,
+            pool=[(c.cost, c.answer) for c in cands] if sampled else None,
+        )
+        if not declared and not sampled:
+            raise AssertionError("the vectorised graph rules and check_graph disagree")

@@ -14,17 +14,15 @@ from __future__ import annotations
 import gc
 import heapq
 import os
-from collections.abc import Callable, Iterable, Iterator
-from operator import itemgetter
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol
 
-from boe.core.columns import fits, pack_records
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import FieldRuleError, parse_record
 from boe.core.lines import STDIN, ledger_name, open_ledger
 from boe.core.packing import PackedQuestions, from_bytes, pack_questions, to_bytes, unpack_questions
-from boe.core.structs import LedgerLine, decode_record
+from boe.core.structs import decode_record
 from boe.errors import LedgerError, RecordError
 
 __all__ = ["LedgerCache", "load_ledgers", "load_lines", "worker_count"]
@@ -33,12 +31,7 @@ __all__ = ["LedgerCache", "load_ledgers", "load_lines", "worker_count"]
 PARALLEL_BYTES = 32 * 2**20
 CHUNK_BYTES = 8 * 2**20
 
-#: Records packed at once (`pack_records`).
-RUN = 512
-
 _Item = tuple[int, Question | RecordError]
-_Segment = tuple[PackedQuestions, list[RecordError]]
-_Line = tuple[int, str | bytes, LedgerLine | None]  # a line's number, text and record (None: the Structs refused it)
 
 
 class LedgerCache(Protocol):
@@ -85,7 +78,7 @@ def load_ledgers(
         file_items: list[_Item] | None = None
         found = _Found()
         if packed is not None:
-            items: Iterable[_Item] = _unpacked([(packed, [])], groups)
+            items: Iterable[_Item] = zip(packed.arrays["line"].tolist(), unpack_questions(packed, groups), strict=True)
         else:
             n_workers = worker_count(workers)
             if n_workers > 1 and size > PARALLEL_BYTES:
@@ -94,39 +87,27 @@ def load_ledgers(
                 items = _sequential_items(str(src), groups, found)
             if use_cache is not None:
                 items = file_items = list(items)
-        _collect(items, ledger_name(src), seen, questions, strict, on_error)
+        for line, item in items:
+            if isinstance(item, Question):
+                key = (item.dataset, item.question_id)
+                if key not in seen:
+                    seen.add(key)
+                    questions.append(item)
+                    continue
+                item = RecordError(
+                    "question id already seen for this dataset",
+                    source=ledger_name(src),
+                    line=line,
+                    question_id=item.question_id,
+                    field="question_id",
+                )
+            if strict:
+                raise item
+            if on_error is not None:
+                on_error(item)
         if use_cache is not None and file_items is not None and not found.plugin_kinds:
             _store(use_cache, path, file_items, groups.keys)
     return questions, groups
-
-
-def _collect(
-    items: Iterable[_Item],
-    source: str,
-    seen: set[tuple[str, str]],
-    questions: list[Question],
-    strict: bool,
-    on_error: Callable[[RecordError], None] | None,
-) -> None:
-    """Questions into ``questions`` unless their id was ``seen``; errors (a repeated id too) raised or reported."""
-    for line, item in items:
-        if isinstance(item, Question):
-            key = (item.dataset, item.question_id)
-            if key not in seen:
-                seen.add(key)
-                questions.append(item)
-                continue
-            item = RecordError(
-                "question id already seen for this dataset",
-                source=source,
-                line=line,
-                question_id=item.question_id,
-                field="question_id",
-            )
-        if strict:
-            raise item
-        if on_error is not None:
-            on_error(item)
 
 
 def _cached(cache: LedgerCache | None, path: Path) -> PackedQuestions | None:
@@ -162,8 +143,28 @@ def load_lines(
     """Questions from ledger lines of any origin (e.g. a store); ``source`` names them in errors."""
     groups = GroupIndex() if groups is None else groups
     questions: list[Question] = []
-    items = _unpacked(_segments(enumerate(lines, start=1), source, _Found()), groups)
-    _collect(items, source, set(), questions, strict, on_error)
+    seen: set[tuple[str, str]] = set()
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            q = _question(raw, source, lineno, groups)
+            if (q.dataset, q.question_id) in seen:
+                raise RecordError(
+                    "question id already seen for this dataset",
+                    source=source,
+                    line=lineno,
+                    question_id=q.question_id,
+                    field="question_id",
+                )
+        except RecordError as err:
+            if strict:
+                raise
+            if on_error is not None:
+                on_error(err)
+            continue
+        seen.add((q.dataset, q.question_id))
+        questions.append(q)
     return questions, groups
 
 
@@ -188,132 +189,60 @@ class _Found:
 
 
 def _sequential_items(src: str, groups: GroupIndex, found: _Found) -> Iterator[_Item]:
-    fh, name = open_ledger(src), ledger_name(src)
+    fh = open_ledger(src)
     try:
-        yield from _unpacked(_segments(enumerate(fh, start=1), name, found), groups)
+        yield from _line_items(fh, ledger_name(src), groups, found)
     finally:
         if src != STDIN:
             fh.close()
 
 
+def _line_items(lines: Iterable[bytes], name: str, groups: GroupIndex, found: _Found) -> Generator[_Item, None, int]:
+    """The question or error of each non-blank line, numbered from 1; returns how many lines there were."""
+    lineno = 0
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield (lineno, _question(raw, name, lineno, groups, found))
+        except RecordError as err:
+            yield (lineno, err)
+    return lineno
+
+
 def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex, found: _Found) -> Iterator[_Item]:
+    """The file's first 1/n_workers read here, as `_sequential_items` does, while n_workers - 1 forked workers
+    read the rest in chunks and send it back packed: only their share pays for packing and unpacking."""
     import multiprocessing as mp
 
-    n_chunks = max(n_workers, -(-size // CHUNK_BYTES))
-    bounds = [(str(path), size * i // n_chunks, size * (i + 1) // n_chunks) for i in range(n_chunks)]
-    offset = 0
-    with mp.get_context("fork").Pool(n_workers) as pool:
-        for n_lines, segments, plugin_kinds in pool.imap(_load_range, bounds):
+    head = size // n_workers
+    n_chunks = max(n_workers - 1, -(-(size - head) // CHUNK_BYTES))
+    bounds = [
+        (str(path), head + (size - head) * i // n_chunks, head + (size - head) * (i + 1) // n_chunks)
+        for i in range(n_chunks)
+    ]
+    with mp.get_context("fork").Pool(n_workers - 1) as pool:
+        results = pool.imap(_load_range, bounds)  # the workers start at once
+        offset = yield from _line_items(_range_lines(path, 0, head), str(path), groups, found)
+        for n_lines, packed, errors, plugin_kinds in results:
             found.plugin_kinds |= plugin_kinds
-            for packed, errors in segments:
-                packed.arrays["line"] += offset
-                for err in errors:
-                    err.line = offset + (err.line or 0)
-                    err.source = str(path)
-                    err.args = (err.describe(),)
-            yield from _unpacked(segments, groups)
+            good: Iterator[_Item] = zip(
+                (offset + line for line in packed.arrays["line"].tolist()),
+                unpack_questions(packed, groups),
+                strict=True,
+            )
+            for err in errors:
+                err.line = offset + (err.line or 0)
+                err.source = str(path)
+                err.args = (err.describe(),)
+            bad: Iterator[_Item] = ((err.line or 0, err) for err in errors)
+            yield from heapq.merge(good, bad, key=lambda item: item[0])
             offset += n_lines
 
 
-def _unpacked(segments: Iterable[_Segment], groups: GroupIndex) -> Iterator[_Item]:
-    """The questions (their groups registered in ``groups``) and errors of each segment, in line order."""
-    for packed, errors in segments:
-        good: Iterable[_Item] = ()
-        if packed:
-            good = zip(packed.arrays["line"].tolist(), unpack_questions(packed, groups), strict=True)
-        bad: Iterable[_Item] = ((err.line or 0, err) for err in errors)
-        yield from heapq.merge(good, bad, key=itemgetter(0))
-
-
-def _segments(lines: Iterable[tuple[int, str | bytes]], source: str, found: _Found) -> Iterator[_Segment]:
-    """The questions of numbered lines packed a run at a time (`pack_records`, or per record for the records it
-    does not take), each run with the errors among its lines."""
-    fast: list[_Line] = []
-    slow: list[_Line] = []
-    k = 0  # the candidates of each record in ``fast``
-    for lineno, raw in lines:
-        if not raw or raw.isspace():
-            continue
-        rec = decode_record(raw)
-        if rec is not None and fits(rec):
-            if slow:
-                yield _slow(slow, source, found)
-                slow = []
-            if fast and (len(fast) == RUN or len(rec.candidates) != k):
-                yield _fast(fast, source, found)
-                fast = []
-            k = len(rec.candidates)
-            fast.append((lineno, raw, rec))
-        else:
-            if fast:
-                yield _fast(fast, source, found)
-                fast = []
-            slow.append((lineno, raw, rec))
-    if fast:
-        yield _fast(fast, source, found)
-    if slow:
-        yield _slow(slow, source, found)
-
-
-def _fast(run: list[_Line], source: str, found: _Found) -> _Segment:
-    done = pack_records([rec for _, _, rec in run], [line for line, _, _ in run])  # type: ignore[misc]
-    if done is None:  # a number beyond int64 (never in range): each record on its own
-        return _slow(run, source, found)
-    packed, bad = done
-    errors = []
-    for i in bad:
-        line, raw, rec = run[i]
-        try:
-            _question(raw, rec, source, line, GroupIndex(), found)
-        except RecordError as err:
-            errors.append(err)
-            continue
-        raise AssertionError("the vectorised graph rules and check_graph disagree")
-    return packed, errors
-
-
-def _slow(run: list[_Line], source: str, found: _Found) -> _Segment:
-    groups = GroupIndex()
-    questions: list[Question] = []
-    lines: list[int] = []
-    errors: list[RecordError] = []
-    for line, raw, rec in run:
-        try:
-            questions.append(_question(raw, rec, source, line, groups, found))
-            lines.append(line)
-        except RecordError as err:
-            errors.append(err)
-    return pack_questions(questions, groups.keys, lines=lines), errors
-
-
-def _question(
-    raw: str | bytes, rec: LedgerLine | None, source: str, line: int, groups: GroupIndex, found: _Found
-) -> Question:
-    """The question of a decoded line (``rec``; None: the Structs refused it), checking the graph rules on the way;
-    a line that fails goes to the pydantic model (`parse_record`), which names the field or accepts what the
-    Structs are stricter about (a number written as a string)."""
-    if rec is not None:
-        try:
-            q = Question.from_record(rec, groups, check=True)
-        except FieldRuleError:
-            pass
-        else:
-            found.plugin_kinds |= bool(rec.kinds)
-            return q
-    record = parse_record(raw, source=source, line=line)  # raises the RecordError naming the field
-    found.plugin_kinds |= bool(record.kinds)
-    return Question.from_record(record, groups)
-
-
-def _load_range(bound: tuple[str, int, int]) -> tuple[int, list[_Segment], bool]:
-    """Parse the lines that start in [start, end) of a file; line numbers relative to the range."""
-    path, start, end = bound
-    gc.disable()  # a worker of this load only: what it builds stays alive until it is packed
-    found = _Found()
-    n_lines = 0
-
-    def numbered(fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:
-        nonlocal n_lines
+def _range_lines(path: str | Path, start: int, end: int) -> Iterator[bytes]:
+    """The lines of a file that start in [start, end)."""
+    with open(path, "rb") as fh:
         if start > 0:
             fh.seek(start - 1)
             fh.readline()  # finish the line that started before this range
@@ -321,9 +250,45 @@ def _load_range(bound: tuple[str, int, int]) -> tuple[int, list[_Segment], bool]
             raw = fh.readline()
             if not raw:
                 break
-            n_lines += 1
-            yield n_lines, raw
+            yield raw
 
-    with open(path, "rb") as fh:
-        segments = list(_segments(numbered(fh), path, found))
-    return n_lines, segments, found.plugin_kinds
+
+def _question(raw: str | bytes, source: str, line: int, groups: GroupIndex, found: _Found | None = None) -> Question:
+    """Decode and type-check one line (msgspec) and build its arrays, checking the graph rules on the way; a line
+    that fails goes to the pydantic model (`parse_record`), which names the field or accepts what the Structs
+    are stricter about (a number written as a string)."""
+    rec = decode_record(raw)
+    if rec is not None:
+        try:
+            q = Question.from_record(rec, groups, check=True)
+        except FieldRuleError:
+            pass
+        else:
+            if found is not None and rec.kinds:
+                found.plugin_kinds = True
+            return q
+    record = parse_record(raw, source=source, line=line)  # raises the RecordError naming the field
+    if found is not None and record.kinds:
+        found.plugin_kinds = True
+    return Question.from_record(record, groups)
+
+
+def _load_range(bound: tuple[str, int, int]) -> tuple[int, PackedQuestions, list[RecordError], bool]:
+    """Parse the lines that start in [start, end) of a file; line numbers relative to the range."""
+    path, start, end = bound
+    gc.disable()  # a worker of this load only: what it builds stays alive until it is packed
+    local = GroupIndex()
+    found = _Found()
+    questions: list[Question] = []
+    lines: list[int] = []
+    errors: list[RecordError] = []
+    n_lines = 0
+    for n_lines, raw in enumerate(_range_lines(path, start, end), start=1):
+        if not raw.strip():
+            continue
+        try:
+            questions.append(_question(raw, path, n_lines, local, found))
+            lines.append(n_lines)
+        except RecordError as err:
+            errors.append(err)
+    return n_lines, pack_questions(questions, local.keys, lines=lines), errors, found.plugin_kinds

@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import msgpack
 
 from boe.core.graph import GroupIndex, Question
 
-__all__ = ["PackedQuestions", "from_bytes", "local_groups", "pack_questions", "to_bytes", "unpack_questions"]
+__all__ = ["PackedQuestions", "from_bytes", "pack_questions", "to_bytes", "unpack_questions"]
 
 #: Per-candidate, per-action and matrix arrays of a `Question`, with their dtypes.
 _CANDIDATE = {"valid": np.bool_, "counts": np.float64, "answer_id": np.int32, "utility": np.float64}
@@ -51,6 +52,29 @@ class PackedQuestions:
     def __len__(self) -> int:
         return len(self.question_ids)
 
+    def __getstate__(self) -> tuple[dict[str, npt.NDArray[Any]], bytes | list[list[Any]]]:
+        """Pickled (from a load worker) with the strings as one msgpack blob: pickle's memo makes its own pass over
+        hundreds of thousands of short strings three times as slow. (As lists when one is not UTF-8: a lone
+        surrogate the pydantic model let through.)"""
+        strings: list[list[Any]] = [
+            self.question_ids,
+            self.datasets,
+            self.answers,
+            self.claim_ids,
+            self.action_ids,
+            self.group_keys,
+        ]
+        try:
+            return self.arrays, msgpack.encode(strings)
+        except UnicodeEncodeError:
+            return self.arrays, strings
+
+    def __setstate__(self, state: tuple[dict[str, npt.NDArray[Any]], bytes | list[list[Any]]]) -> None:
+        self.arrays, strings = state
+        if isinstance(strings, bytes):
+            strings = msgpack.decode(strings)
+        self.question_ids, self.datasets, self.answers, self.claim_ids, self.action_ids, self.group_keys = strings
+
 
 def pack_questions(questions: list[Question], group_keys: list[str], lines: list[int] | None = None) -> PackedQuestions:
     """The questions' arrays concatenated, with the line of each (1, 2, ... unless given).
@@ -75,7 +99,11 @@ def pack_questions(questions: list[Question], group_keys: list[str], lines: list
     # format 1.3: each candidate's sample cost (spec section 12); None (not recorded) is its own flag
     arrays["has_sample_cost"] = np.array([q.sample_cost is not None for q in qs], dtype=np.bool_)
     arrays["sample_cost"] = _concat([np.zeros(q.k) if q.sample_cost is None else q.sample_cost for q in qs], np.float64)
-    arrays["group"], keys = local_groups(arrays["group"], group_keys)
+    used, first = np.unique(arrays["group"], return_index=True)
+    order = used[np.argsort(first, kind="stable")]
+    local = np.zeros(len(group_keys), dtype=np.int32)
+    local[order] = np.arange(order.size, dtype=np.int32)
+    arrays["group"] = local[arrays["group"]]
     return PackedQuestions(
         arrays=arrays,
         question_ids=[q.question_id for q in qs],
@@ -83,17 +111,8 @@ def pack_questions(questions: list[Question], group_keys: list[str], lines: list
         answers=[a for q in qs for a in q.answers],
         claim_ids=[c for q in qs for c in q.claim_ids],
         action_ids=[a for q in qs for a in q.action_ids],
-        group_keys=keys,
+        group_keys=[group_keys[g] for g in order.tolist()],
     )
-
-
-def local_groups(group: npt.NDArray[np.int32], group_keys: list[str]) -> tuple[npt.NDArray[np.int32], list[str]]:
-    """Group ids (indexing ``group_keys``) renumbered to index only the keys they use, in first-seen order."""
-    used, first = np.unique(group, return_index=True)
-    order = used[np.argsort(first, kind="stable")]
-    local = np.zeros(len(group_keys), dtype=np.int32)
-    local[order] = np.arange(order.size, dtype=np.int32)
-    return local[group], [group_keys[g] for g in order.tolist()]
 
 
 def unpack_questions(packed: PackedQuestions, groups: GroupIndex) -> list[Question]:

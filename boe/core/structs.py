@@ -16,7 +16,7 @@ import numpy as np
 from msgspec import Meta, MsgspecError, Struct, field
 from msgspec.json import Decoder
 
-from boe.core.lines import MAX_DEPTH, nesting_depth
+from boe.core.lines import MAX_DEPTH, clean_line, nesting_depth
 
 __all__ = ["LedgerLine", "decode_record"]
 
@@ -86,15 +86,13 @@ class LedgerLine(Struct, gc=False):
 
 
 _DECODER = Decoder(LedgerLine)
-_BOM, _BOM_BYTES = "\ufeff", "\ufeff".encode()
 # The deepest a skipped key or untyped value sits: in a candidate (or a declared kind) of the record's list.
 _TYPED_DEPTH = 3
 
 
 def decode_record(raw: str | bytes) -> LedgerLine | None:
     """The record of a line, or None when the Structs refuse it (the pydantic model then decides and explains)."""
-    # (only the byte-order mark: msgspec skips the JSON whitespace around the value, CRLF too, without a copy)
-    data = raw.removeprefix(_BOM_BYTES) if isinstance(raw, bytes) else raw.removeprefix(_BOM)
+    data = clean_line(raw)
     if isinstance(data, bytes) and not data.isascii():
         try:
             data.decode("utf-8")  # msgspec checks UTF-8 only in the values it reads

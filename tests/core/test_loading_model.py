@@ -1,4 +1,4 @@
-"""`boe.core.columns`: runs of records packed at once load exactly what the pydantic model builds, record by record."""
+"""The loader's msgspec path with its vectorised graph rules loads exactly what the pydantic model builds."""
 
 from __future__ import annotations
 
@@ -6,11 +6,9 @@ import copy
 import json
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boe.core import loading
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import parse_record
 from boe.core.loading import load_lines
@@ -115,18 +113,15 @@ def reference(lines: list[str]) -> tuple[list[Question], GroupIndex, list[tuple[
 @given(
     ledgers(max_size=8),
     st.lists(st.tuples(st.integers(0, 7), st.sampled_from(MUTATIONS), st.integers(0, 50)), max_size=4),
-    st.integers(1, 4),
 )
-def test_packed_runs_load_what_the_model_builds(recs, changes, run):
+def test_the_loader_reads_broken_and_flagged_records_as_the_model(recs, changes):
     for at, how, pick in changes:
         if at < len(recs):
             recs[at] = mutate(recs[at], how, pick)
     lines = [json.dumps(r) for r in recs]
     want, want_groups, want_errors = reference(lines)
     errors: list[RecordError] = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loading, "RUN", run)  # runs of a few records: every way a run can end
-        got, groups = load_lines(lines, "f", on_error=errors.append)
+    got, groups = load_lines(lines, "f", on_error=errors.append)
     assert [(e.line, e.message) for e in errors] == want_errors
     assert groups.keys == want_groups.keys
     assert_same_questions(got, want)
