@@ -1,12 +1,14 @@
 """Load ledger files straight into compact `Question`s, in parallel for large files, from a cache when unchanged.
 
-Large files are cut into byte ranges at line boundaries; forked workers
-validate their range and send its questions back packed (`boe.core.packing`);
-the parent keeps file order, global line numbers, calibration-group ids and
-the duplicate-question check, so the result is identical to the sequential
-path. Given a `LedgerCache`, a file whose every record is valid is stored
-packed, and the next load of the same contents unpacks it instead of
-validating again (the cache, outside the core, keys it by content).
+Large files are cut into byte ranges at line boundaries: with n processes,
+the parent reads the first 1/n itself while n - 1 forked workers validate
+the rest, range by range, and send its questions back packed
+(`boe.core.packing`: only their share pays for packing and unpacking); the
+parent keeps file order, global line numbers, calibration-group ids and the
+duplicate-question check, so the result is identical to the sequential path.
+Given a `LedgerCache`, a file whose every record is valid is stored packed,
+and the next load of the same contents unpacks it instead of validating
+again (the cache, outside the core, keys it by content).
 """
 
 from __future__ import annotations
@@ -169,7 +171,8 @@ def load_lines(
 
 
 def worker_count(workers: int | None = None) -> int:
-    """Processes for loading: ``workers`` if given, else BOE_WORKERS, else up to two (1 without fork)."""
+    """Processes for loading, the parent one of them: ``workers`` if given, else BOE_WORKERS, else up to two (1
+    without fork)."""
     if workers is not None:
         return workers
     import multiprocessing as mp
