@@ -1,4 +1,4 @@
-"""The loader's msgspec path with its vectorised graph rules loads exactly what the pydantic model builds."""
+"""The loader (msgspec Structs, vectorised graph rules, the parent and its workers) loads what the model builds."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import copy
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from boe.core import loading
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import parse_record
-from boe.core.loading import load_lines
+from boe.core.loading import load_ledgers, load_lines
 from boe.errors import RecordError
 from tests.core.strategies import ledgers
 from tests.core.test_packing import assert_same_questions
@@ -124,4 +126,34 @@ def test_the_loader_reads_broken_and_flagged_records_as_the_model(recs, changes)
     got, groups = load_lines(lines, "f", on_error=errors.append)
     assert [(e.line, e.message) for e in errors] == want_errors
     assert groups.keys == want_groups.keys
+    assert_same_questions(got, want)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    ledgers(min_size=2, max_size=8),
+    st.lists(st.tuples(st.integers(0, 7), st.sampled_from(MUTATIONS), st.integers(0, 50)), max_size=3),
+    st.sampled_from([2, 3]),
+    st.integers(50, 3000),
+)
+def test_the_parent_and_its_workers_load_what_one_process_loads(tmp_path, recs, changes, workers, chunk):
+    """The parent reads the first 1/n, workers the rest in chunks: the same questions, groups and errors."""
+    for at, how, pick in changes:
+        if at < len(recs):
+            recs[at] = mutate(recs[at], how, pick)
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" + ("\n" if i % 3 == 1 else "") for i, r in enumerate(recs)))
+    runs = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loading, "PARALLEL_BYTES", 0)
+        mp.setattr(loading, "CHUNK_BYTES", chunk)
+        for n in (1, workers):
+            errors: list[RecordError] = []
+            qs, groups = load_ledgers([path], on_error=errors.append, workers=n)
+            runs.append((qs, groups.keys, [(e.line, e.message, e.describe()) for e in errors]))
+    (want, want_keys, want_errors), (got, keys, got_errors) = runs
+    assert got_errors == want_errors
+    assert keys == want_keys
     assert_same_questions(got, want)
