@@ -1,12 +1,14 @@
 """Load ledger files straight into compact `Question`s, in parallel for large files, from a cache when unchanged.
 
-Large files are cut into byte ranges at line boundaries; forked workers
-validate their range and send its questions back packed (`boe.core.packing`);
-the parent keeps file order, global line numbers, calibration-group ids and
-the duplicate-question check, so the result is identical to the sequential
-path. Given a `LedgerCache`, a file whose every record is valid is stored
-packed, and the next load of the same contents unpacks it instead of
-validating again (the cache, outside the core, keys it by content).
+Large files are cut into byte ranges at line boundaries: with n processes,
+the parent reads the first 1/n itself while n - 1 forked workers validate
+the rest, range by range, and send its questions back packed
+(`boe.core.packing`: only their share pays for packing and unpacking); the
+parent keeps file order, global line numbers, calibration-group ids and the
+duplicate-question check, so the result is identical to the sequential path.
+Given a `LedgerCache`, a file whose every record is valid is stored packed,
+and the next load of the same contents unpacks it instead of validating
+again (the cache, outside the core, keys it by content).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import gc
 import heapq
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -169,7 +171,8 @@ def load_lines(
 
 
 def worker_count(workers: int | None = None) -> int:
-    """Processes for loading: ``workers`` if given, else BOE_WORKERS, else up to two (1 without fork)."""
+    """Processes for loading, the parent one of them: ``workers`` if given, else BOE_WORKERS, else up to two (1
+    without fork)."""
     if workers is not None:
         return workers
     import multiprocessing as mp
@@ -189,28 +192,42 @@ class _Found:
 
 
 def _sequential_items(src: str, groups: GroupIndex, found: _Found) -> Iterator[_Item]:
-    fh, name = open_ledger(src), ledger_name(src)
+    fh = open_ledger(src)
     try:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                yield (lineno, _question(raw, name, lineno, groups, found))
-            except RecordError as err:
-                yield (lineno, err)
+        yield from _line_items(fh, ledger_name(src), groups, found)
     finally:
         if src != STDIN:
             fh.close()
 
 
+def _line_items(lines: Iterable[bytes], name: str, groups: GroupIndex, found: _Found) -> Generator[_Item, None, int]:
+    """The question or error of each non-blank line, numbered from 1; returns how many lines there were."""
+    lineno = 0
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield (lineno, _question(raw, name, lineno, groups, found))
+        except RecordError as err:
+            yield (lineno, err)
+    return lineno
+
+
 def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex, found: _Found) -> Iterator[_Item]:
+    """The file's first 1/n_workers read here, as `_sequential_items` does, while n_workers - 1 forked workers
+    read the rest in chunks and send it back packed: only their share pays for packing and unpacking."""
     import multiprocessing as mp
 
-    n_chunks = max(n_workers, -(-size // CHUNK_BYTES))
-    bounds = [(str(path), size * i // n_chunks, size * (i + 1) // n_chunks) for i in range(n_chunks)]
-    offset = 0
-    with mp.get_context("fork").Pool(n_workers) as pool:
-        for n_lines, packed, errors, plugin_kinds in pool.imap(_load_range, bounds):
+    head = size // n_workers
+    n_chunks = max(n_workers - 1, -(-(size - head) // CHUNK_BYTES))
+    bounds = [
+        (str(path), head + (size - head) * i // n_chunks, head + (size - head) * (i + 1) // n_chunks)
+        for i in range(n_chunks)
+    ]
+    with mp.get_context("fork").Pool(n_workers - 1) as pool:
+        results = pool.imap(_load_range, bounds)  # the workers start at once
+        offset = yield from _line_items(_range_lines(path, 0, head), str(path), groups, found)
+        for n_lines, packed, errors, plugin_kinds in results:
             found.plugin_kinds |= plugin_kinds
             good: Iterator[_Item] = zip(
                 (offset + line for line in packed.arrays["line"].tolist()),
@@ -224,6 +241,19 @@ def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex, f
             bad: Iterator[_Item] = ((err.line or 0, err) for err in errors)
             yield from heapq.merge(good, bad, key=lambda item: item[0])
             offset += n_lines
+
+
+def _range_lines(path: str | Path, start: int, end: int) -> Iterator[bytes]:
+    """The lines of a file that start in [start, end)."""
+    with open(path, "rb") as fh:
+        if start > 0:
+            fh.seek(start - 1)
+            fh.readline()  # finish the line that started before this range
+        while fh.tell() < end:
+            raw = fh.readline()
+            if not raw:
+                break
+            yield raw
 
 
 def _question(raw: str | bytes, source: str, line: int, groups: GroupIndex, found: _Found | None = None) -> Question:
@@ -256,20 +286,12 @@ def _load_range(bound: tuple[str, int, int]) -> tuple[int, PackedQuestions, list
     lines: list[int] = []
     errors: list[RecordError] = []
     n_lines = 0
-    with open(path, "rb") as fh:
-        if start > 0:
-            fh.seek(start - 1)
-            fh.readline()  # finish the line that started before this range
-        while fh.tell() < end:
-            raw = fh.readline()
-            if not raw:
-                break
-            n_lines += 1
-            if not raw.strip():
-                continue
-            try:
-                questions.append(_question(raw, path, n_lines, local, found))
-                lines.append(n_lines)
-            except RecordError as err:
-                errors.append(err)
+    for n_lines, raw in enumerate(_range_lines(path, start, end), start=1):
+        if not raw.strip():
+            continue
+        try:
+            questions.append(_question(raw, path, n_lines, local, found))
+            lines.append(n_lines)
+        except RecordError as err:
+            errors.append(err)
     return n_lines, pack_questions(questions, local.keys, lines=lines), errors, found.plugin_kinds

@@ -85,3 +85,22 @@ def test_sample_costs_of_format_1_3_survive_the_round_trip():
     for g, w in zip(back, qs, strict=True):
         g.group = w.group
     assert_same_questions(back, qs)
+
+
+def test_a_lone_surrogate_in_an_answer_survives_the_cache_and_the_workers():
+    """The model accepts an answer with a lone surrogate (the Structs leave it to the model); packing for the
+    ledger cache wrote it as strict UTF-8 and failed, and the workers' msgpack blob cannot hold it either."""
+    import json
+    import pickle
+
+    from boe.core.graph import Question
+    from boe.core.ledger import parse_record
+
+    rec = _two_group_records()[0]
+    rec["candidates"][0]["answer"] = "\ud800x"
+    q = Question.from_record(parse_record(json.dumps(rec)), groups := GroupIndex())
+    assert q.answers[0] == "\ud800x"
+    packed = pack_questions([q], groups.keys)
+    for back in (from_bytes(to_bytes(packed)), pickle.loads(pickle.dumps(packed))):
+        assert back.answers == packed.answers and back.action_ids == packed.action_ids
+        assert_same_questions(unpack_questions(back, GroupIndex()), [q])
