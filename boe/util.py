@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["redact_url", "redact_urls", "split_urls"]
@@ -11,6 +12,7 @@ __all__ = ["redact_url", "redact_urls", "split_urls"]
 _SECRET_QUERY = re.compile(r"(?i)([?&](?:api[_-]?key|key|token|password|secret)=)[^&]*")
 
 
+@lru_cache(maxsize=256)  # the request cache stores each reply's endpoint: the same few URLs, 31 times a question
 def redact_url(url: str) -> str:
     """The URL without user name, password or secret query parameters (safe to log or store)."""
     try:

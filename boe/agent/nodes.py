@@ -23,7 +23,7 @@ from boe.agent.claims import build_graph as claim_graph
 from boe.agent.claims import build_menu, canonicalise, grade, parse_candidate, sampled_order
 from boe.agent.costs import cost_kinds
 from boe.agent.inputs import keep_images, question_input
-from boe.agent.planner import build_record, draw_entry, events_of, skip_entry
+from boe.agent.planner import draw_entry, events_of, record_dict, skip_entry
 from boe.agent.state import (
     AgentContext,
     AgentState,
@@ -43,7 +43,7 @@ from boe.agent.state import (
     pending_purchase,
 )
 from boe.core.calls import ModelCall
-from boe.core.ledger import LedgerRecord, record_data
+from boe.core.ledger import LedgerRecord
 from boe.core.pool import PoolSpec
 from boe.core.relevance import IRRELEVANT
 from boe.core.session import Session, drawn
@@ -381,7 +381,8 @@ def session_for(state: AgentState, ctx: AgentContext) -> Session:
         session = cast(Session, hit[1])
     else:
         cfg = ctx.config
-        rec = _state_record(state, ctx, [a.as_dict() for a in menu_actions(state)])
+        # the menu, checked once as the session starts (the finished record is validated where it is stored)
+        rec = LedgerRecord.model_validate(_state_record(state, ctx, [a.as_dict() for a in menu_actions(state)]))
         options = {"eta": cfg.eta, "seed": cfg.policy_seed}
         session = Session.from_record(
             rec, ctx.calibration, cfg.policy, cfg.budget, options=options, pool=pool_spec(ctx, state), limit=cfg.k
@@ -395,14 +396,14 @@ def session_for(state: AgentState, ctx: AgentContext) -> Session:
     return session
 
 
-def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any) -> LedgerRecord:
-    """The question's ledger record with these actions (``outcomes`` and ``extra`` as `build_record` takes them);
-    an adaptive pool's candidates carry their sample cost (format 1.3)."""
+def _state_record(state: AgentState, ctx: AgentContext, actions: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+    """The question's ledger record with these actions (``outcomes`` and ``extra`` as `record_dict` takes them),
+    not validated; an adaptive pool's candidates carry their sample cost (format 1.3)."""
     spec = pool_spec(ctx, state)
     cands = _ledger_candidates(state)
     if spec is not None:
         cands = [{**c, "cost": spec.sample_cost} for c in cands]
-    return build_record(
+    return record_dict(
         sampled=spec is not None,
         question_id=state["question_id"],
         dataset=state.get("dataset") or ctx.config.dataset,
@@ -638,9 +639,9 @@ def _ledger_candidates(state: AgentState) -> list[dict[str, Any]]:
     return out
 
 
-def final_record(state: AgentState, ctx: AgentContext) -> LedgerRecord:
-    """The stored ledger record (validated once, here): the menu with the outcomes this run observed, plus the
-    evidence log."""
+def final_record(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
+    """The stored ledger record as a plain dict (validated once, where the store takes it): the menu with the
+    outcomes this run observed, plus the evidence log."""
     cfg = ctx.config
     bought = evidence_log(state)
     step_of = {b.id: b.step for b in bought}
@@ -660,7 +661,7 @@ def final_record(state: AgentState, ctx: AgentContext) -> LedgerRecord:
         if a.id in skipped:  # refused when proposed (spec section 10): a replay refuses it too
             extra["skipped"] = skipped[a.id]
         actions.append({**a.as_dict(), **extra})
-    rec = _state_record(
+    return _state_record(
         state,
         ctx,
         actions,
@@ -701,20 +702,18 @@ def final_record(state: AgentState, ctx: AgentContext) -> LedgerRecord:
             "model_calls": [ModelCall.from_dict(c).ledger_entry() for c in state.get("calls") or []],
         },
     )
-    return rec
 
 
 async def persist(state: AgentState, runtime: Ctx) -> dict[str, Any]:
     """Write the question's record, model calls, transcript and image reference to the store."""
     ctx = context_of(runtime)
-    rec = final_record(state, ctx)
-    record = record_data(rec)
+    record = final_record(state, ctx)
     transcript = session_for(state, ctx).transcript()
     ctx.planners.pop(state["question_id"], None)  # the question is done
     if ctx.store is not None:
         from boe.agent.persist import save_question
 
-        await asyncio.to_thread(save_question, ctx, rec, state.get("calls") or [], transcript, figure_refs(state))
+        await asyncio.to_thread(save_question, ctx, record, state.get("calls") or [], transcript, figure_refs(state))
     return {"record": record, "transcript": transcript}
 
 

@@ -147,14 +147,14 @@ def question_data(
 ) -> QuestionData:
     """One answered question as the store takes it: the record, its model calls, transcript and images.
 
-    A `LedgerRecord` (the agent's, validated when it was built) is taken as it is; a dict is validated here.
+    A record dict (the agent's) is validated by the store as it writes it, once; a `LedgerRecord` is taken as it is.
     """
     from boe.core.calls import ModelCall
     from boe.db import ImageRecord, QuestionData, TranscriptRecord
 
-    rec = record if isinstance(record, LedgerRecord) else LedgerRecord.model_validate(record)
     model_calls = [ModelCall.from_dict(c) for c in calls]
-    evidence = (rec.model_extra or {}).get("evidence_log") or []
+    extra = record if isinstance(record, dict) else record.model_extra or {}
+    evidence = extra.get("evidence_log") or []
     tr = TranscriptRecord.from_dict({**transcript, "evidence": evidence})
     refs = image_ref if isinstance(image_ref, list) else [image_ref]
     images = [
@@ -166,4 +166,4 @@ def question_data(
         )
         for ref in refs
     ]
-    return QuestionData(rec, model_calls=model_calls, transcripts=[tr], images=images)
+    return QuestionData(record, model_calls=model_calls, transcripts=[tr], images=images)

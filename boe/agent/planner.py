@@ -16,20 +16,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from boe.core.ledger import LedgerRecord, format_for
+from boe.core.ledger import format_for
 from boe.core.session import Draw, Event, Reveal, Skip, Step
 from boe.kinds import declare_kinds
 
 if TYPE_CHECKING:
     from boe.agent.state import MenuAction
 
-__all__ = ["PLACEHOLDER", "Step", "build_record", "draw_entry", "events_of", "skip_entry"]
+__all__ = ["PLACEHOLDER", "Step", "draw_entry", "events_of", "record_dict", "skip_entry"]
 
 #: Outcome stored for an action the online run did not buy (never read: a policy reads only bought outcomes).
 PLACEHOLDER = "unresolved"
 
 
-def build_record(
+def record_dict(
     *,
     question_id: str,
     dataset: str,
@@ -44,8 +44,9 @@ def build_record(
     outcomes: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
     sampled: bool = False,
-) -> LedgerRecord:
-    """A ledger record; actions without an entry in ``outcomes`` carry the placeholder outcome.
+) -> dict[str, Any]:
+    """A ledger record as a plain dict, not validated (the store validates what it stores); actions without an
+    entry in ``outcomes`` carry the placeholder outcome.
 
     The format is ``boe-ledger/1.3`` for a ``sampled`` pool (candidates carry their sample ``cost``),
     ``boe-ledger/1.1`` when the menu holds an answer-level check, else ``boe-ledger/1``.
@@ -66,7 +67,7 @@ def build_record(
     if declared:  # a plugin's kind: the record says which plugin it needs (format 1.2)
         data["kinds"] = declared
     data.update(extra or {})
-    return LedgerRecord.model_validate(data)
+    return data
 
 
 def skip_entry(action: Mapping[str, Any] | MenuAction, index: int, reason: str, after: int) -> dict[str, Any]:

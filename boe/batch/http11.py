@@ -15,10 +15,14 @@ sends them through httpx's transport.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 
 import httpx2
 
-__all__ = ["Http11Transport"]
+__all__ = ["Http11Transport", "Reply"]
+
+#: A reply: status, reason phrase, HTTP version, headers and body.
+Reply = tuple[int, bytes, bytes, list[tuple[bytes, bytes]], bytes]
 
 #: Longest response head read (status line and headers).
 MAX_HEAD = 64 * 1024
@@ -41,65 +45,12 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         url = request.url
         if url.scheme != "http":
             raise httpx2.UnsupportedProtocol(f"Http11Transport speaks http only, not {url.scheme!r}", request=request)
-        where = (url.host, url.port or 80)
-        head = _head(request)
         body = request.content if request.stream is None else await request.aread()
         timeout: dict[str, float | None] = request.extensions.get("timeout") or {}
-        conn = self._take(where)
-        if conn is not None:
-            try:
-                return await self._exchange(conn, where, request, head, body, timeout, reused=True)
-            except _NoReply:
-                pass  # the server closed the idle connection as the request went out: a new one
-        conn = await _connect(where, request, timeout.get("connect"))
-        return await self._exchange(conn, where, request, head, body, timeout, reused=False)
-
-    async def _exchange(
-        self,
-        conn: _Conn,
-        where: tuple[str, int],
-        request: httpx2.Request,
-        head: bytes,
-        body: bytes,
-        timeout: dict[str, float | None],
-        *,
-        reused: bool,
-    ) -> httpx2.Response:
-        reader, writer = conn
-        keep = False
-        try:
-            try:
-                async with asyncio.timeout(timeout.get("write")):
-                    writer.write(head + body)
-                    await writer.drain()
-            except TimeoutError:
-                raise httpx2.WriteTimeout("timed out sending the request", request=request) from None
-            except OSError as exc:
-                if reused:
-                    raise _NoReply from exc
-                raise httpx2.WriteError(str(exc) or type(exc).__name__, request=request) from exc
-            try:
-                async with asyncio.timeout(timeout.get("read")):
-                    status, reason, version, headers, content, keep = await _read_response(reader, request)
-            except TimeoutError:
-                raise httpx2.ReadTimeout("timed out reading the reply", request=request) from None
-            except _NoReply:
-                if reused:
-                    raise
-                raise httpx2.RemoteProtocolError(
-                    "Server disconnected without sending a response.", request=request
-                ) from None
-            except asyncio.IncompleteReadError as exc:
-                raise httpx2.RemoteProtocolError("the server closed the connection mid-reply", request=request) from exc
-            except OSError as exc:
-                raise httpx2.ReadError(str(exc) or type(exc).__name__, request=request) from exc
-            except (ValueError, asyncio.LimitOverrunError) as exc:
-                raise httpx2.RemoteProtocolError(f"malformed reply: {exc}", request=request) from exc
-        finally:
-            if keep:
-                self._give(where, conn)
-            else:
-                writer.close()
+        where = (url.host, url.port or 80)
+        status, reason, version, headers, content = await self.exchange(
+            where, _head(request), body, timeout, lambda: request, head_only=request.method == "HEAD"
+        )
         return httpx2.Response(
             status,
             headers=headers,
@@ -107,6 +58,77 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             request=request,
             extensions={"http_version": version, "reason_phrase": reason},
         )
+
+    async def exchange(
+        self,
+        where: tuple[str, int],
+        head: bytes,
+        body: bytes,
+        timeout: Mapping[str, float | None],
+        request: Callable[[], httpx2.Request],
+        *,
+        head_only: bool = False,
+    ) -> Reply:
+        """One request written as ``head`` and ``body`` to ``where`` (host, port): the reply's status, reason,
+        HTTP version, headers and body. httpx2's errors name the request ``request()`` makes (built only then)."""
+        conn = self._take(where)
+        if conn is not None:
+            try:
+                return await self._exchange(conn, where, request, head + body, timeout, head_only, reused=True)
+            except _NoReply:
+                pass  # the server closed the idle connection as the request went out: a new one
+        conn = await _connect(where, request, timeout.get("connect"))
+        return await self._exchange(conn, where, request, head + body, timeout, head_only, reused=False)
+
+    async def _exchange(
+        self,
+        conn: _Conn,
+        where: tuple[str, int],
+        request: Callable[[], httpx2.Request],
+        data: bytes,
+        timeout: Mapping[str, float | None],
+        head_only: bool,
+        *,
+        reused: bool,
+    ) -> Reply:
+        reader, writer = conn
+        keep = False
+        try:
+            try:
+                async with asyncio.timeout(timeout.get("write")):
+                    writer.write(data)
+                    await writer.drain()
+            except TimeoutError:
+                raise httpx2.WriteTimeout("timed out sending the request", request=request()) from None
+            except OSError as exc:
+                if reused:
+                    raise _NoReply from exc
+                raise httpx2.WriteError(str(exc) or type(exc).__name__, request=request()) from exc
+            try:
+                async with asyncio.timeout(timeout.get("read")):
+                    status, reason, version, headers, content, keep = await _read_response(reader, head_only)
+            except TimeoutError:
+                raise httpx2.ReadTimeout("timed out reading the reply", request=request()) from None
+            except _NoReply:
+                if reused:
+                    raise
+                raise httpx2.RemoteProtocolError(
+                    "Server disconnected without sending a response.", request=request()
+                ) from None
+            except asyncio.IncompleteReadError as exc:
+                raise httpx2.RemoteProtocolError(
+                    "the server closed the connection mid-reply", request=request()
+                ) from exc
+            except OSError as exc:
+                raise httpx2.ReadError(str(exc) or type(exc).__name__, request=request()) from exc
+            except (ValueError, asyncio.LimitOverrunError) as exc:
+                raise httpx2.RemoteProtocolError(f"malformed reply: {exc}", request=request()) from exc
+        finally:
+            if keep:
+                self._give(where, conn)
+            else:
+                writer.close()
+        return status, reason, version, headers, content
 
     def _take(self, where: tuple[str, int]) -> _Conn | None:
         idle = self._idle.get(where)
@@ -138,18 +160,18 @@ def _head(request: httpx2.Request) -> bytes:
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
-async def _connect(where: tuple[str, int], request: httpx2.Request, timeout: float | None) -> _Conn:
+async def _connect(where: tuple[str, int], request: Callable[[], httpx2.Request], timeout: float | None) -> _Conn:
     try:
         async with asyncio.timeout(timeout):
             return await asyncio.open_connection(where[0], where[1], limit=MAX_HEAD)
     except TimeoutError:
-        raise httpx2.ConnectTimeout(f"timed out connecting to {where[0]}:{where[1]}", request=request) from None
+        raise httpx2.ConnectTimeout(f"timed out connecting to {where[0]}:{where[1]}", request=request()) from None
     except OSError as exc:
-        raise httpx2.ConnectError(str(exc) or type(exc).__name__, request=request) from exc
+        raise httpx2.ConnectError(str(exc) or type(exc).__name__, request=request()) from exc
 
 
 async def _read_response(
-    reader: asyncio.StreamReader, request: httpx2.Request
+    reader: asyncio.StreamReader, head_only: bool
 ) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]], bytes, bool]:
     """Status, reason, HTTP version, headers, body and whether the connection can be used again."""
     try:
@@ -181,7 +203,7 @@ async def _read_response(
         fields[name.lower()] = value
     connection = fields.get(b"connection", b"").lower()
     keep = connection != b"close" if version == b"HTTP/1.1" else connection == b"keep-alive"
-    if request.method == "HEAD" or status in (204, 304):
+    if head_only or status in (204, 304):
         return status, reason, version, headers, b"", keep
     if b"chunked" in fields.get(b"transfer-encoding", b"").lower():
         return status, reason, version, headers, await _chunks(reader), keep

@@ -52,6 +52,7 @@ __all__ = [
     "check_graph",
     "dump_record",
     "record_data",
+    "record_line",
     "format_for",
     "kind_targets",
     "iter_ledger",
@@ -715,6 +716,24 @@ def dump_record(record: LedgerRecord | RecordDict) -> str:
     """One JSON line for a record, or for its `record_data` (keys that were unknown on input are kept)."""
     data = record if isinstance(record, dict) else record_data(record)
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def record_line(record: LedgerRecord | RecordDict) -> tuple[RecordDict, str]:
+    """A record's data and its line, as `record_data` and `dump_record` give them: a `LedgerRecord` is dumped, a
+    record dict validated (`parse_record_dict`; `RecordError` naming the field) and written as it is, in one pass.
+
+    The dict path writes the same line as the model's (pydantic orders the keys the same way and coerces the
+    same numbers); only what JSON does not hold (a non-finite float, which the model's dump writes as null, or a
+    value of no JSON type) goes the model's way.
+    """
+    if isinstance(record, dict):
+        data = parse_record_dict(record)
+        try:
+            return data, json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError):
+            record = LedgerRecord.model_validate(data)
+    data = record_data(record)
+    return data, dump_record(data)
 
 
 def read_ledger(

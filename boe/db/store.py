@@ -251,7 +251,7 @@ class Store:
     def save_question(
         self,
         run: RunRef,
-        record: LedgerRecord,
+        record: LedgerRecord | RecordDict,
         *,
         model_calls: Sequence[ModelCall] = (),
         transcripts: Sequence[TranscriptRecord] = (),
@@ -261,6 +261,7 @@ class Store:
     ) -> bool:
         """Store one question with its calls, transcripts and images in one transaction.
 
+        A record dict is validated here (`RecordError` naming the field); a `LedgerRecord` was when it was made.
         A question already stored under (run, dataset, question_id) is left as
         it is (returns False) unless ``replace``, which swaps it whole.
         ``worker`` also marks the question's work item done, atomically.
@@ -272,15 +273,13 @@ class Store:
         self, run: RunRef, items: Iterable[QuestionData], *, replace: bool = False, worker: str | None = None
     ) -> int:
         """Store several questions in one transaction (same rules as `save_question`); returns how many were written."""
-        from boe.core.ledger import dump_record, record_data
+        from boe.core.ledger import record_line
 
         prepared = []
         for it in items:
-            data = record_data(it.record)  # mapped to rows once, and written as the line: no text round trip
+            data, line = record_line(it.record)  # a dict validated here, once; mapped to rows and written as the line
             rows = question_rows(data)
-            prepared.append(
-                PreparedQuestion(rows, pack_record(dump_record(data)), it.model_calls, it.transcripts, it.images)
-            )
+            prepared.append(PreparedQuestion(rows, pack_record(line), it.model_calls, it.transcripts, it.images))
         return self.save_prepared(run, prepared, replace=replace, worker=worker)
 
     def save_prepared(

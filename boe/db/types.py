@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from boe.core.calls import ModelCall
 
 if TYPE_CHECKING:
-    from boe.core.ledger import LedgerRecord
+    from boe.core.ledger import LedgerRecord, RecordDict
 
 __all__ = [
     "CachedResponse",
@@ -148,9 +148,9 @@ def _num(x: float) -> float | int:
 
 @dataclass(frozen=True)
 class QuestionData:
-    """Everything stored for one question in one transaction."""
+    """Everything stored for one question in one transaction (a record dict is validated as it is stored)."""
 
-    record: LedgerRecord
+    record: LedgerRecord | RecordDict
     model_calls: Sequence[ModelCall] = ()
     transcripts: Sequence[TranscriptRecord] = ()
     images: Sequence[ImageRecord] = ()

@@ -262,12 +262,37 @@ class _Post:
         headers = {**sdk.default_headers, **sdk.auth_headers}
         self.headers = httpx2.Headers({k: v for k, v in headers.items() if isinstance(v, str)})
         self.extensions = {"timeout": httpx2.Timeout(timeout).as_dict()}
+        # the batch's HTTP client sends plain-http requests as bytes (`boe.batch.http`): the head is made once
+        self._plain = getattr(http, "boe_post_plain", None) if self.url.scheme == "http" else None
+        self._where = (self.url.host, self.url.port or 80)
+        self._head = _head_template(self.request(b"{}"))
+
+    def request(self, data: bytes) -> Any:
+        """The `httpx2.Request` of a body."""
+        return self._httpx2.Request("POST", self.url, headers=self.headers, content=data, extensions=self.extensions)
 
     async def __call__(self, data: bytes) -> bytes:
         import openai
 
         httpx2 = self._httpx2
-        request = httpx2.Request("POST", self.url, headers=self.headers, content=data, extensions=self.extensions)
+        if self._plain is not None:
+            try:
+                status, reason, version, headers, content = await self._plain(
+                    self._where, self._head % len(data), data, self.extensions["timeout"], lambda: self.request(data)
+                )
+            except httpx2.TimeoutException as exc:
+                raise openai.APITimeoutError(request=exc.request) from exc
+            except httpx2.HTTPError as exc:  # no reply: refused, reset, closed mid-reply
+                raise openai.APIConnectionError(request=exc.request) from exc
+            if status >= 400:
+                extensions = {"http_version": version, "reason_phrase": reason}
+                response = httpx2.Response(
+                    status, headers=headers, content=content, request=self.request(data), extensions=extensions
+                )
+                raise self.sdk._make_status_error_from_response(response)
+            out: bytes = content
+            return out
+        request = self.request(data)
         try:
             response = await self.http.send(request)
         except httpx2.TimeoutException as exc:
@@ -276,8 +301,16 @@ class _Post:
             raise openai.APIConnectionError(request=request) from exc
         if response.status_code >= 400:
             raise self.sdk._make_status_error_from_response(response)
-        content: bytes = response.content
-        return content
+        body: bytes = response.content
+        return body
+
+
+def _head_template(request: Any) -> bytes:
+    """The request line and headers httpx2 writes for ``request`` (a POST), its Content-Length a ``%d``."""
+    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path.replace(b"%", b"%%"))]
+    for k, v in request.headers.raw:
+        lines.append(k + b": " + (b"%d" if k.lower() == b"content-length" else v.replace(b"%", b"%%")))
+    return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
 class ModelClient:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
+from functools import lru_cache
 from typing import Any
 
 from boe.errors import ModelError
@@ -224,16 +225,20 @@ def object_spans(
     return spans
 
 
+#: ``json.loads(text, strict=False)`` builds a decoder for each call (only the default one is kept): one, kept.
+_DECODER = json.JSONDecoder(strict=False)
+
+
 def _loads(text: str) -> Any:
     """The JSON value of ``text`` (raw control characters in strings allowed; a trailing comma forgiven), else None."""
     try:
-        return json.loads(text, strict=False)
+        return _DECODER.decode(text)
     except (json.JSONDecodeError, RecursionError):
         pass
     if _TRAILING_COMMA.search(text) is None:
         return None
     try:
-        return json.loads(_TRAILING_COMMA.sub(r"\1", text), strict=False)
+        return _DECODER.decode(_TRAILING_COMMA.sub(r"\1", text))
     except (json.JSONDecodeError, RecursionError):
         return None
 
@@ -290,6 +295,22 @@ def read_verdict(text: str | None) -> tuple[str, str]:
     double quotes), which win over bare objects (a statement only when no
     verdict object follows it); else the last bare object.
     """
+    if text is not None and len(text) <= _MEMO_CHARS:
+        return _read_verdict_memo(text)
+    return _read_verdict(text)
+
+
+#: Replies up to this long are remembered (the last 64): a judge's reply is read when it arrives (is it a
+#: verdict? else it is asked again) and then for its verdict.
+_MEMO_CHARS = 16_384
+
+
+@lru_cache(maxsize=64)
+def _read_verdict_memo(text: str) -> tuple[str, str]:
+    return _read_verdict(text)
+
+
+def _read_verdict(text: str | None) -> tuple[str, str]:
     if text is not None and len(text) <= MAX_REPLY_CHARS:
         stripped = text.strip()
         whole = _loads(stripped)

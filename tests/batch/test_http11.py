@@ -164,3 +164,71 @@ def test_a_reply_cut_short_is_a_protocol_error() -> None:
             await transport.handle_async_request(_post(url, b"{}"))
 
     _with_server(_cut, check)
+
+
+def test_the_batch_client_sends_plain_http_as_bytes_exactly_as_httpx_would() -> None:
+    """`_Post` through the batch's client writes the bytes httpx2 writes (head and body), and a refusal or a silence
+    raises the same openai errors as the httpx2 path (no `httpx2.Request` is built unless there is an error)."""
+    import openai
+
+    from boe.batch.http import bounded_http_client
+    from boe.tools.client import _Post
+
+    seen: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(v) for k, v in (ln.split(b": ", 1) for ln in head.split(b"\r\n")[1:] if ln)
+                              if k.lower() == b"content-length")  # fmt: skip
+                body = await reader.readexactly(length)
+                seen.append(head + body)
+                if body == b'{"go": "slow"}':
+                    await asyncio.sleep(1)
+                    break
+                if body == b'{"go": "refused"}':
+                    payload = b'{"error": {"message": "slow down", "type": "rate_limit"}}'
+                    writer.write(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: %d\r\n\r\n%s"
+                                 % (len(payload), payload))  # fmt: skip
+                else:
+                    writer.write(_ok(b'{"id": "r1"}'))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def outcome(post: _Post, body: bytes) -> object:
+        try:
+            return await post(body)
+        except openai.APIError as exc:
+            status = getattr(exc, "status_code", None)
+            headers = dict(exc.response.headers) if isinstance(exc, openai.APIStatusError) else None
+            return (type(exc).__name__, status, headers, exc.message)
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+        fast_http = bounded_http_client(4)
+        slow_http = openai.DefaultAsyncHttpxClient(transport=Http11Transport())
+        try:
+            results = []
+            for http in (fast_http, slow_http):
+                sdk = openai.AsyncOpenAI(base_url=url, api_key="sk-test", http_client=http, max_retries=0)
+                post = _Post(sdk, http, timeout=0.3)
+                assert (post._plain is not None) == (http is fast_http)
+                bodies = [b'{"model": "m", "messages": ["\xc3\xa9' + b"x" * 200_000 + b'"]}', b'{"go": "refused"}']
+                results.append([await outcome(post, b) for b in [*bodies, b'{"go": "slow"}']])
+            assert results[0] == results[1]
+            assert results[0][0] == b'{"id": "r1"}'
+            assert results[0][1] == ("RateLimitError", 429, results[0][1][2], results[0][1][3])
+            assert results[0][1][2]["retry-after"] == "7" and "slow down" in results[0][1][3]
+            assert results[0][2][0] == "APITimeoutError"
+            assert seen[:3] == seen[3:] and len(seen) == 6  # byte for byte, heads and bodies
+        finally:
+            await fast_http.aclose()
+            await slow_http.aclose()
+            server.close()
+
+    asyncio.run(main())
