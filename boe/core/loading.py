@@ -84,7 +84,7 @@ def load_ledgers(
         else:
             n_workers = worker_count(workers)
             if n_workers > 1 and size > PARALLEL_BYTES:
-                items = _parallel_items(path, size, n_workers, groups, found)
+                items = _parallel_items(path, ledger_name(src), size, n_workers, groups, found)
             else:
                 items = _sequential_items(str(src), groups, found)
             if use_cache is not None:
@@ -213,9 +213,12 @@ def _line_items(lines: Iterable[bytes], name: str, groups: GroupIndex, found: _F
     return lineno
 
 
-def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex, found: _Found) -> Iterator[_Item]:
+def _parallel_items(
+    path: Path, name: str, size: int, n_workers: int, groups: GroupIndex, found: _Found
+) -> Iterator[_Item]:
     """The file's first 1/n_workers read here, as `_sequential_items` does, while n_workers - 1 forked workers
-    read the rest in chunks and send it back packed: only their share pays for packing and unpacking."""
+    read the rest in chunks and send it back packed: only their share pays for packing and unpacking. Errors
+    name the file ``name``, as the sequential path does."""
     import multiprocessing as mp
 
     head = size // n_workers
@@ -226,7 +229,7 @@ def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex, f
     ]
     with mp.get_context("fork").Pool(n_workers - 1) as pool:
         results = pool.imap(_load_range, bounds)  # the workers start at once
-        offset = yield from _line_items(_range_lines(path, 0, head), str(path), groups, found)
+        offset = yield from _line_items(_range_lines(path, 0, head), name, groups, found)
         for n_lines, packed, errors, plugin_kinds in results:
             found.plugin_kinds |= plugin_kinds
             good: Iterator[_Item] = zip(
@@ -236,7 +239,7 @@ def _parallel_items(path: Path, size: int, n_workers: int, groups: GroupIndex, f
             )
             for err in errors:
                 err.line = offset + (err.line or 0)
-                err.source = str(path)
+                err.source = name
                 err.args = (err.describe(),)
             bad: Iterator[_Item] = ((err.line or 0, err) for err in errors)
             yield from heapq.merge(good, bad, key=lambda item: item[0])

@@ -181,7 +181,9 @@ def test_parallel_loader_matches_sequential(tmp_path, monkeypatch):
     lines = [json.dumps(r) for r in pool_ledger(300, seed=2)]
     lines[150] = lines[150][:-40]  # truncated line in the middle
     lines[201] = json.dumps(mutate("edges.0.sign", 2))
-    path = _write(tmp_path / "big.jsonl", lines)
+    _write(tmp_path / "big.jsonl", lines)
+    monkeypatch.chdir(tmp_path)
+    path = "./big.jsonl"  # named as given, by both paths (the parallel one wrote "big.jsonl")
     seq_err: list[RecordError] = []
     seq, g1 = load_ledgers([path], on_error=seq_err.append, workers=1)
     monkeypatch.setattr(loading, "PARALLEL_BYTES", 1000)
@@ -189,7 +191,8 @@ def test_parallel_loader_matches_sequential(tmp_path, monkeypatch):
     par_err: list[RecordError] = []
     par, g2 = load_ledgers([path], on_error=par_err.append, workers=2)
     assert [e.line for e in seq_err] == [e.line for e in par_err] == [151, 202]
-    assert "big.jsonl:151" in par_err[0].describe()
+    assert [e.describe() for e in par_err] == [e.describe() for e in seq_err]
+    assert par_err[0].describe().startswith("./big.jsonl:151")
     assert [q.question_id for q in seq] == [q.question_id for q in par]
     assert len(seq) == 298
     for a, b in zip(seq, par, strict=True):
