@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 
 import httpx2
 
+from boe.tools.client import request_head
+
 __all__ = ["Http11Transport", "Reply"]
 
 #: A reply: status, reason phrase, HTTP version, headers and body.
@@ -49,7 +51,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         timeout: dict[str, float | None] = request.extensions.get("timeout") or {}
         where = (url.host, url.port or 80)
         status, reason, version, headers, content = await self.exchange(
-            where, _head(request), body, timeout, lambda: request, head_only=request.method == "HEAD"
+            where, request_head(request), body, timeout, lambda: request, head_only=request.method == "HEAD"
         )
         return httpx2.Response(
             status,
@@ -151,13 +153,6 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             for _, writer in idle:
                 writer.close()
         self._idle.clear()
-
-
-def _head(request: httpx2.Request) -> bytes:
-    """The request line and headers."""
-    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
-    lines += [k + b": " + v for k, v in request.headers.raw]
-    return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
 async def _connect(where: tuple[str, int], request: Callable[[], httpx2.Request], timeout: float | None) -> _Conn:

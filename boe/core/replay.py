@@ -258,7 +258,8 @@ def replay(
         return runs
     batches = _batches(questions, np.arange(n))
     job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan, spec)
-    for res in _results(job, batches, _auto_workers(questions) if workers is None else workers):
+    # each batch's result: in this process, or from forked workers as they finish
+    for res in _forked(job.run, batches, _auto_workers(questions) if workers is None else workers):
         _merge(runs, res)
         if progress is not None:
             progress(len(res[0]))
@@ -271,11 +272,6 @@ def _check_labels(policies: Sequence[Policy], questions: Sequence[Question]) -> 
         if pol.reads_labels and any(not q.labelled for q in questions):
             missing = next(q.question_id for q in questions if not q.labelled)
             raise ValueError(f"policy {pol.name!r} reads utilities, but question {missing!r} has none")
-
-
-def _results(job: _Job, batches: list[npt.NDArray[np.intp]], workers: int) -> Iterator[_BatchResult]:
-    """Each batch's result: in this process, or (``workers`` > 1) from forked workers as they finish."""
-    return _forked(job.run, batches, workers)
 
 
 def _forked(task: Callable[[_In], _Out], items: list[_In], workers: int) -> Iterator[_Out]:

@@ -78,6 +78,7 @@ __all__ = [
     "ModelClient",
     "RequestCache",
     "Servers",
+    "request_head",
     "api_key_from_env",
     "base_url_from_env",
     "build_messages",
@@ -265,7 +266,7 @@ class _Post:
         # the batch's HTTP client sends plain-http requests as bytes (`boe.batch.http`): the head is made once
         self._plain = getattr(http, "boe_post_plain", None) if self.url.scheme == "http" else None
         self._where = (self.url.host, self.url.port or 80)
-        self._head = _head_template(self.request(b"{}"))
+        self._head = request_head(self.request(b"{}"), template=True)
 
     def request(self, data: bytes) -> Any:
         """The `httpx2.Request` of a body."""
@@ -305,11 +306,16 @@ class _Post:
         return body
 
 
-def _head_template(request: Any) -> bytes:
-    """The request line and headers httpx2 writes for ``request`` (a POST), its Content-Length a ``%d``."""
-    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path.replace(b"%", b"%%"))]
+def request_head(request: Any, *, template: bool = False) -> bytes:
+    """The request line and headers of an `httpx2.Request` as HTTP/1.1 writes them (`boe.batch.http11`);
+    ``template``: every ``%`` doubled and the Content-Length a ``%d``, for ``head % len(body)``."""
+
+    def esc(b: bytes) -> bytes:
+        return b.replace(b"%", b"%%") if template else b
+
+    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), esc(request.url.raw_path))]
     for k, v in request.headers.raw:
-        lines.append(k + b": " + (b"%d" if k.lower() == b"content-length" else v.replace(b"%", b"%%")))
+        lines.append(k + b": " + (b"%d" if template and k.lower() == b"content-length" else esc(v)))
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
