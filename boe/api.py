@@ -329,7 +329,7 @@ def replay(
     *,
     db: str | None = None,
     run: str | None = None,
-    policies: str | Sequence[str] = ("boe",),
+    policies: str | Sequence[str] = ("bayes",),
     budgets: float | Sequence[float] = (16.0,),
     calibration: str | None = None,
     cheap_kappa: float | None = None,

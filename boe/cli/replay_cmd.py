@@ -38,7 +38,7 @@ def _fmt_budget(b: float) -> str:
 def replay_command(
     ledgers: list[Path] = typer.Argument(None, help="Ledger-v1 JSONL files.", show_default=False),
     policy: str = typer.Option(
-        "boe",
+        "bayes",
         "--policy",
         help=f"Comma-separated: {registered(POLICIES)}, or a plugin's.",
     ),

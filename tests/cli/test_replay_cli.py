@@ -209,3 +209,17 @@ def test_sim_ledger_answer_checks_and_an_echoing_judge_then_replay(tmp_path):
     assert acc["bayes"] > acc["raw"] and acc["boe"] >= acc["raw"] - 0.02
     bad = _console("sim", "ledger", "--kind", "pool", "--n", "2", "--answer-acc", "1.5")
     assert bad.returncode != 0 and "answer channel" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_default_policy_is_the_default_controller(pool_file):
+    """README: "The default controller is `bayes`"; `boe replay` without --policy replays it, like `boe.replay`."""
+    res = boe("replay", str(pool_file), "--budget", "4", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["settings"]["policies"] == ["bayes"]
+    assert {r["policy"] for r in out["results"]} == {"bayes"}
+    import inspect
+
+    from boe.api import replay
+
+    assert inspect.signature(replay).parameters["policies"].default == ("bayes",)
