@@ -12,7 +12,8 @@ Third-party errors are converted at the boundary with
     │   └── RecordError      one record, with file, line, question and field
     ├── CalibrationError     unreadable or invalid calibration file
     ├── StoreError           database problems (schema version, connection)
-    │   └── SchemaVersionError
+    │   ├── SchemaVersionError
+    │   └── StoreNotFoundError   no store or run at the address given (a usage error)
     ├── InputError           unreadable / missing / non-image input, path outside root
     ├── ModelError           the model endpoint failed after retries, or replied badly
     ├── ToolError            an evidence tool failed (becomes an `unresolved` outcome)
@@ -35,6 +36,7 @@ __all__ = [
     "RecordError",
     "SchemaVersionError",
     "StoreError",
+    "StoreNotFoundError",
     "Terminated",
     "ToolError",
 ]
@@ -107,6 +109,12 @@ class StoreError(BoeError):
 
 class SchemaVersionError(StoreError):
     """The database schema is older or newer than this version of boe understands."""
+
+    exit_code = 2
+
+
+class StoreNotFoundError(StoreError):
+    """The store or run named does not exist, or the URL names no database boe opens: a usage error."""
 
     exit_code = 2
 

@@ -662,7 +662,7 @@ def costs_command(
     from boe.cli.common import check_outputs
 
     check_outputs(("--out", out))
-    with Store(db) as store:
+    with Store(db, create=False) as store:  # measuring reads: a mistyped --db is an error, not a new store
         meter = measure_run(store, run)
     if not meter.sums:
         raise ConfigError(f"run {run!r} holds no measured actions (it was stored before actions recorded them)")

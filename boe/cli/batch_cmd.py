@@ -266,7 +266,7 @@ def dry_run_estimate(config: Any, estimate_from: str | None) -> Estimate:
     from boe.batch.plan import load_batch_dataset
     from boe.batch.runner import _agent_config
     from boe.db import Store
-    from boe.errors import InputError, StoreError
+    from boe.errors import InputError, StoreError, StoreNotFoundError
 
     ds = load_batch_dataset(config.dataset, config.format, config.split, config.columns)
     namespace = config.namespace or ds.name
@@ -292,10 +292,10 @@ def dry_run_estimate(config: Any, estimate_from: str | None) -> Estimate:
             source = estimate_from or (config.run if stored else None)
             if source is not None:
                 if source not in names:
-                    raise StoreError(f"--estimate-from: no run named {source!r} in {store.url}")
+                    raise StoreNotFoundError(f"--estimate-from: no run named {source!r} in {store.url}")
                 measured = measure_records(store.iter_record_dicts(source), f"run {source!r}")
     elif estimate_from is not None:
-        raise StoreError(f"--estimate-from: there is no store at {config.db}")
+        raise StoreNotFoundError(f"--estimate-from: there is no store at {config.db}")
     est = estimate(items, stored, agent, measured=measured, semantic_grader=config.semantic_grader)
     est.notes[:0] = notes
     return est

@@ -38,7 +38,7 @@ def calibrate_command(
     from boe.kinds import prior_channels
 
     if out is None:
-        raise ConfigError("--out FILE: where to write the calibration")
+        raise ConfigError("missing option --out FILE: where to write the calibration")
     from boe.cli.common import check_outputs
 
     check_outputs(("--out", out))

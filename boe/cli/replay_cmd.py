@@ -104,6 +104,8 @@ def replay_command(
     budgets = parse_budgets(budget)
     from boe.core.pool import parse_pool
 
+    if sample_cost is not None and not 0 <= sample_cost < float("inf"):
+        raise ConfigError(f"--sample-cost must be a finite number >= 0, got {sample_cost}")
     parse_pool(pool, start=pool_start, step=pool_round, sample_cost=0.0 if sample_cost is None else sample_cost)
     pairs = []
     for c in compare or []:

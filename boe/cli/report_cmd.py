@@ -214,7 +214,9 @@ def show_command(
     question_id: str = typer.Argument(..., help="Question id (DATASET/ID when the id is in several datasets)."),
     db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
     run: Optional[str] = typer.Option(
-        None, "--run", help="Run name in --db (may be left out when the store holds one run)."
+        None,
+        "--run",
+        help="Run name in --db (default: the most recent run holding the question; a note names the others).",
     ),
     ledger: Optional[list[Path]] = typer.Option(
         None, "--ledger", help="Ledger-v1 JSONL file instead of a store (repeatable)."

@@ -37,7 +37,7 @@ def ledger_command(
         help="pool: default | easy | hard | weak-judge | strong-structured | whole-strong | answers | echo | "
         "echo-answers | misread | misread-coherent | flat | flat-weak-judge",
     ),
-    k: Optional[int] = typer.Option(None, "--k", help="pool: candidates per question [16]."),
+    k: Optional[int] = typer.Option(None, "--k", min=1, help="pool: candidates per question [16]."),
     structured_acc: Optional[float] = typer.Option(None, "--structured-acc"),
     vlm_acc: Optional[float] = typer.Option(None, "--vlm-acc"),
     grounded_acc: Optional[float] = typer.Option(None, "--grounded-acc"),
@@ -119,9 +119,12 @@ def _pool_spec(
         spec = pool_spec(profile, k=k, dataset=dataset)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    cost_list = [float(x) for x in costs.split(",")] if costs else None
+    try:
+        cost_list = [float(x) for x in costs.split(",")] if costs else None
+    except ValueError:
+        cost_list = []  # a word among the numbers: the same error as a wrong count
     if cost_list is not None and len(cost_list) != 4:
-        raise ConfigError("--costs expects four numbers: structured,vlm,grounded,whole")
+        raise ConfigError(f"--costs expects four numbers: structured,vlm,grounded,whole; got {costs!r}")
     for i, (name, acc) in enumerate(accs.items()):
         cost = None if cost_list is None else cost_list[i]
         changed: dict[str, Any] = {name: _channel(name, getattr(spec, name), acc, unresolved, cost)}
@@ -165,7 +168,10 @@ def _channel(
         cost=ch.cost if cost is None else cost,
     )
     if not (0 <= ch.acc <= 1 and 0 <= ch.unresolved <= 1 and ch.cost > 0):
-        raise ConfigError(f"{name} channel: accuracy and unresolved rate in [0, 1], cost > 0")
+        raise ConfigError(
+            f"{name} channel: --{name}-acc and --unresolved must lie in [0, 1] and its cost be > 0; got accuracy "
+            f"{ch.acc:g}, unresolved {ch.unresolved:g}, cost {ch.cost:g}"
+        )
     return ch
 
 

@@ -28,7 +28,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from boe.db.backends import StoreBackend
-from boe.errors import MissingExtraError, StoreError
+from boe.errors import MissingExtraError, StoreError, StoreNotFoundError
 from boe.util import redact_url
 
 __all__ = ["display_url", "is_retryable", "make_engine", "read_tx", "sqlite_path", "to_url", "write_tx"]
@@ -49,15 +49,15 @@ def to_url(url: str | Path) -> URL:
     try:
         parsed = make_url(text)
     except ArgumentError as exc:
-        raise StoreError(f"not a database URL: {redact_url(text)!r}") from exc
+        raise StoreNotFoundError(f"not a database URL: {redact_url(text)!r}") from exc
     backend = parsed.get_backend_name()
     from boe.db.backends import STORES
 
     if backend not in STORES:
-        raise StoreError(f"unsupported database {backend!r}: use sqlite:///path.db or postgresql+psycopg://...")
+        raise StoreNotFoundError(f"unsupported database {backend!r}: use sqlite:///path.db or postgresql+psycopg://...")
     spec = STORES.get_obj(backend)
     if parsed.drivername not in spec.drivers:
-        raise StoreError(f"{spec.wrong_driver}, not {parsed.drivername}://")
+        raise StoreNotFoundError(f"{spec.wrong_driver}, not {parsed.drivername}://")
     if spec.canonical:
         parsed = parsed.set(drivername=spec.canonical)
     return parsed

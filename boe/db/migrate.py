@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine, func, insert, inspect, select, text
 from boe.core.version import __version__
 from boe.db.engine import read_tx, write_tx
 from boe.db.models import Base, SchemaVersion, table, utcnow
-from boe.errors import SchemaVersionError, StoreError
+from boe.errors import SchemaVersionError, StoreNotFoundError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "ensure_schema", "stored_version"]
 
@@ -98,7 +98,7 @@ def _create(conn: Connection, where: str, create: bool) -> int:
             "schema version: it was not created by boe; use another database"
         )
     if not create:
-        raise StoreError(f"{where} holds no boe store")
+        raise StoreNotFoundError(f"{where} holds no boe store")
     Base.metadata.create_all(conn)
     _record_version(conn, SCHEMA_VERSION)
     return SCHEMA_VERSION

@@ -58,7 +58,7 @@ from boe.db.types import (
     TranscriptRecord,
     WorkItem,
 )
-from boe.errors import RecordError, StoreError
+from boe.errors import RecordError, StoreError, StoreNotFoundError
 from boe.util import redact_url
 
 if TYPE_CHECKING:
@@ -124,9 +124,9 @@ class Store:
         path = sqlite_path(parsed)
         if path is not None and not path.exists():
             if not create:
-                raise StoreError(f"no store at {path} (the file does not exist)")
+                raise StoreNotFoundError(f"no store at {path} (the file does not exist)")
             if not path.parent.is_dir():
-                raise StoreError(f"cannot create the store {path}: the folder {path.parent} does not exist")
+                raise StoreNotFoundError(f"cannot create the store {path}: the folder {path.parent} does not exist")
         self._engine = make_engine(parsed, busy_timeout=busy_timeout, echo=echo)
         try:
             with self._errors("opening"):
@@ -224,7 +224,7 @@ class Store:
                 known = conn.execute(select(_R.c.name).order_by(_R.c.id).limit(20)).scalars().all()
         if row is None:
             hint = f"; runs: {', '.join(known)}" if known else "; it holds no runs"
-            raise StoreError(f"no run named {name!r} in {self.url}{hint}")
+            raise StoreNotFoundError(f"no run named {name!r} in {self.url}{hint}")
         info = _run_info(row)
         self._run_ids[name] = info.id
         return info

@@ -1,0 +1,143 @@
+"""What the README and the help texts promise about exit codes, errors and options, against the installed `boe`.
+
+The doc-tests run the fenced blocks; these check the prose around them: "2: usage or configuration error ... an
+input or ledger that cannot be opened", bad input named with its option, and help texts that say what runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from boe.sim.ledgers import pool_ledger
+from tests.conftest import write_ledger
+
+BOE = shutil.which("boe", path=str(Path(sys.executable).parent))
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def boe(*args: str, cwd: Path | None = None, **more_env: str) -> subprocess.CompletedProcess[str]:
+    assert BOE is not None, "the boe console script is not installed next to this interpreter"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOE_")}
+    env["COLUMNS"] = "400"  # help texts on one line each
+    env.update(more_env)
+    return subprocess.run([BOE, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+
+
+def one_error(res: subprocess.CompletedProcess[str]) -> str:
+    """The single `error:` line a mistake prints (README: never a traceback, never a crash log)."""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    assert "internal error" not in res.stderr, res.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """A store holding one imported run `r`."""
+    from boe.db import Store, import_ledger
+
+    ledger = write_ledger(tmp_path / "pool.jsonl", pool_ledger(12, seed=3))
+    db = tmp_path / "runs.db"
+    with Store(db) as s:
+        import_ledger(s, [ledger], "r")
+    return db
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("replay", "--db", "{db}", "--run", "r"),
+        ("export", "--db", "{db}", "--run", "r", "--out", "x.jsonl"),
+        ("costs", "--db", "{db}", "--run", "r"),
+        ("report", "--db", "{db}", "--run", "r", "--out", "r.html"),
+        ("show", "q", "--db", "{db}"),
+        ("calibrate", "--db", "{db}", "--run", "r", "--out", "c.json"),
+    ],
+    ids=lambda a: a[0],
+)
+def test_a_store_that_is_not_there_exits_2_and_is_not_created(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """A mistyped --db is an input that cannot be opened (exit 2), and no command that reads creates it."""
+    missing = tmp_path / "typo.db"
+    res = boe(*(a.format(db=missing) for a in args), cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert f"no store at {missing}" in one_error(res)
+    assert not missing.exists()  # `boe costs` opened it for writing and left an empty store behind
+
+
+@pytest.mark.parametrize("command", ["replay", "export", "costs", "report", "calibrate"])
+def test_a_run_that_is_not_there_exits_2_naming_the_runs(store: Path, tmp_path: Path, command: str) -> None:
+    extra = {"export": ["--out", "x.jsonl"], "report": ["--out", "r.html"], "calibrate": ["--out", "c.json"]}
+    res = boe(command, "--db", str(store), "--run", "nope", *extra.get(command, []), cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert re.search(r"no run named 'nope' in .*; runs: r$", one_error(res)), res.stderr
+
+
+def test_calibrate_without_out_says_the_option_is_missing(store: Path) -> None:
+    res = boe("calibrate", "--db", str(store), "--run", "r")
+    assert res.returncode == 2 and "missing option --out" in one_error(res)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--k", "0"), "Invalid value for '--k'"),  # it wrote records with no candidate, which replay refuses
+        (("--costs", "1,a,4,8"), "error: --costs expects four numbers: structured,vlm,grounded,whole; got '1,a,4,8'"),
+        (("--vlm-acc", "2"), "--vlm-acc and --unresolved must lie in [0, 1]"),
+    ],
+)
+def test_sim_ledger_names_the_bad_option(args: tuple[str, ...], words: str) -> None:
+    res = boe("sim", "ledger", "--kind", "pool", "--n", "2", *args)
+    assert res.returncode == 2, res.stderr
+    assert words in res.stderr and "internal error" not in res.stderr and not res.stdout, res.stderr
+
+
+def test_replay_names_a_bad_sample_cost(pool_file: Path) -> None:
+    res = boe("replay", str(pool_file), "--pool", "adaptive", "--sample-cost", "-1")
+    assert res.returncode == 2
+    assert one_error(res) == "error: --sample-cost must be a finite number >= 0, got -1.0"
+
+
+def _help_line(command: list[str], option: str) -> str:
+    res = boe(*command, "--help")
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stdout.splitlines() if re.search(rf"│ +{re.escape(option)} ", x))
+    return " ".join(line.strip("│ ").split())
+
+
+def test_show_help_says_which_run_it_reads_without_run(store: Path) -> None:
+    """`boe show` without --run reads the most recent run holding the question (README, 'Seeing the evidence')."""
+    assert "the most recent run holding the question" in _help_line(["show"], "--run")
+    assert "may be left out when the store holds one run" not in _help_line(["show"], "--run")
+
+
+@pytest.mark.parametrize("command", ["ask", "batch", "demo"])
+def test_the_agent_eta_help_names_the_default_policy(command: str) -> None:
+    """--eta is passed to the policy and an adaptive pool, not to `boe` alone; the default policy is bayes."""
+    text = _help_line([command], "--eta")
+    assert "bayes" in text and "adaptive pool" in text and not text.startswith("--eta <float> boe stops"), text
+
+
+def test_readme_names_the_batch_that_records_an_adaptive_replay(sim, tmp_path: Path) -> None:
+    """The README's command for a ledger an adaptive replay needs writes format 1.3; without --pool adaptive, 1.1."""
+    from boe.sim.dataset import generate_dataset
+
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    claim = re.search(r"`boe batch (--ledger full[^`]*)` records everything an adaptive replay needs", text)
+    assert claim is not None
+    data = generate_dataset(tmp_path / "data", 2, seed=4, size=64)
+    formats = {}
+    for name, options in (("readme", claim.group(1).split()), ("fixed", ["--ledger", "full", "--k", "16"])):
+        db = tmp_path / f"{name}.db"
+        common = ["--base-url", sim.base_url, "--model", "boe-sim", "--db", str(db), "--run", name, "--no-progress"]
+        res = boe("batch", str(data), *options, *common, BOE_WORKER_LOCKS=str(tmp_path / "locks"))
+        assert res.returncode == 0, res.stderr
+        out = boe("export", "--db", str(db), "--run", name, "--out", "-")
+        formats[name] = {line.split('"format":"', 1)[1].split('"', 1)[0] for line in out.stdout.splitlines()}
+    assert formats["readme"] == {"boe-ledger/1.3"} and "boe-ledger/1.3" not in formats["fixed"], formats
