@@ -47,7 +47,7 @@ from boe.batch.diversity import PoolDiversity
 from boe.batch.files import Parked
 from boe.batch.plan import BatchItem, describe_dataset, select_items
 from boe.batch.progress import BatchStats, NullProgress, ProgressView
-from boe.errors import BoeError, ConfigError, InputError, StoreError, Terminated
+from boe.errors import BoeError, ConfigError, InputError, StoreError, StoreNotFoundError, Terminated
 from boe.logs import get_logger
 
 if TYPE_CHECKING:
@@ -678,7 +678,10 @@ class BatchRunner:
         background: list[asyncio.Task[None]] = []
         pool_cpu = 0.0
         reclaimed = 0
-        store = self.store = Store(cfg.db)
+        try:
+            store = self.store = Store(cfg.db, create=not cfg.resume)  # --resume: the run, so its store, must exist
+        except StoreNotFoundError as exc:
+            raise ConfigError(f"--resume: {exc}; no run {cfg.run!r} to resume") from None
         self._db_pool = ThreadPoolExecutor(1, thread_name_prefix="boe-batch-store")
         self._writer = GroupWriter(self._save_group, self._db)
         files = _files_check(cfg, agent_cfg)

@@ -141,3 +141,17 @@ def test_readme_names_the_batch_that_records_an_adaptive_replay(sim, tmp_path: P
         out = boe("export", "--db", str(db), "--run", name, "--out", "-")
         formats[name] = {line.split('"format":"', 1)[1].split('"', 1)[0] for line in out.stdout.splitlines()}
     assert formats["readme"] == {"boe-ledger/1.3"} and "boe-ledger/1.3" not in formats["fixed"], formats
+
+
+def test_batch_resume_of_a_store_that_is_not_there_creates_nothing(tmp_path: Path) -> None:
+    """--resume continues "a run that must exist already": a mistyped --db is refused, not created empty."""
+    from boe.sim.dataset import generate_dataset
+
+    data = generate_dataset(tmp_path / "data", 1, seed=4, size=64)
+    missing = tmp_path / "typo.db"
+    res = boe(
+        "batch", str(data), "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--db", str(missing), "--run", "r",
+        "--resume", BOE_WORKER_LOCKS=str(tmp_path / "locks"),
+    )  # fmt: skip
+    assert res.returncode == 2 and f"no store at {missing}" in one_error(res)
+    assert not missing.exists()
