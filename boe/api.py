@@ -77,7 +77,8 @@ def ask(image: Any, question: str, *, config: AgentConfig | None = None, **kwarg
 
     ``config`` is an `AgentConfig` (see `load_config`); other keyword arguments are `AgentConfig` fields
     (``base_url``, ``model``, ``k``, ``budget``, ``policy``...) and ``options``, ``reference``, ``api_key``,
-    ``db``, ``run_name``, ``checkpoint``. Not inside a running event loop (use `boe.agent.ask_async` there).
+    ``db``, ``run_name``, ``checkpoint``, ``approver``. Not inside a running event loop (use `boe.agent.ask_async`
+    there).
     """
     from boe.agent.api import ask as agent_ask
 
@@ -412,9 +413,9 @@ def fit_calibration(
     files, stored runs, or questions already loaded. What `boe calibrate` writes."""
     from boe.calibrations import fit_calibration as fit
 
-    loaded = source if isinstance(source, LoadedQuestions) else load_questions(source or (), db=db, run=runs)
     if cheap_kappa is not None and not 0 < cheap_kappa < 1:
-        raise ConfigError(f"--cheap-kappa must lie in (0, 1), got {cheap_kappa}")
+        raise ConfigError(f"cheap_kappa must lie in (0, 1), got {cheap_kappa}")
+    loaded = source if isinstance(source, LoadedQuestions) else load_questions(source or (), db=db, run=runs)
     if not loaded.questions:
         raise ConfigError("nothing to fit on: the runs or files hold no valid record")
     online = [q for q in loaded.questions if q.unobserved is not None]

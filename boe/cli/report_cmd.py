@@ -56,8 +56,8 @@ def report_command(
     policy: Optional[str] = typer.Option(
         None,
         "--policy",
-        help="Comma-separated policies "
-        "(default: raw,boe,random-factor,whole; an online agent run: raw and its policy).",
+        help="Comma-separated policies (default: raw,boe,random-factor,whole, and the policy of the agent that "
+        "made a full-ledger run; an online agent run: raw and its policy).",
     ),
     budget: Optional[str] = typer.Option(
         None, "--budget", help="Comma-separated budgets (default: 1,2,4,8,16; an online agent run: its budget)."

@@ -155,3 +155,17 @@ def test_batch_resume_of_a_store_that_is_not_there_creates_nothing(tmp_path: Pat
     )  # fmt: skip
     assert res.returncode == 2 and f"no store at {missing}" in one_error(res)
     assert not missing.exists()
+
+
+def test_report_policy_help_names_the_agents_policy() -> None:
+    """A full-ledger run's report adds the policy its agent ran (boe/report/model.py resolve_settings)."""
+    assert "the policy of the agent that made a full-ledger run" in _help_line(["report"], "--policy")
+
+
+def test_the_python_api_names_its_own_argument(pool_file: Path) -> None:
+    """`boe.fit_calibration(cheap_kappa=...)` is a Python call: its error names the argument, not a CLI option."""
+    import boe
+    from boe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^cheap_kappa must lie in \(0, 1\), got 2"):
+        boe.fit_calibration(pool_file, cheap_kappa=2)
