@@ -169,3 +169,16 @@ def test_the_python_api_names_its_own_argument(pool_file: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"^cheap_kappa must lie in \(0, 1\), got 2"):
         boe.fit_calibration(pool_file, cheap_kappa=2)
+
+
+def test_report_json_holds_the_keys_json_output_md_names(pool_file: Path, tmp_path: Path) -> None:
+    """docs/json-output.md's row for boe.report/1 names the keys the document has (it said `html`)."""
+    import json
+
+    row = next(x for x in (ROOT / "docs/json-output.md").read_text().splitlines() if x.startswith("| `boe.report/1`"))
+    named = set(re.findall(r"`([a-z_]+)`", row.split("|")[3]))
+    res = boe("report", "--ledger", str(pool_file), "--out", str(tmp_path / "r.html"), "--json", "--policy", "raw",
+              "--budget", "1", "--resamples", "0")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["schema"] == "boe.report/1" and named and named <= set(data), (named, sorted(data))
