@@ -182,3 +182,20 @@ def test_report_json_holds_the_keys_json_output_md_names(pool_file: Path, tmp_pa
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["schema"] == "boe.report/1" and named and named <= set(data), (named, sorted(data))
+
+
+def _options(command: str) -> set[str]:
+    res = boe(command, "--help")
+    return set(re.findall(r"^│ +(--[a-z][a-z0-9-]*)", res.stdout, flags=re.M))
+
+
+def test_ask_batch_and_demo_take_the_agent_options_but_what_they_set_themselves() -> None:
+    """README: one option per AgentConfig field on each, but for what batch and demo set themselves."""
+    from boe.agent.configuration import AgentConfig
+
+    ask = _options("ask")
+    fields = {f"--{name.replace('_', '-')}" for name in AgentConfig.model_fields} & ask
+    assert {"--k", "--budget", "--policy", "--eta", "--base-url", "--dataset", "--root", "--approve"} <= fields
+    assert fields - _options("batch") == {"--dataset", "--root", "--approve"}
+    own = {"--base-url", "--judge-base-url", "--model", "--dataset", "--root", "--approve"}
+    assert fields - _options("demo") == own
