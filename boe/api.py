@@ -363,6 +363,8 @@ def replay(
         source if isinstance(source, LoadedQuestions) else load_questions(source or (), db=db, run=run, strict=strict)
     )
     names = [policies] if isinstance(policies, str) else list(policies)
+    if not names:
+        raise ConfigError("give at least one policy")
     _load_plugins()
     for p in names:
         if p not in POLICIES:
@@ -370,6 +372,8 @@ def replay(
     if cheap_kappa is not None and not 0 < cheap_kappa < 1:
         raise ConfigError(f"cheap_kappa must lie in (0, 1), got {cheap_kappa}")
     amounts = [float(budgets)] if isinstance(budgets, (int, float)) else [float(b) for b in budgets]
+    if not amounts or not all(0 <= b < float("inf") for b in amounts):
+        raise ConfigError(f"budgets must be one or more finite numbers >= 0, got {amounts}")
     spec = parse_pool(
         pool,
         start=DEFAULT_START if pool_start is None else pool_start,

@@ -98,6 +98,8 @@ def replay_command(
     check_outputs(("--transcripts", transcripts_out), ("--save-calibration", save_calibration))
     _load_plugins()
     policies = parse_list(policy)
+    if not policies:
+        raise ConfigError("--policy: give at least one policy")
     for p in policies:
         if p not in POLICIES:
             raise ConfigError(f"--policy: unknown policy {p!r}; known: {', '.join(sorted(POLICIES))}")

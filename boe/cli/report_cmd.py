@@ -231,7 +231,9 @@ def show_command(
         help="Policies whose selections are shown; the first that is not raw gives the evidence of records "
         "without their own log.",
     ),
-    budget: Optional[float] = typer.Option(None, "--budget", help="Budget of the replay (default: the run's, or 16)."),
+    budget: Optional[float] = typer.Option(
+        None, "--budget", min=0, help="Budget of the replay (default: the run's, or 16)."
+    ),
     calibration: Optional[str] = typer.Option(None, "--calibration", help=_CAL_HELP),
     image_root: Optional[Path] = typer.Option(
         None, "--image-root", help="Folder that relative image paths are read from."

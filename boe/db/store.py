@@ -58,7 +58,7 @@ from boe.db.types import (
     TranscriptRecord,
     WorkItem,
 )
-from boe.errors import RecordError, StoreError, StoreNotFoundError
+from boe.errors import ConfigError, RecordError, StoreError, StoreNotFoundError
 from boe.util import redact_url
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ class Store:
         With ``exist_ok`` an existing run of that name is returned as it is.
         """
         if not name or len(name) > 200:
-            raise StoreError("a run name must have 1 to 200 characters")
+            raise ConfigError(f"a run name (--run) must have 1 to 200 characters, got {len(name)}")
         clean = _scrub(dict(config or {}))
         revision = git_revision if git_revision is not None else _git_revision()
 

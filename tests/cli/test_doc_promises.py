@@ -199,3 +199,31 @@ def test_ask_batch_and_demo_take_the_agent_options_but_what_they_set_themselves(
     assert fields - _options("batch") == {"--dataset", "--root", "--approve"}
     own = {"--base-url", "--judge-base-url", "--model", "--dataset", "--root", "--approve"}
     assert fields - _options("demo") == own
+
+
+def test_out_of_range_values_exit_2(tmp_path: Path, pool_file: Path) -> None:
+    """README: a bad value (a number out of its range, an empty list) is a usage error, not a run that reports
+    nothing (`boe replay --policy ,` printed empty tables) or replays at a negative budget (`boe show`)."""
+    res = boe("replay", str(pool_file), "--policy", ",")
+    assert res.returncode == 2 and one_error(res) == "error: --policy: give at least one policy"
+    res = boe("show", "pool-7-000000", "--ledger", str(pool_file), "--budget", "-1")
+    assert res.returncode == 2 and "Invalid value for '--budget'" in res.stderr, res.stderr
+    res = boe("import", str(pool_file), "--db", str(tmp_path / "r.db"), "--run", "")
+    assert res.returncode == 2, res.stderr
+    assert one_error(res) == "error: a run name (--run) must have 1 to 200 characters, got 0"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"policies": []}, "give at least one policy"),
+        ({"budgets": []}, "budgets must be"),
+        ({"budgets": -1}, "budgets"),
+    ],
+)
+def test_python_replay_refuses_what_the_command_refuses(pool_file: Path, kwargs: dict, words: str) -> None:
+    import boe
+    from boe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=words):
+        boe.replay(pool_file, **{"policies": ["raw"], "budgets": [4], **kwargs})
