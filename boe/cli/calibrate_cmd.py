@@ -18,7 +18,9 @@ def calibrate_command(
     db: Optional[str] = typer.Option(None, "--db", help="Store URL or path holding the runs."),
     run: Optional[list[str]] = typer.Option(None, "--run", help="A labelled full-ledger run in --db (repeatable)."),
     out: Optional[Path] = typer.Option(None, "--out", help="The calibration file to write."),
-    cheap_kappa: Optional[float] = typer.Option(None, "--cheap-kappa", help="kappa of the cheap prior [0.55]."),
+    cheap_kappa: Optional[float] = typer.Option(
+        None, "--cheap-kappa", help="kappa of the cheap prior.", show_default="0.55"
+    ),
     prior: bool = typer.Option(
         False, "--prior", help="Write the hand-set prior calibration (not fitted on data) instead."
     ),

@@ -22,14 +22,14 @@ sim_app = typer.Typer(
 def ledger_command(
     kind: str = typer.Option(..., "--kind", help="factor-code | pool"),
     n: int = typer.Option(100, "--n", min=0, help="Number of questions."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the generated ledger."),
     m: int = typer.Option(6, "--m", help="factor-code: number of binary factors (K = 2^m)."),
     rho: float = typer.Option(
         1.0, "--rho", help="factor-code: factor channel accuracy (1 = exact, <1 binary-symmetric)."
     ),
     whole_rho: float = typer.Option(1.0, "--whole-rho", help="factor-code: candidate-check accuracy."),
-    factor_cost: float = typer.Option(4, "--factor-cost"),
-    whole_cost: float = typer.Option(8, "--whole-cost"),
+    factor_cost: float = typer.Option(4, "--factor-cost", help="factor-code: cost of a factor check."),
+    whole_cost: float = typer.Option(8, "--whole-cost", help="factor-code: cost of a candidate check."),
     no_whole: bool = typer.Option(False, "--no-whole", help="factor-code: no candidate checks."),
     profile: str = typer.Option(
         "default",
@@ -38,10 +38,18 @@ def ledger_command(
         "echo-answers | misread | misread-coherent | flat | flat-weak-judge",
     ),
     k: Optional[int] = typer.Option(None, "--k", min=1, help="pool: candidates per question [16]."),
-    structured_acc: Optional[float] = typer.Option(None, "--structured-acc"),
-    vlm_acc: Optional[float] = typer.Option(None, "--vlm-acc"),
-    grounded_acc: Optional[float] = typer.Option(None, "--grounded-acc"),
-    whole_acc: Optional[float] = typer.Option(None, "--whole-acc"),
+    structured_acc: Optional[float] = typer.Option(
+        None, "--structured-acc", help="pool: accuracy of the structured channel.", show_default="the profile's"
+    ),
+    vlm_acc: Optional[float] = typer.Option(
+        None, "--vlm-acc", help="pool: accuracy of the vlm channel.", show_default="the profile's"
+    ),
+    grounded_acc: Optional[float] = typer.Option(
+        None, "--grounded-acc", help="pool: accuracy of the grounded channel.", show_default="the profile's"
+    ),
+    whole_acc: Optional[float] = typer.Option(
+        None, "--whole-acc", help="pool: accuracy of the whole channel.", show_default="the profile's"
+    ),
     answer_acc: Optional[float] = typer.Option(
         None,
         "--answer-acc",
@@ -78,6 +86,9 @@ def ledger_command(
         for name, v in (("--rho", rho), ("--whole-rho", whole_rho)):
             if not 0 <= v <= 1:
                 raise ConfigError(f"{name} must lie in [0, 1]")
+        for name, v in (("--factor-cost", factor_cost), ("--whole-cost", whole_cost)):
+            if not 0 < v < float("inf"):
+                raise ConfigError(f"{name} must be a finite number > 0, got {v:g}")  # the reader refuses others
         recs = factor_code_ledger(
             n,
             m=m,

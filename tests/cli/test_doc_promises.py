@@ -90,10 +90,12 @@ def test_calibrate_without_out_says_the_option_is_missing(store: Path) -> None:
         (("--k", "0"), "Invalid value for '--k'"),  # it wrote records with no candidate, which replay refuses
         (("--costs", "1,a,4,8"), "error: --costs expects four numbers: structured,vlm,grounded,whole; got '1,a,4,8'"),
         (("--vlm-acc", "2"), "--vlm-acc and --unresolved must lie in [0, 1]"),
+        (("--factor-cost", "-1"), "error: --factor-cost must be a finite number > 0, got -1"),  # records replay refused
     ],
 )
 def test_sim_ledger_names_the_bad_option(args: tuple[str, ...], words: str) -> None:
-    res = boe("sim", "ledger", "--kind", "pool", "--n", "2", *args)
+    kind = "factor-code" if "--factor-cost" in args else "pool"
+    res = boe("sim", "ledger", "--kind", kind, "--n", "2", *args)
     assert res.returncode == 2, res.stderr
     assert words in res.stderr and "internal error" not in res.stderr and not res.stdout, res.stderr
 
