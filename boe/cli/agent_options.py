@@ -29,7 +29,8 @@ OPTIONS = {name: info.description for name, info in AgentConfig.model_fields.ite
 #: Options whose flag is not ``--field-name``.
 FLAGS = {"grounded_view": "--view", "dicom_frame": "--frame"}
 CONFIG = "TOML or JSON file of agent settings (AgentConfig fields, e.g. k = 8); options given win. Every option also "
-CONFIG += "reads $BOE_<NAME>, e.g. BOE_K=8."
+CONFIG += "reads $BOE_<FIELD>, e.g. BOE_K=8 (the field is the option's name, but "
+CONFIG += ", ".join(f"BOE_{name.upper()} for {option}" for name, option in FLAGS.items()) + ")."
 
 
 def flag(name: str) -> str:

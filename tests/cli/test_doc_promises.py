@@ -229,3 +229,16 @@ def test_python_replay_refuses_what_the_command_refuses(pool_file: Path, kwargs:
 
     with pytest.raises(ConfigError, match=words):
         boe.replay(pool_file, **{"policies": ["raw"], "budgets": [4], **kwargs})
+
+
+def test_config_help_names_the_variables_of_view_and_frame(tmp_path: Path) -> None:
+    """--view and --frame read BOE_GROUNDED_VIEW and BOE_DICOM_FRAME (their fields), not BOE_VIEW: the help says so,
+    and the variable it names is the one read."""
+    from boe.sim.dataset import generate_dataset
+
+    text = _help_line(["batch"], "--config")
+    assert "BOE_GROUNDED_VIEW for --view" in text and "BOE_DICOM_FRAME for --frame" in text, text
+    data = generate_dataset(tmp_path / "data", 1, seed=4, size=64)
+    args = ["batch", str(data), "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--db", "x.db", "--run", "x"]
+    res = boe(*args, "--dry-run", cwd=tmp_path, BOE_GROUNDED_VIEW="bogus")
+    assert res.returncode == 2 and one_error(res).startswith("error: BOE_GROUNDED_VIEW (grounded_view)")
