@@ -504,6 +504,8 @@ def demo_command(
     from boe.errors import ConfigError
 
     check_store("--db", db)
+    if data is not None and not Path(data).is_dir():
+        raise ConfigError(f"--data: {data} is not a folder (a boe-sim dataset: boe sim dataset --out DIR)")
     cfg = agent.build(  # checked before the simulator starts; its URL is filled in below
         base_url="http://127.0.0.1:1/v1",
         model=SIM_MODEL,

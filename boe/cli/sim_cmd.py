@@ -238,7 +238,7 @@ def serve_command(
         100_000_000, "--pixel-limit", min=1, help="Refuse images declaring more pixels (read from the header)."
     ),
 ) -> None:
-    """Serve the simulated VLM `boe-sim-vlm` (a simulator, not a model) over OpenAI-compatible HTTP."""
+    """Serve the simulated VLM `boe-sim-vlm` and its judge `boe-sim-judge` over OpenAI-compatible HTTP (a simulator)."""
     from boe.cli.common import err_console
     from boe.errors import ConfigError
     from boe.sim.faults import FaultPlan

@@ -242,3 +242,15 @@ def test_config_help_names_the_variables_of_view_and_frame(tmp_path: Path) -> No
     args = ["batch", str(data), "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--db", "x.db", "--run", "x"]
     res = boe(*args, "--dry-run", cwd=tmp_path, BOE_GROUNDED_VIEW="bogus")
     assert res.returncode == 2 and one_error(res).startswith("error: BOE_GROUNDED_VIEW (grounded_view)")
+
+
+def test_demo_names_its_data_option(tmp_path: Path) -> None:
+    res = boe("demo", "--data", "nodir", "--db", "d.db", cwd=tmp_path)  # it said "root: dataset root ..."
+    assert res.returncode == 2 and one_error(res).startswith("error: --data: nodir is not a folder")
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_sim_serve_help_names_the_judge_model() -> None:
+    """README: the simulator serves a second model, boe-sim-judge (`--judge-model boe-sim-judge`)."""
+    res = boe("sim", "--help")
+    assert "boe-sim-judge" in next(x for x in res.stdout.splitlines() if "│ serve " in x)
