@@ -108,7 +108,10 @@ def replay_command(
 
     if sample_cost is not None and not 0 <= sample_cost < float("inf"):
         raise ConfigError(f"--sample-cost must be a finite number >= 0, got {sample_cost}")
-    parse_pool(pool, start=pool_start, step=pool_round, sample_cost=0.0 if sample_cost is None else sample_cost)
+    spec = parse_pool(pool, start=pool_start, step=pool_round, sample_cost=0.0 if sample_cost is None else sample_cost)
+    if not (-float("inf") < eta < float("inf")) or (spec.mode == "adaptive" and eta < 0):
+        at_least = " >= 0 with --pool adaptive" if spec.mode == "adaptive" else ""
+        raise ConfigError(f"--eta must be a finite number{at_least}, got {eta}")
     pairs = []
     for c in compare or []:
         a, sep, b = c.partition(":")

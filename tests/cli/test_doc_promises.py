@@ -100,10 +100,21 @@ def test_sim_ledger_names_the_bad_option(args: tuple[str, ...], words: str) -> N
     assert words in res.stderr and "internal error" not in res.stderr and not res.stdout, res.stderr
 
 
-def test_replay_names_a_bad_sample_cost(pool_file: Path) -> None:
-    res = boe("replay", str(pool_file), "--pool", "adaptive", "--sample-cost", "-1")
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--pool", "adaptive", "--sample-cost", "-1"), "error: --sample-cost must be a finite number >= 0, got -1.0"),
+        (
+            ("--pool", "adaptive", "--eta", "-1"),
+            "error: --eta must be a finite number >= 0 with --pool adaptive, got -1.0",
+        ),
+        (("--eta", "nan"), "error: --eta must be a finite number, got nan"),
+    ],
+)
+def test_replay_names_the_bad_option(pool_file: Path, args: tuple[str, ...], words: str) -> None:
+    res = boe("replay", str(pool_file), *args)  # they said "the sample cost ...", "eta must be ..."
     assert res.returncode == 2
-    assert one_error(res) == "error: --sample-cost must be a finite number >= 0, got -1.0"
+    assert one_error(res) == words
 
 
 def _help_line(command: list[str], option: str) -> str:
