@@ -222,6 +222,8 @@ class AgentConfig(BaseModel):
     def _check(self) -> AgentConfig:
         if self.cost_file is not None and self.cost_mode != "measured":
             raise ValueError("a cost measurement file needs cost_mode 'measured'")
+        if self.pool == "adaptive" and self.eta < 0:  # the pool's price of a draw (AdaptivePool), found before paying
+            raise ValueError(f"eta (--eta) must be >= 0 with an adaptive pool (--pool adaptive), got {self.eta}")
         if self.segmenter == "sam" and not self.sam_checkpoint:
             raise ValueError("the sam segmenter needs a checkpoint (--sam-checkpoint PATH)")
         if self.segmenter not in ("auto", "sam") and self.sam_checkpoint:

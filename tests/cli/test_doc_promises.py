@@ -265,3 +265,15 @@ def test_sim_serve_help_names_the_judge_model() -> None:
     """README: the simulator serves a second model, boe-sim-judge (`--judge-model boe-sim-judge`)."""
     res = boe("sim", "--help")
     assert "boe-sim-judge" in next(x for x in res.stdout.splitlines() if "│ serve " in x)
+
+
+def test_an_adaptive_pool_with_a_negative_eta_is_refused_before_any_call(sim, tmp_path: Path) -> None:
+    """It failed every question after paying for its samples (exit 1, "run the command again to retry them")."""
+    from boe.sim.dataset import generate_dataset
+
+    data = generate_dataset(tmp_path / "data", 2, seed=4, size=64)
+    args = ["--base-url", sim.base_url, "--model", "boe-sim", "--db", "e.db", "--run", "e", "--no-progress"]
+    res = boe("batch", str(data), *args, "--pool", "adaptive", "--ledger", "online", "--eta", "-1", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert "eta (--eta) must be >= 0 with an adaptive pool" in one_error(res)
+    assert sim.stats().get("requests", 0) == 0 and not (tmp_path / "e.db").exists()
