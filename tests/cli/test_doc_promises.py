@@ -277,3 +277,14 @@ def test_an_adaptive_pool_with_a_negative_eta_is_refused_before_any_call(sim, tm
     assert res.returncode == 2, res.stderr
     assert "eta (--eta) must be >= 0 with an adaptive pool" in one_error(res)
     assert sim.stats().get("requests", 0) == 0 and not (tmp_path / "e.db").exists()
+
+
+@pytest.mark.parametrize(("n", "label"), [(5, "crossfit:5"), (3, "crossfit:3"), (1, "fit on these questions")])
+def test_the_default_calibration_of_a_small_ledger(tmp_path: Path, n: int, label: str) -> None:
+    """README: crossfit:5 by default; fewer than five questions get one fold each, a single question `fit`."""
+    import json
+
+    ledger = write_ledger(tmp_path / "small.jsonl", pool_ledger(n, seed=5))
+    res = boe("replay", str(ledger), "--policy", "raw", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["calibration"]["label"].startswith(label)
