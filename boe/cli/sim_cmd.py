@@ -76,7 +76,7 @@ def ledger_command(
         "for --pool adaptive).",
     ),
 ) -> None:
-    """Write a synthetic ledger (JSONL; format 1.1 where a record has answer-level checks) to stdout."""
+    """Write a synthetic ledger to stdout (JSONL; 1.1 where a record has answer checks, 1.3 with --sample-cost)."""
     from boe.errors import ConfigError
     from boe.sim.ledgers import factor_code_ledger, pool_ledger, write_jsonl
 

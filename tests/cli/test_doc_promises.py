@@ -288,3 +288,11 @@ def test_the_default_calibration_of_a_small_ledger(tmp_path: Path, n: int, label
     res = boe("replay", str(ledger), "--policy", "raw", "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["calibration"]["label"].startswith(label)
+
+
+def test_sim_ledger_help_names_the_format_it_writes_with_a_sample_cost() -> None:
+    """README (adaptive pool): `boe sim ledger ... --sample-cost 0.25` writes format 1.3."""
+    line = next(x for x in boe("sim", "--help").stdout.splitlines() if "│ ledger " in x)
+    assert "1.3 with --sample-cost" in line, line  # it named 1.1 only
+    res = boe("sim", "ledger", "--kind", "pool", "--n", "1", "--sample-cost", "0.25")
+    assert res.stdout.startswith('{"format":"boe-ledger/1.3"'), res.stdout[:80]
