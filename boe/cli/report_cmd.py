@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 _DB_HELP = "Store URL (sqlite:///file.db, a path, or postgresql+psycopg://...)."
+_ROOT_HELP = (
+    "Folder that relative image paths in the records are read from (default: the first ledger's folder, or the "
+    "dataset folder a stored batch run read)."
+)
 _CAL_HELP = (
     "crossfit[:K] (fitted on the other folds of these questions: held out; the default, crossfit:5), run (the "
     "calibration the agent ran with; the default for an online agent run), fit (in-sample: the paper's protocol), "
@@ -70,7 +74,7 @@ def report_command(
     image_root: Optional[Path] = typer.Option(
         None,
         "--image-root",
-        help="Folder that relative image paths in the records are read from (default: the ledger's folder).",
+        help=_ROOT_HELP,
     ),
     max_size: float = typer.Option(
         18.0, "--max-size", help="Size the report aims to stay under, in MB (images are shrunk to fit)."
@@ -235,9 +239,7 @@ def show_command(
         None, "--budget", min=0, help="Budget of the replay (default: the run's, or 16)."
     ),
     calibration: Optional[str] = typer.Option(None, "--calibration", help=_CAL_HELP),
-    image_root: Optional[Path] = typer.Option(
-        None, "--image-root", help="Folder that relative image paths are read from."
-    ),
+    image_root: Optional[Path] = typer.Option(None, "--image-root", help=_ROOT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the question (selection, evidence in words) as JSON."),
 ) -> None:
     """Show one question: its image with the crops and masks used, candidates, signed graph, evidence log."""

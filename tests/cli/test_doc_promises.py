@@ -296,3 +296,11 @@ def test_sim_ledger_help_names_the_format_it_writes_with_a_sample_cost() -> None
     assert "1.3 with --sample-cost" in line, line  # it named 1.1 only
     res = boe("sim", "ledger", "--kind", "pool", "--n", "1", "--sample-cost", "0.25")
     assert res.stdout.startswith('{"format":"boe-ledger/1.3"'), res.stdout[:80]
+
+
+@pytest.mark.parametrize("command", [["report"], ["show"]])
+def test_image_root_help_says_where_images_come_from_by_default(command: list[str]) -> None:
+    """boe/report/source.py: a ledger's own folder, or the dataset folder a stored batch run read (show said nothing,
+    report named only the ledger's folder)."""
+    text = _help_line(command, "--image-root")
+    assert "the first ledger's folder" in text and "the dataset folder a stored batch run read" in text, text
