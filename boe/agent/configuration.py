@@ -78,7 +78,8 @@ def _known_kinds(v: tuple[str, ...]) -> tuple[str, ...]:
 
 def _policy(v: str) -> str:
     if v not in POLICIES:  # a miss discovers plugins first
-        raise ValueError(f"unknown policy {v!r}; known: {', '.join(sorted(POLICIES))}")
+        live = sorted(p for p in POLICIES if not getattr(POLICIES[p], "reads_labels", False))
+        raise ValueError(f"unknown policy {v!r}; known: {', '.join(live)}")  # label-guided cannot run live
     if getattr(POLICIES[v], "reads_labels", False):
         raise ValueError(f"policy {v!r} reads evaluation labels and cannot run live")
     return v
