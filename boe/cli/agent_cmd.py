@@ -495,7 +495,6 @@ def demo_command(
         SIM_MODEL,
         db_url,
         default_run_name,
-        demo_data,
         demo_questions,
         run_questions,
         simulator,
@@ -504,13 +503,8 @@ def demo_command(
     from boe.errors import ConfigError
 
     check_store("--db", db)
-    if data is not None and not Path(data).is_dir():
-        raise ConfigError(f"--data: {data} is not a folder (a boe-sim dataset: boe sim dataset --out DIR)")
     cfg = agent.build(  # checked before the simulator starts; its URL is filled in below
-        base_url="http://127.0.0.1:1/v1",
-        model=SIM_MODEL,
-        dataset="boe-sim",
-        root=str(Path(data if data is not None else demo_data()).resolve()),
+        base_url="http://127.0.0.1:1/v1", model=SIM_MODEL, dataset="boe-sim", root=_demo_root(data)
     )
     if cfg.judge_model in ("same", SIM_MODEL):  # the generator judges itself
         cfg = cfg.model_copy(update={"judge_model": None})
@@ -571,6 +565,16 @@ def demo_command(
         print_json("demo", out)
         return
     _render_summary(console, run, summary, cfg)
+
+
+def _demo_root(data: Path | None) -> str:
+    """The demo's dataset folder: --data (a folder, else a `ConfigError` naming it) or the bundled questions."""
+    from boe.agent.demo import demo_data
+    from boe.errors import ConfigError
+
+    if data is not None and not Path(data).is_dir():
+        raise ConfigError(f"--data: {data} is not a folder (a boe-sim dataset: boe sim dataset --out DIR)")
+    return str(Path(data if data is not None else demo_data()).resolve())
 
 
 def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: Any) -> None:

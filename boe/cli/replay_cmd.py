@@ -92,38 +92,12 @@ def replay_command(
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""
     from boe.api import load_questions, replay
     from boe.cli.common import check_outputs
-    from boe.core.policies import POLICIES, _load_plugins
-    from boe.errors import ConfigError, RecordError
+    from boe.errors import RecordError
 
     check_outputs(("--transcripts", transcripts_out), ("--save-calibration", save_calibration))
-    _load_plugins()
-    policies = parse_list(policy)
-    if not policies:
-        raise ConfigError("--policy: give at least one policy")
-    for p in policies:
-        if p not in POLICIES:
-            raise ConfigError(f"--policy: unknown policy {p!r}; known: {', '.join(sorted(POLICIES))}")
-    budgets = parse_budgets(budget)
-    from boe.core.pool import parse_pool
-
-    if sample_cost is not None and not 0 <= sample_cost < float("inf"):
-        raise ConfigError(f"--sample-cost must be a finite number >= 0, got {sample_cost}")
-    spec = parse_pool(pool, start=pool_start, step=pool_round, sample_cost=0.0 if sample_cost is None else sample_cost)
-    if not (-float("inf") < eta < float("inf")) or (spec.mode == "adaptive" and eta < 0):
-        at_least = " >= 0 with --pool adaptive" if spec.mode == "adaptive" else ""
-        raise ConfigError(f"--eta must be a finite number{at_least}, got {eta}")
-    pairs = []
-    for c in compare or []:
-        a, sep, b = c.partition(":")
-        if not sep or not a or not b:
-            raise ConfigError(f"--compare expects A:B, got {c!r}")
-        pairs.append((a, b))
-    if cheap_kappa is not None and not 0 < cheap_kappa < 1:
-        raise ConfigError(f"--cheap-kappa must lie in (0, 1), got {cheap_kappa}")
-    if db is None and not ledgers:
-        raise ConfigError("give at least one ledger file (or --db URL --run NAME)")
-    if db is not None and ledgers:
-        raise ConfigError("give ledger files or --db/--run, not both")
+    policies, budgets, pairs = _checked_options(
+        policy, budget, compare, cheap_kappa, eta, pool, pool_start, pool_round, sample_cost, db, ledgers
+    )
     console = err_console()
 
     def on_error(err: RecordError) -> None:
@@ -173,6 +147,53 @@ LEGEND = (
     "candidates' binary score entropy (the paper's score proxy; > 0: evidence sharpened the scores); with "
     "--pool, samples (candidates drawn per question) and total (mean cost of samples and checks) replace Sharp"
 )
+
+
+def _checked_options(
+    policy: str,
+    budget: str,
+    compare: list[str] | None,
+    cheap_kappa: float | None,
+    eta: float,
+    pool: str,
+    pool_start: int,
+    pool_round: int,
+    sample_cost: float | None,
+    db: str | None,
+    ledgers: list[Path] | None,
+) -> tuple[list[str], list[float], list[tuple[str, str]]]:
+    """The replay's policies, budgets and --compare pairs; a bad option is a `ConfigError` naming it."""
+    from boe.core.policies import POLICIES, _load_plugins
+    from boe.core.pool import parse_pool
+    from boe.errors import ConfigError
+
+    _load_plugins()
+    policies = parse_list(policy)
+    if not policies:
+        raise ConfigError("--policy: give at least one policy")
+    for p in policies:
+        if p not in POLICIES:
+            raise ConfigError(f"--policy: unknown policy {p!r}; known: {', '.join(sorted(POLICIES))}")
+    budgets = parse_budgets(budget)
+    if sample_cost is not None and not 0 <= sample_cost < float("inf"):
+        raise ConfigError(f"--sample-cost must be a finite number >= 0, got {sample_cost}")
+    spec = parse_pool(pool, start=pool_start, step=pool_round, sample_cost=0.0 if sample_cost is None else sample_cost)
+    if not (-float("inf") < eta < float("inf")) or (spec.mode == "adaptive" and eta < 0):
+        at_least = " >= 0 with --pool adaptive" if spec.mode == "adaptive" else ""
+        raise ConfigError(f"--eta must be a finite number{at_least}, got {eta}")
+    pairs = []
+    for c in compare or []:
+        a, sep, b = c.partition(":")
+        if not sep or not a or not b:
+            raise ConfigError(f"--compare expects A:B, got {c!r}")
+        pairs.append((a, b))
+    if cheap_kappa is not None and not 0 < cheap_kappa < 1:
+        raise ConfigError(f"--cheap-kappa must lie in (0, 1), got {cheap_kappa}")
+    if db is None and not ledgers:
+        raise ConfigError("give at least one ledger file (or --db URL --run NAME)")
+    if db is not None and ledgers:
+        raise ConfigError("give ledger files or --db/--run, not both")
+    return policies, budgets, pairs
 
 
 def _print_tables(exp: Experiment, bad: list[str], calibration_label: str) -> None:
