@@ -213,6 +213,12 @@ def _plan(
             cal = fit(qs, train, cal, group_keys)
         return cal
 
+    def prepare(qs: Sequence[Question], workers: int) -> None:
+        for p in fittable:
+            shared = getattr(p, "prepare_fit", None)  # optional: what every fold's fit shares, built once
+            if shared is not None:
+                shared(qs, workers)
+
     if not isinstance(calibration, Calibration):
         return plan_calibration(
             questions,
@@ -221,6 +227,7 @@ def _plan(
             cheap_kappa=cheap_kappa,
             seed=seed,
             extra_fit=extra_fit if extra_fits else None,
+            prepare=prepare if extra_fits else None,
         )
     plan = plan_calibration(questions, group_keys, "file", cheap_kappa=cheap_kappa, file_calibration=calibration)
     missing = [p.name for p in fittable if not p.fit_extra_present(calibration)]

@@ -9,14 +9,14 @@ majority, so late steps only touch live questions.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from boe.core.calibration import DEFAULT_CHEAP_KAPPA, Calibration, crossfit_folds, fit_groups
+from boe.core.forked import forked
 from boe.core.graph import Question
 from boe.core.loop import run_policy, skipped_mask
 from boe.core.policies import Policy
@@ -35,8 +35,6 @@ __all__ = [
 ]
 
 F64 = npt.NDArray[np.float64]
-_In = TypeVar("_In")
-_Out = TypeVar("_Out")
 
 #: Elements of one (Q, A, K) batch array; about 32 MB of float64.
 BATCH_ELEMENTS = 4_000_000
@@ -156,13 +154,16 @@ def plan_calibration(
     file_calibration: Calibration | None = None,
     extra_fit: Callable[[Sequence[Question], npt.NDArray[np.bool_], Calibration], Calibration] | None = None,
     workers: int | None = None,
+    prepare: Callable[[Sequence[Question], int], None] | None = None,
 ) -> CalibrationPlan:
     """Resolve ``fit``, ``crossfit[:K]`` or a loaded file into per-question calibrations.
 
     ``extra_fit(questions, train_mask, calibration)`` lets a policy add its own
     fitted parameters (e.g. the `bayes` observation model) on the same data;
     with it, ``workers`` > 1 fits cross-fit folds in forked processes (default:
-    as `replay` splits its batches); results are identical.
+    as `replay` splits its batches); results are identical. ``prepare(questions,
+    workers)``, if given, builds once what every fold's ``extra_fit`` shares,
+    before the folds are fitted.
     """
     n_groups = len(group_keys)
     if mode == "file":
@@ -193,11 +194,16 @@ def plan_calibration(
             )
             return f, cal if extra_fit is None else extra_fit(questions, train_q, cal)
 
-        # a policy's fit (`bayes`: seconds a fold) runs fold 0 here, building what it caches on the
-        # questions (its training tables), then the other folds in forked workers that inherit it
         n_workers = 1 if extra_fit is None else _auto_workers(questions) if workers is None else workers
-        cals = dict([fit_fold(0)])
-        cals.update(_forked(fit_fold, list(range(1, n_folds)), n_workers))
+        if prepare is not None:
+            # what the folds' fits share (`bayes`: its training tables) is built first, then this process fits
+            # fold 0 while forked workers, which inherit it, fit the others
+            prepare(questions, n_workers)
+            cals = dict(forked(fit_fold, list(range(n_folds)), n_workers, here=1))
+        else:
+            # a policy's fit builds what it caches on the questions in fold 0, here; the workers inherit it
+            cals = dict([fit_fold(0)])
+            cals.update(forked(fit_fold, list(range(1, n_folds)), n_workers))
         return CalibrationPlan(
             f"crossfit:{n_folds}", [cals[f] for f in range(n_folds)], folds.astype(np.intp), folds=n_folds, seed=seed
         )
@@ -259,7 +265,7 @@ def replay(
     batches = _batches(questions, np.arange(n))
     job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan, spec)
     # each batch's result: in this process, or from forked workers as they finish
-    for res in _forked(job.run, batches, _auto_workers(questions) if workers is None else workers):
+    for res in forked(job.run, batches, _auto_workers(questions) if workers is None else workers):
         _merge(runs, res)
         if progress is not None:
             progress(len(res[0]))
@@ -272,22 +278,6 @@ def _check_labels(policies: Sequence[Policy], questions: Sequence[Question]) -> 
         if pol.reads_labels and any(not q.labelled for q in questions):
             missing = next(q.question_id for q in questions if not q.labelled)
             raise ValueError(f"policy {pol.name!r} reads utilities, but question {missing!r} has none")
-
-
-def _forked(task: Callable[[_In], _Out], items: list[_In], workers: int) -> Iterator[_Out]:
-    """``task`` of each item: in this process, or (``workers`` > 1) in forked workers, as they finish."""
-    if workers <= 1 or len(items) < 2:
-        yield from (task(x) for x in items)
-        return
-    import multiprocessing as mp
-
-    global _TASK
-    _TASK = task
-    try:
-        with mp.get_context("fork").Pool(workers) as procs:
-            yield from procs.imap_unordered(_run_task, items)
-    finally:
-        _TASK = None
 
 
 def _width(budget: float, c_min: float, a_max: int) -> int:
@@ -376,15 +366,6 @@ class _Job:
                 run_policy(st, pol, outcomes, sink, skipped)
                 out.append(_collect(rows, collected, picks))
         return rows, out
-
-
-#: The task of `_forked`'s workers (inherited by the fork, never pickled).
-_TASK: Callable[[Any], Any] | None = None
-
-
-def _run_task(item: Any) -> Any:
-    assert _TASK is not None
-    return _TASK(item)
 
 
 def _collect(

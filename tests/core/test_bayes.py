@@ -495,6 +495,39 @@ def test_crossfit_folds_fitted_in_forked_workers_equal_the_serial_fit():
     assert [c.model_dump() for c in forked.calibrations] == [c.model_dump() for c in serial.calibrations]
 
 
+def test_folds_fitted_beside_the_workers_after_a_parallel_prepare_equal_the_serial_fit(monkeypatch):
+    import boe.core.bayes as bayes
+
+    monkeypatch.setattr(bayes, "MIN_TABLE_PART", 20)  # 90 questions: tables built in two processes
+    qs, groups = _questions(list(pool_ledger(90, seed=43)))
+    serial = plan_calibration(qs, groups.keys, "crossfit:4", extra_fit=Bayes().fit_extra, workers=1)
+    pol = Bayes()
+    forked = plan_calibration(
+        qs, groups.keys, "crossfit:4", extra_fit=pol.fit_extra, workers=2, prepare=pol.prepare_fit
+    )
+    assert [c.model_dump() for c in forked.calibrations] == [c.model_dump() for c in serial.calibrations]
+
+
+def test_training_tables_built_in_spans_equal_one_pass(monkeypatch):
+    import dataclasses
+
+    import boe.core.bayes as bayes
+
+    monkeypatch.setattr(bayes, "MIN_TABLE_PART", 10)
+    qs, _ = _questions([*pool_ledger(30, seed=44), *factor_code_ledger(15, seed=45)])
+    qs[3] = dataclasses.replace(qs[3], utility=np.full(qs[3].k, np.nan))  # unlabelled: no rows of its own
+    one, three = bayes._fit_data(qs), bayes._fit_data(qs, workers=3)
+    for f in dataclasses.fields(one):
+        a, b = getattr(one, f.name), getattr(three, f.name)
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and np.array_equal(a, b), f.name
+        elif f.name == "stance":
+            assert list(a) == list(b)
+            assert all((x is None and y is None) or repr(x) == repr(y) for x, y in zip(a.values(), b.values()))
+        else:
+            assert a == b, f.name
+
+
 def test_claim_stances_of_many_questions_at_once_equal_one_question_at_a_time():
     from boe.core.bayes import _claim_stances, stance_counts
 
