@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from boe.core.calibration import Calibration
 from boe.core.channels import calibration_warnings
@@ -19,7 +20,7 @@ from boe.core.ledger import LedgerRecord, RecordDict
 from boe.core.metrics import Comparison, MetricRow, compare, summarize
 from boe.core.policies import FittablePolicy, Policy, make_policy
 from boe.core.pool import PoolSpec, make_pool_policy
-from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay
+from boe.core.replay import CalibrationPlan, ReplayRun, fold_replay, plan_calibration, replay
 from boe.core.version import __version__
 from boe.errors import ConfigError
 
@@ -141,8 +142,12 @@ def run_experiment(
     options = {"eta": eta, "seed": seed}
     spec = pool or PoolSpec()
     built = [make_pool_policy(p, spec, **options) for p in policies]
-    plan = _plan(questions, group_keys, built, calibration, cheap_kappa, seed)
-    runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec)
+    crossfit = isinstance(calibration, str) and calibration.startswith("crossfit")
+    then = fold_replay(questions, group_keys, built, budgets, spec) if crossfit else None
+    plan = _plan(questions, group_keys, built, calibration, cheap_kappa, seed, then)
+    done = [res for fold in plan.replayed for res in fold]
+    plan.replayed = []
+    runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec, done=done)
     raw_runs = [r for r in runs if r.policy == "raw" and not spec.adaptive and spec.size is None]
     raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan)[0]
     rows = summarize(questions, runs, raw)
@@ -202,9 +207,11 @@ def _plan(
     calibration: str | Calibration,
     cheap_kappa: float | None,
     seed: int,
+    then: Callable[[npt.NDArray[np.intp], Calibration], Any] | None = None,
 ) -> CalibrationPlan:
     """The calibration of every question: the file's (which must hold the fitted extras of the policies that
-    have them), or fitted (``fit``/``crossfit``) with those extras."""
+    have them), or fitted (``fit``/``crossfit``) with those extras; a cross-fit with extras runs ``then`` on
+    each fold's held-out rows as soon as that fold is fitted (its fit takes seconds; the others' fits go on)."""
     fittable = [p for p in built if isinstance(p, FittablePolicy)]
     extra_fits = [p.fit_extra for p in fittable]
 
@@ -228,6 +235,7 @@ def _plan(
             seed=seed,
             extra_fit=extra_fit if extra_fits else None,
             prepare=prepare if extra_fits else None,
+            then=then if extra_fits else None,  # else the folds are fitted here, and replay forks
         )
     plan = plan_calibration(questions, group_keys, "file", cheap_kappa=cheap_kappa, file_calibration=calibration)
     missing = [p.name for p in fittable if not p.fit_extra_present(calibration)]

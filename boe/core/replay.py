@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -119,6 +120,8 @@ class CalibrationPlan:
     folds: int = 0
     seed: int = 0
     notes: list[str] = field(default_factory=list)
+    # what `plan_calibration`'s ``then`` returned for each fold (`fold_replay`: its replayed batches), in order
+    replayed: list[Any] = field(default_factory=list)
 
     def for_question(self, q: int) -> Calibration:
         return self.calibrations[0 if self.of_question is None else int(self.of_question[q])]
@@ -155,6 +158,7 @@ def plan_calibration(
     extra_fit: Callable[[Sequence[Question], npt.NDArray[np.bool_], Calibration], Calibration] | None = None,
     workers: int | None = None,
     prepare: Callable[[Sequence[Question], int], None] | None = None,
+    then: Callable[[npt.NDArray[np.intp], Calibration], Any] | None = None,
 ) -> CalibrationPlan:
     """Resolve ``fit``, ``crossfit[:K]`` or a loaded file into per-question calibrations.
 
@@ -163,7 +167,8 @@ def plan_calibration(
     with it, ``workers`` > 1 fits cross-fit folds in forked processes (default:
     as `replay` splits its batches); results are identical. ``prepare(questions,
     workers)``, if given, builds once what every fold's ``extra_fit`` shares,
-    before the folds are fitted.
+    before the folds are fitted; ``then(held_out_rows, calibration)``, in cross-fitting, runs right after
+    each fold's fit where it ran, its results kept in the plan's ``replayed`` (`fold_replay`).
     """
     n_groups = len(group_keys)
     if mode == "file":
@@ -186,13 +191,14 @@ def plan_calibration(
         keys = [f"{q.dataset}\x00{q.question_id}" for q in questions]
         folds = crossfit_folds(keys, n_folds, seed)
 
-        def fit_fold(f: int) -> tuple[int, Calibration]:
+        def fit_fold(f: int) -> tuple[int, tuple[Calibration, Any]]:
             train_q = folds != f
             sel = train_q[owner]
             cal = fit_groups(
                 _sum_by_group(stats[sel], groups[sel], n_groups), group_keys, ck, source=f"crossfit:{n_folds}/fold{f}"
             )
-            return f, cal if extra_fit is None else extra_fit(questions, train_q, cal)
+            cal = cal if extra_fit is None else extra_fit(questions, train_q, cal)
+            return f, (cal, None if then is None else then(np.nonzero(~train_q)[0], cal))
 
         n_workers = 1 if extra_fit is None else _auto_workers(questions) if workers is None else workers
         if prepare is not None:
@@ -205,7 +211,12 @@ def plan_calibration(
             cals = dict([fit_fold(0)])
             cals.update(forked(fit_fold, list(range(1, n_folds)), n_workers))
         return CalibrationPlan(
-            f"crossfit:{n_folds}", [cals[f] for f in range(n_folds)], folds.astype(np.intp), folds=n_folds, seed=seed
+            f"crossfit:{n_folds}",
+            [cals[f][0] for f in range(n_folds)],
+            folds.astype(np.intp),
+            folds=n_folds,
+            seed=seed,
+            replayed=[] if then is None else [cals[f][1] for f in range(n_folds)],
         )
     raise ValueError(f"unknown calibration mode {mode!r}")
 
@@ -241,6 +252,7 @@ def replay(
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
     pool: PoolSpec | None = None,
+    done: Sequence[_BatchResult] = (),
 ) -> list[ReplayRun]:
     """Replay every policy at every budget on every question; one `ReplayRun` per (policy, budget).
 
@@ -249,6 +261,7 @@ def replay(
     wrapped for it (`make_pool_policy`), a built one is used as it is.
     ``workers`` > 1 splits the batches over forked processes (default: up to
     two when the input is large and fork is available); results are identical.
+    ``done``: batches already replayed (`fold_replay`), whose rows are not replayed again.
     """
     opts = policy_options or {}
     spec = pool or PoolSpec()
@@ -262,7 +275,13 @@ def replay(
     runs = [ReplayRun.empty(pol.name, b, n, k_max, _width(b, c_min, a_max), spec) for pol in built for b in budgets]
     if n == 0:
         return runs
-    batches = _batches(questions, np.arange(n))
+    left = np.ones(n, dtype=bool)
+    for res in done:
+        _merge(runs, res)
+        left[res[0]] = False
+        if progress is not None:
+            progress(len(res[0]))
+    batches = _batches(questions, np.nonzero(left)[0])
     job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan, spec)
     # each batch's result: in this process, or from forked workers as they finish
     for res in forked(job.run, batches, _auto_workers(questions) if workers is None else workers):
@@ -270,6 +289,25 @@ def replay(
         if progress is not None:
             progress(len(res[0]))
     return runs
+
+
+def fold_replay(
+    questions: Sequence[Question],
+    group_keys: list[str],
+    policies: Sequence[Policy],
+    budgets: Sequence[float],
+    pool: PoolSpec | None = None,
+) -> Callable[[npt.NDArray[np.intp], Calibration], list[_BatchResult]]:
+    """`plan_calibration`'s ``then`` that replays a fold's held-out rows under its calibration in the process
+    that fitted it (while other folds are still being fitted); `replay` takes the results as ``done``."""
+    _check_labels(policies, questions)
+
+    def run(rows: npt.NDArray[np.intp], calibration: Calibration) -> list[_BatchResult]:
+        plan = CalibrationPlan("file", [calibration], None)
+        job = _Job(questions, group_keys, list(policies), [float(b) for b in budgets], plan, pool or PoolSpec())
+        return [job.run(batch) for batch in _batches(questions, rows)]
+
+    return run
 
 
 def _check_labels(policies: Sequence[Policy], questions: Sequence[Question]) -> None:
