@@ -462,6 +462,7 @@ class _FitData:
     f_bin: I64
     f_kind: I64
     dataset: list[str]  # of each question
+    labelled: B_  # of each question (`Question.labelled`, read per fold)
     stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
     truth: dict[int, tuple[list[int], float]] = field(default_factory=dict)  # `_true_answers` by labelled question
     # `_fit_claims` and `_fit_prior` by their training rows: the stance and check weights' inner folds are the same
@@ -655,6 +656,7 @@ def _join_fit_data(questions: Sequence[Question], parts: list[_FitData]) -> _Fit
         f_bin=cat("f_bin"),
         f_kind=cat("f_kind"),
         dataset=[q.dataset for q in questions],
+        labelled=np.array([q.labelled for q in questions], dtype=bool),
         truth={k: v for p in parts for k, v in p.truth.items()},
         stance={k: v for p in parts for k, v in p.stance.items()},
     )
@@ -749,6 +751,7 @@ def _fit_part(questions: Sequence[Question], span: range) -> _FitData:
         f_bin=_cat(rows.parts["fb"], np.int64),
         f_kind=_cat(rows.parts["fk"], np.int64),
         dataset=[],
+        labelled=np.zeros(0, dtype=bool),
         truth=truth,
         stance=stance,
     )
@@ -1179,7 +1182,7 @@ def _fit_stance_weight(
     the raw majority's, and that answer was right and the majority wrong, or the reverse.
     """
     idx = np.nonzero(rows)[0]
-    labelled = [int(i) for i in idx if questions[int(i)].labelled]
+    labelled = idx[data.labelled[idx]].tolist()
     if len(labelled) < 2 * STANCE_FOLDS:
         prior = _fit_prior(data, rows[data.pq]) if rows[data.pq].any() else DEFAULT_PRIOR
         total, _ = _stance_loglik(_stance_parts(questions, data, labelled), prior, claims)
@@ -1367,11 +1370,12 @@ def _fit_check_weight(
     bought) is kept (a calibrated composite likelihood, like the stance weight).
     Held out, because channels fitted on a question are surer of its checks than of a new one's.
     """
+    labelled = data.labelled if data is not None else np.array([q.labelled for q in questions], dtype=bool)
     rows = np.array(
         [
             i
-            for i in np.nonzero(train)[0].tolist()
-            if questions[i].labelled and questions[i].n_actions and questions[i].dataset in model.claims
+            for i in np.nonzero(train & labelled)[0].tolist()
+            if questions[i].n_actions and questions[i].dataset in model.claims
         ],
         dtype=np.intp,
     )
@@ -1389,7 +1393,6 @@ def _fit_check_weight(
         over = {ds: cp.overrules for ds, cp in model.claims.items()}
         fold = np.full(len(questions), -1, dtype=np.int32)
         ds_of_q = np.array(data.dataset, dtype=object)
-        labelled = np.array([q.labelled for q in questions], dtype=bool)
         for ds in datasets:
             members = np.nonzero(train & labelled & (ds_of_q == ds))[0]
             fold[members] = _inner_folds(questions, members.tolist())
