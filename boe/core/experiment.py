@@ -143,23 +143,11 @@ def run_experiment(
     spec = pool or PoolSpec()
     built = [make_pool_policy(p, spec, **options) for p in policies]
     has_raw = any(p.name == "raw" for p in built) and not spec.adaptive and spec.size is None
-    # the replays: the policies', and raw BoN at budget 0 (the metrics' baseline) unless among them
-    wanted = [(built, [float(b) for b in budgets], spec)]
-    if not has_raw:
-        wanted.append(([make_pool_policy("raw", PoolSpec())], [0.0], PoolSpec()))
-    then = None
-    if isinstance(calibration, str) and calibration.startswith("crossfit"):
-        replays = [fold_replay(questions, group_keys, pols, bs, ps) for pols, bs, ps in wanted]
-
-        def then(rows: npt.NDArray[np.intp], cal: Calibration) -> list[Any]:
-            return [f(rows, cal) for f in replays]
-
-    plan = _plan(questions, group_keys, built, calibration, cheap_kappa, seed, then)
-    done = [[res for fold in plan.replayed for res in fold[i]] for i in range(len(wanted))]
-    plan.replayed = []
-    runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec, done=done[0])
+    plan, done, raw_done = _plan_replays(
+        questions, group_keys, built, budgets, spec, has_raw, calibration, cheap_kappa, seed
+    )
+    runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec, done=done)
     raw_runs = [r for r in runs if r.policy == "raw"] if has_raw else []
-    raw_done = done[1] if len(wanted) > 1 else []
     raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan, done=raw_done)[0]
     rows = summarize(questions, runs, raw)
     unobserved = {(r.policy, r.budget): n for r in runs if (n := unobserved_purchases(r, questions))}
@@ -209,6 +197,35 @@ def _check_inputs(
                 f"an adaptive pool pays for its samples from the budget: budget {low[0]:g} cannot pay for the "
                 f"first sample of every question (the costliest costs {first:g})"
             )
+
+
+def _plan_replays(
+    questions: list[Question],
+    group_keys: list[str],
+    built: list[Policy],
+    budgets: Sequence[float],
+    spec: PoolSpec,
+    has_raw: bool,
+    calibration: str | Calibration,
+    cheap_kappa: float | None,
+    seed: int,
+) -> tuple[CalibrationPlan, list[Any], list[Any]]:
+    """The calibration plan, and the batches already replayed beside a cross-fit's folds (`fold_replay`): the
+    policies', and raw BoN's at budget 0 (the metrics' baseline) unless it is among them."""
+    wanted = [(built, [float(b) for b in budgets], spec)]
+    if not has_raw:
+        wanted.append(([make_pool_policy("raw", PoolSpec())], [0.0], PoolSpec()))
+    then = None
+    if isinstance(calibration, str) and calibration.startswith("crossfit"):
+        replays = [fold_replay(questions, group_keys, pols, bs, ps) for pols, bs, ps in wanted]
+
+        def then(rows: npt.NDArray[np.intp], cal: Calibration) -> list[Any]:
+            return [f(rows, cal) for f in replays]
+
+    plan = _plan(questions, group_keys, built, calibration, cheap_kappa, seed, then)
+    done = [[res for fold in plan.replayed for res in fold[i]] for i in range(len(wanted))]
+    plan.replayed = []
+    return plan, done[0], done[1] if len(done) > 1 else []
 
 
 def _plan(
