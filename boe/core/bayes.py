@@ -121,7 +121,6 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from boe.core.calibration import Calibration, Priors, crossfit_folds, default_names
-from boe.core.forked import forked
 from boe.core.graph import Question
 from boe.core.monotone import monotone_tables
 from boe.core.policies import IntArr, Policy, register_policy
@@ -609,72 +608,17 @@ def _claim_stances(
     return out
 
 
-#: Fewest questions per process of a parallel `_fit_data` (below this, forking costs more than it saves).
-MIN_TABLE_PART = 500
-
-
-def _fit_data(questions: Sequence[Question], workers: int = 1) -> _FitData:
-    """The training tables of ``questions``, built in up to ``workers`` processes (each a span of the questions,
-    joined in question order: the same tables)."""
-    n = len(questions)
-    n_parts = max(1, min(workers, n // MIN_TABLE_PART))
-    if n_parts == 1:
-        return _join_fit_data(questions, [_fit_part(questions, range(n))])
-    cuts = np.linspace(0, n, n_parts + 1).round().astype(int).tolist()
-    spans = [range(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-    got = dict(forked(lambda span: (span.start, _fit_part(questions, span)), spans, n_parts, here=1))
-    return _join_fit_data(questions, [got[span.start] for span in spans])
-
-
-def _join_fit_data(questions: Sequence[Question], parts: list[_FitData]) -> _FitData:
-    """The tables of consecutive spans of ``questions`` as one (latent rows renumbered, answer counts re-padded)."""
-    shift = np.cumsum([0] + [p.cq.size for p in parts[:-1]])
-    p_counts = np.zeros((sum(p.p_counts.shape[0] for p in parts), max(p.p_counts.shape[1] for p in parts)))
-    start = 0
-    for p in parts:
-        p_counts[start : start + p.p_counts.shape[0], : p.p_counts.shape[1]] = p.p_counts
-        start += p.p_counts.shape[0]
-
-    def cat(name: str) -> Any:
-        return np.concatenate([getattr(p, name) for p in parts])
-
-    return _FitData(
-        pq=cat("pq"),
-        p_counts=p_counts,
-        p_k=cat("p_k"),
-        p_true=cat("p_true"),
-        p_w=cat("p_w"),
-        cq=cat("cq"),
-        c_counts=cat("c_counts"),
-        c_aligned=cat("c_aligned"),
-        c_cls=cat("c_cls"),
-        c_w=cat("c_w"),
-        f_row=np.concatenate([p.f_row + s for p, s in zip(parts, shift.tolist(), strict=True)]),
-        f_group=cat("f_group"),
-        f_out=cat("f_out"),
-        f_whole=cat("f_whole"),
-        f_bin=cat("f_bin"),
-        f_kind=cat("f_kind"),
-        dataset=[q.dataset for q in questions],
-        labelled=np.array([q.labelled for q in questions], dtype=bool),
-        truth={k: v for p in parts for k, v in p.truth.items()},
-        stance={k: v for p in parts for k, v in p.stance.items()},
-    )
-
-
-def _fit_part(questions: Sequence[Question], span: range) -> _FitData:
-    """The training tables of ``questions[span]`` (question indices global, no datasets: see `_join_fit_data`)."""
+def _fit_data(questions: Sequence[Question]) -> _FitData:
     prior: list[tuple[int, F64, float, int, float]] = []
     rows = _LatentRows()
     truth: dict[int, tuple[list[int], float]] = {}
     stance: dict[int, _StanceParts | None] = {}
-    claim_stances = _claim_stances(
-        questions, [i for i in span if questions[i].labelled and questions[i].is_factor.any()]
-    )
-    for qi in span:
-        q = questions[qi]
+    claim_stances = _claim_stances(questions, [i for i, q in enumerate(questions) if q.labelled and q.is_factor.any()])
+    labelled = np.zeros(len(questions), dtype=bool)
+    for qi, q in enumerate(questions):
         if not q.labelled:
             continue
+        labelled[qi] = True
         right, weight = truth[qi] = _true_answers(q)
         hyps = right if right else [-1]
         valid = q.answer_id >= 0
@@ -750,8 +694,8 @@ def _fit_part(questions: Sequence[Question], span: range) -> _FitData:
         f_whole=_cat(rows.parts["fw"], bool),
         f_bin=_cat(rows.parts["fb"], np.int64),
         f_kind=_cat(rows.parts["fk"], np.int64),
-        dataset=[],
-        labelled=np.zeros(0, dtype=bool),
+        dataset=[q.dataset for q in questions],
+        labelled=labelled,
         truth=truth,
         stance=stance,
     )
@@ -1636,11 +1580,10 @@ class Bayes:
         _fit_check_weight(questions, train_mask, calibration, keys, model, self._data[1])
         return calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: model.model_dump(mode="json")}})
 
-    def prepare_fit(self, questions: Sequence[Question], workers: int = 1) -> None:
-        """Build the training tables that every `fit_extra` on ``questions`` shares (in up to ``workers``
-        processes), unless built already."""
+    def prepare_fit(self, questions: Sequence[Question]) -> None:
+        """Build the training tables that every `fit_extra` on ``questions`` shares, unless built already."""
         if self._data is None or self._data[0] is not questions:
-            self._data = (questions, _fit_data(questions, workers))
+            self._data = (questions, _fit_data(questions))
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
         """Whether ``calibration`` carries a valid `bayes` observation model."""

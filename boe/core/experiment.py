@@ -248,11 +248,11 @@ def _plan(
             cal = fit(qs, train, cal, group_keys)
         return cal
 
-    def prepare(qs: Sequence[Question], workers: int) -> None:
+    def prepare(qs: Sequence[Question]) -> None:
         for p in fittable:
             shared = getattr(p, "prepare_fit", None)  # optional: what every fold's fit shares, built once
             if shared is not None:
-                shared(qs, workers)
+                shared(qs)
 
     if not isinstance(calibration, Calibration):
         return plan_calibration(

@@ -76,7 +76,7 @@ class Policy(Protocol):
 class FittablePolicy(Protocol):
     """A policy with parameters of its own beyond the group calibration (``bayes``): fitted beside it.
 
-    It may also have ``prepare_fit(questions, workers)``: build once what its fits on those questions share,
+    It may also have ``prepare_fit(questions)``: build once what its fits on those questions share,
     before cross-fit folds are fitted (in forked workers, which inherit it)."""
 
     name: str

@@ -157,7 +157,7 @@ def plan_calibration(
     file_calibration: Calibration | None = None,
     extra_fit: Callable[[Sequence[Question], npt.NDArray[np.bool_], Calibration], Calibration] | None = None,
     workers: int | None = None,
-    prepare: Callable[[Sequence[Question], int], None] | None = None,
+    prepare: Callable[[Sequence[Question]], None] | None = None,
     then: Callable[[npt.NDArray[np.intp], Calibration], Any] | None = None,
 ) -> CalibrationPlan:
     """Resolve ``fit``, ``crossfit[:K]`` or a loaded file into per-question calibrations.
@@ -165,9 +165,9 @@ def plan_calibration(
     ``extra_fit(questions, train_mask, calibration)`` lets a policy add its own
     fitted parameters (e.g. the `bayes` observation model) on the same data;
     with it, ``workers`` > 1 fits cross-fit folds in forked processes (default:
-    as `replay` splits its batches); results are identical. ``prepare(questions,
-    workers)``, if given, builds once what every fold's ``extra_fit`` shares,
-    before the folds are fitted; ``then(held_out_rows, calibration)``, in cross-fitting, runs right after
+    as `replay` splits its batches); results are identical. ``prepare(questions)``,
+    if given, builds once what every fold's ``extra_fit`` shares, before the
+    folds are fitted; ``then(held_out_rows, calibration)``, in cross-fitting, runs right after
     each fold's fit where it ran, its results kept in the plan's ``replayed`` (`fold_replay`).
     """
     n_groups = len(group_keys)
@@ -204,7 +204,7 @@ def plan_calibration(
         if prepare is not None:
             # what the folds' fits share (`bayes`: its training tables) is built first, then this process fits
             # fold 0 while forked workers, which inherit it, fit the others
-            prepare(questions, n_workers)
+            prepare(questions)
             cals = dict(forked(fit_fold, list(range(n_folds)), n_workers, here=1))
         else:
             # a policy's fit builds what it caches on the questions in fold 0, here; the workers inherit it

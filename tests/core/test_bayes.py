@@ -495,10 +495,7 @@ def test_crossfit_folds_fitted_in_forked_workers_equal_the_serial_fit():
     assert [c.model_dump() for c in forked.calibrations] == [c.model_dump() for c in serial.calibrations]
 
 
-def test_folds_fitted_beside_the_workers_after_a_parallel_prepare_equal_the_serial_fit(monkeypatch):
-    import boe.core.bayes as bayes
-
-    monkeypatch.setattr(bayes, "MIN_TABLE_PART", 20)  # 90 questions: tables built in two processes
+def test_folds_fitted_here_and_in_workers_after_a_prepare_equal_the_serial_fit():
     qs, groups = _questions(list(pool_ledger(90, seed=43)))
     serial = plan_calibration(qs, groups.keys, "crossfit:4", extra_fit=Bayes().fit_extra, workers=1)
     pol = Bayes()
@@ -516,30 +513,6 @@ def test_folds_replayed_where_they_were_fitted_equal_a_replay_after_the_fit(monk
     assert exp.plan.replayed == []  # handed to the replay, not kept
     again = replay(qs, groups.keys, ["bayes", "boe"], [4, 16], exp.plan, workers=1)
     assert [transcripts(r, qs) for r in exp.runs] == [transcripts(r, qs) for r in again]
-
-
-def test_training_tables_built_in_spans_equal_one_pass(monkeypatch):
-    import dataclasses
-
-    import boe.core.bayes as bayes
-
-    monkeypatch.setattr(bayes, "MIN_TABLE_PART", 10)
-    qs, _ = _questions([*pool_ledger(30, seed=44), *factor_code_ledger(15, seed=45)])
-    qs[3] = dataclasses.replace(qs[3], utility=np.full(qs[3].k, np.nan))  # unlabelled: no rows of its own
-    one, three = bayes._fit_data(qs), bayes._fit_data(qs, workers=3)
-    for f in dataclasses.fields(one):
-        a, b = getattr(one, f.name), getattr(three, f.name)
-        if isinstance(a, np.ndarray):
-            assert a.dtype == b.dtype and np.array_equal(a, b), f.name
-        elif f.name == "stance":
-            assert list(a) == list(b)
-            for x, y in zip(a.values(), b.values(), strict=True):
-                assert (x is None) == (y is None)
-                if x is not None:
-                    for g in dataclasses.fields(x):
-                        assert np.array_equal(getattr(x, g.name), getattr(y, g.name)), g.name
-        else:
-            assert a == b, f.name
 
 
 def test_claim_stances_of_many_questions_at_once_equal_one_question_at_a_time():
