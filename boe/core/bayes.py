@@ -461,6 +461,7 @@ class _FitData:
     f_bin: I64
     f_kind: I64
     dataset: list[str]  # of each question
+    labelled: B_  # of each question (`Question.labelled`, read per fold)
     stance: dict[int, _StanceParts | None] = field(default_factory=dict)  # `_stance_parts` by question, lazily
     truth: dict[int, tuple[list[int], float]] = field(default_factory=dict)  # `_true_answers` by labelled question
     # `_fit_claims` and `_fit_prior` by their training rows: the stance and check weights' inner folds are the same
@@ -613,9 +614,11 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
     truth: dict[int, tuple[list[int], float]] = {}
     stance: dict[int, _StanceParts | None] = {}
     claim_stances = _claim_stances(questions, [i for i, q in enumerate(questions) if q.labelled and q.is_factor.any()])
+    labelled = np.zeros(len(questions), dtype=bool)
     for qi, q in enumerate(questions):
         if not q.labelled:
             continue
+        labelled[qi] = True
         right, weight = truth[qi] = _true_answers(q)
         hyps = right if right else [-1]
         valid = q.answer_id >= 0
@@ -692,6 +695,7 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         f_bin=_cat(rows.parts["fb"], np.int64),
         f_kind=_cat(rows.parts["fk"], np.int64),
         dataset=[q.dataset for q in questions],
+        labelled=labelled,
         truth=truth,
         stance=stance,
     )
@@ -1122,7 +1126,7 @@ def _fit_stance_weight(
     the raw majority's, and that answer was right and the majority wrong, or the reverse.
     """
     idx = np.nonzero(rows)[0]
-    labelled = [int(i) for i in idx if questions[int(i)].labelled]
+    labelled = idx[data.labelled[idx]].tolist()
     if len(labelled) < 2 * STANCE_FOLDS:
         prior = _fit_prior(data, rows[data.pq]) if rows[data.pq].any() else DEFAULT_PRIOR
         total, _ = _stance_loglik(_stance_parts(questions, data, labelled), prior, claims)
@@ -1310,11 +1314,12 @@ def _fit_check_weight(
     bought) is kept (a calibrated composite likelihood, like the stance weight).
     Held out, because channels fitted on a question are surer of its checks than of a new one's.
     """
+    labelled = data.labelled if data is not None else np.array([q.labelled for q in questions], dtype=bool)
     rows = np.array(
         [
             i
-            for i in np.nonzero(train)[0].tolist()
-            if questions[i].labelled and questions[i].n_actions and questions[i].dataset in model.claims
+            for i in np.nonzero(train & labelled)[0].tolist()
+            if questions[i].n_actions and questions[i].dataset in model.claims
         ],
         dtype=np.intp,
     )
@@ -1332,7 +1337,6 @@ def _fit_check_weight(
         over = {ds: cp.overrules for ds, cp in model.claims.items()}
         fold = np.full(len(questions), -1, dtype=np.int32)
         ds_of_q = np.array(data.dataset, dtype=object)
-        labelled = np.array([q.labelled for q in questions], dtype=bool)
         for ds in datasets:
             members = np.nonzero(train & labelled & (ds_of_q == ds))[0]
             fold[members] = _inner_folds(questions, members.tolist())
@@ -1570,11 +1574,16 @@ class Bayes:
             keys = keys_from_calibration(questions, train_mask, calibration)
         else:
             keys = list(group_keys)
-        if self._data is None or self._data[0] is not questions:
-            self._data = (questions, _fit_data(questions))
+        self.prepare_fit(questions)
+        assert self._data is not None
         model = fit_bayes_model(questions, keys, train_mask, _data=self._data[1])
         _fit_check_weight(questions, train_mask, calibration, keys, model, self._data[1])
         return calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: model.model_dump(mode="json")}})
+
+    def prepare_fit(self, questions: Sequence[Question]) -> None:
+        """Build the training tables that every `fit_extra` on ``questions`` shares, unless built already."""
+        if self._data is None or self._data[0] is not questions:
+            self._data = (questions, _fit_data(questions))
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
         """Whether ``calibration`` carries a valid `bayes` observation model."""

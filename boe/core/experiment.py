@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from boe.core.calibration import Calibration
 from boe.core.channels import calibration_warnings
@@ -19,7 +20,7 @@ from boe.core.ledger import LedgerRecord, RecordDict
 from boe.core.metrics import Comparison, MetricRow, compare, summarize
 from boe.core.policies import FittablePolicy, Policy, make_policy
 from boe.core.pool import PoolSpec, make_pool_policy
-from boe.core.replay import CalibrationPlan, ReplayRun, plan_calibration, replay
+from boe.core.replay import CalibrationPlan, ReplayRun, fold_replay, plan_calibration, replay
 from boe.core.version import __version__
 from boe.errors import ConfigError
 
@@ -141,10 +142,13 @@ def run_experiment(
     options = {"eta": eta, "seed": seed}
     spec = pool or PoolSpec()
     built = [make_pool_policy(p, spec, **options) for p in policies]
-    plan = _plan(questions, group_keys, built, calibration, cheap_kappa, seed)
-    runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec)
-    raw_runs = [r for r in runs if r.policy == "raw" and not spec.adaptive and spec.size is None]
-    raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan)[0]
+    has_raw = any(p.name == "raw" for p in built) and not spec.adaptive and spec.size is None
+    plan, done, raw_done = _plan_replays(
+        questions, group_keys, built, budgets, spec, has_raw, calibration, cheap_kappa, seed
+    )
+    runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec, done=done)
+    raw_runs = [r for r in runs if r.policy == "raw"] if has_raw else []
+    raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan, done=raw_done)[0]
     rows = summarize(questions, runs, raw)
     unobserved = {(r.policy, r.budget): n for r in runs if (n := unobserved_purchases(r, questions))}
     by_key = {(r.policy, r.budget): r for r in runs}
@@ -195,6 +199,35 @@ def _check_inputs(
             )
 
 
+def _plan_replays(
+    questions: list[Question],
+    group_keys: list[str],
+    built: list[Policy],
+    budgets: Sequence[float],
+    spec: PoolSpec,
+    has_raw: bool,
+    calibration: str | Calibration,
+    cheap_kappa: float | None,
+    seed: int,
+) -> tuple[CalibrationPlan, list[Any], list[Any]]:
+    """The calibration plan, and the batches already replayed beside a cross-fit's folds (`fold_replay`): the
+    policies', and raw BoN's at budget 0 (the metrics' baseline) unless it is among them."""
+    wanted = [(built, [float(b) for b in budgets], spec)]
+    if not has_raw:
+        wanted.append(([make_pool_policy("raw", PoolSpec())], [0.0], PoolSpec()))
+    then = None
+    if isinstance(calibration, str) and calibration.startswith("crossfit"):
+        replays = [fold_replay(questions, group_keys, pols, bs, ps) for pols, bs, ps in wanted]
+
+        def then(rows: npt.NDArray[np.intp], cal: Calibration) -> list[Any]:
+            return [f(rows, cal) for f in replays]
+
+    plan = _plan(questions, group_keys, built, calibration, cheap_kappa, seed, then)
+    done = [[res for fold in plan.replayed for res in fold[i]] for i in range(len(wanted))]
+    plan.replayed = []
+    return plan, done[0], done[1] if len(done) > 1 else []
+
+
 def _plan(
     questions: list[Question],
     group_keys: list[str],
@@ -202,9 +235,11 @@ def _plan(
     calibration: str | Calibration,
     cheap_kappa: float | None,
     seed: int,
+    then: Callable[[npt.NDArray[np.intp], Calibration], Any] | None = None,
 ) -> CalibrationPlan:
     """The calibration of every question: the file's (which must hold the fitted extras of the policies that
-    have them), or fitted (``fit``/``crossfit``) with those extras."""
+    have them), or fitted (``fit``/``crossfit``) with those extras; a cross-fit with extras runs ``then`` on
+    each fold's held-out rows as soon as that fold is fitted (its fit takes seconds; the others' fits go on)."""
     fittable = [p for p in built if isinstance(p, FittablePolicy)]
     extra_fits = [p.fit_extra for p in fittable]
 
@@ -212,6 +247,12 @@ def _plan(
         for fit in extra_fits:
             cal = fit(qs, train, cal, group_keys)
         return cal
+
+    def prepare(qs: Sequence[Question]) -> None:
+        for p in fittable:
+            shared = getattr(p, "prepare_fit", None)  # optional: what every fold's fit shares, built once
+            if shared is not None:
+                shared(qs)
 
     if not isinstance(calibration, Calibration):
         return plan_calibration(
@@ -221,6 +262,8 @@ def _plan(
             cheap_kappa=cheap_kappa,
             seed=seed,
             extra_fit=extra_fit if extra_fits else None,
+            prepare=prepare if extra_fits else None,
+            then=then if extra_fits else None,  # else the folds are fitted here, and replay forks
         )
     plan = plan_calibration(questions, group_keys, "file", cheap_kappa=cheap_kappa, file_calibration=calibration)
     missing = [p.name for p in fittable if not p.fit_extra_present(calibration)]

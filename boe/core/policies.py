@@ -74,7 +74,10 @@ class Policy(Protocol):
 
 @runtime_checkable
 class FittablePolicy(Protocol):
-    """A policy with parameters of its own beyond the group calibration (``bayes``): fitted beside it."""
+    """A policy with parameters of its own beyond the group calibration (``bayes``): fitted beside it.
+
+    It may also have ``prepare_fit(questions)``: build once what its fits on those questions share,
+    before cross-fit folds are fitted (in forked workers, which inherit it)."""
 
     name: str
 

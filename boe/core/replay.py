@@ -9,14 +9,15 @@ majority, so late steps only touch live questions.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from boe.core.calibration import DEFAULT_CHEAP_KAPPA, Calibration, crossfit_folds, fit_groups
+from boe.core.forked import forked
 from boe.core.graph import Question
 from boe.core.loop import run_policy, skipped_mask
 from boe.core.policies import Policy
@@ -35,8 +36,6 @@ __all__ = [
 ]
 
 F64 = npt.NDArray[np.float64]
-_In = TypeVar("_In")
-_Out = TypeVar("_Out")
 
 #: Elements of one (Q, A, K) batch array; about 32 MB of float64.
 BATCH_ELEMENTS = 4_000_000
@@ -121,6 +120,8 @@ class CalibrationPlan:
     folds: int = 0
     seed: int = 0
     notes: list[str] = field(default_factory=list)
+    # what `plan_calibration`'s ``then`` returned for each fold (`fold_replay`: its replayed batches), in order
+    replayed: list[Any] = field(default_factory=list)
 
     def for_question(self, q: int) -> Calibration:
         return self.calibrations[0 if self.of_question is None else int(self.of_question[q])]
@@ -156,13 +157,18 @@ def plan_calibration(
     file_calibration: Calibration | None = None,
     extra_fit: Callable[[Sequence[Question], npt.NDArray[np.bool_], Calibration], Calibration] | None = None,
     workers: int | None = None,
+    prepare: Callable[[Sequence[Question]], None] | None = None,
+    then: Callable[[npt.NDArray[np.intp], Calibration], Any] | None = None,
 ) -> CalibrationPlan:
     """Resolve ``fit``, ``crossfit[:K]`` or a loaded file into per-question calibrations.
 
     ``extra_fit(questions, train_mask, calibration)`` lets a policy add its own
     fitted parameters (e.g. the `bayes` observation model) on the same data;
     with it, ``workers`` > 1 fits cross-fit folds in forked processes (default:
-    as `replay` splits its batches); results are identical.
+    as `replay` splits its batches); results are identical. ``prepare(questions)``,
+    if given, builds once what every fold's ``extra_fit`` shares, before the
+    folds are fitted; ``then(held_out_rows, calibration)``, in cross-fitting, runs right after
+    each fold's fit where it ran, its results kept in the plan's ``replayed`` (`fold_replay`).
     """
     n_groups = len(group_keys)
     if mode == "file":
@@ -185,21 +191,32 @@ def plan_calibration(
         keys = [f"{q.dataset}\x00{q.question_id}" for q in questions]
         folds = crossfit_folds(keys, n_folds, seed)
 
-        def fit_fold(f: int) -> tuple[int, Calibration]:
+        def fit_fold(f: int) -> tuple[int, tuple[Calibration, Any]]:
             train_q = folds != f
             sel = train_q[owner]
             cal = fit_groups(
                 _sum_by_group(stats[sel], groups[sel], n_groups), group_keys, ck, source=f"crossfit:{n_folds}/fold{f}"
             )
-            return f, cal if extra_fit is None else extra_fit(questions, train_q, cal)
+            cal = cal if extra_fit is None else extra_fit(questions, train_q, cal)
+            return f, (cal, None if then is None else then(np.nonzero(~train_q)[0], cal))
 
-        # a policy's fit (`bayes`: seconds a fold) runs fold 0 here, building what it caches on the
-        # questions (its training tables), then the other folds in forked workers that inherit it
         n_workers = 1 if extra_fit is None else _auto_workers(questions) if workers is None else workers
-        cals = dict([fit_fold(0)])
-        cals.update(_forked(fit_fold, list(range(1, n_folds)), n_workers))
+        if prepare is not None:
+            # what the folds' fits share (`bayes`: its training tables) is built first, then this process fits
+            # fold 0 while forked workers, which inherit it, fit the others
+            prepare(questions)
+            cals = dict(forked(fit_fold, list(range(n_folds)), n_workers, here=1))
+        else:
+            # a policy's fit builds what it caches on the questions in fold 0, here; the workers inherit it
+            cals = dict([fit_fold(0)])
+            cals.update(forked(fit_fold, list(range(1, n_folds)), n_workers))
         return CalibrationPlan(
-            f"crossfit:{n_folds}", [cals[f] for f in range(n_folds)], folds.astype(np.intp), folds=n_folds, seed=seed
+            f"crossfit:{n_folds}",
+            [cals[f][0] for f in range(n_folds)],
+            folds.astype(np.intp),
+            folds=n_folds,
+            seed=seed,
+            replayed=[] if then is None else [cals[f][1] for f in range(n_folds)],
         )
     raise ValueError(f"unknown calibration mode {mode!r}")
 
@@ -235,6 +252,7 @@ def replay(
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
     pool: PoolSpec | None = None,
+    done: Sequence[_BatchResult] = (),
 ) -> list[ReplayRun]:
     """Replay every policy at every budget on every question; one `ReplayRun` per (policy, budget).
 
@@ -243,6 +261,7 @@ def replay(
     wrapped for it (`make_pool_policy`), a built one is used as it is.
     ``workers`` > 1 splits the batches over forked processes (default: up to
     two when the input is large and fork is available); results are identical.
+    ``done``: batches already replayed (`fold_replay`), whose rows are not replayed again.
     """
     opts = policy_options or {}
     spec = pool or PoolSpec()
@@ -256,14 +275,39 @@ def replay(
     runs = [ReplayRun.empty(pol.name, b, n, k_max, _width(b, c_min, a_max), spec) for pol in built for b in budgets]
     if n == 0:
         return runs
-    batches = _batches(questions, np.arange(n))
+    left = np.ones(n, dtype=bool)
+    for res in done:
+        _merge(runs, res)
+        left[res[0]] = False
+        if progress is not None:
+            progress(len(res[0]))
+    batches = _batches(questions, np.nonzero(left)[0])
     job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan, spec)
     # each batch's result: in this process, or from forked workers as they finish
-    for res in _forked(job.run, batches, _auto_workers(questions) if workers is None else workers):
+    for res in forked(job.run, batches, _auto_workers(questions) if workers is None else workers):
         _merge(runs, res)
         if progress is not None:
             progress(len(res[0]))
     return runs
+
+
+def fold_replay(
+    questions: Sequence[Question],
+    group_keys: list[str],
+    policies: Sequence[Policy],
+    budgets: Sequence[float],
+    pool: PoolSpec | None = None,
+) -> Callable[[npt.NDArray[np.intp], Calibration], list[_BatchResult]]:
+    """`plan_calibration`'s ``then`` that replays a fold's held-out rows under its calibration in the process
+    that fitted it (while other folds are still being fitted); `replay` takes the results as ``done``."""
+    _check_labels(policies, questions)
+
+    def run(rows: npt.NDArray[np.intp], calibration: Calibration) -> list[_BatchResult]:
+        plan = CalibrationPlan("file", [calibration], None)
+        job = _Job(questions, group_keys, list(policies), [float(b) for b in budgets], plan, pool or PoolSpec())
+        return [job.run(batch) for batch in _batches(questions, rows)]
+
+    return run
 
 
 def _check_labels(policies: Sequence[Policy], questions: Sequence[Question]) -> None:
@@ -272,22 +316,6 @@ def _check_labels(policies: Sequence[Policy], questions: Sequence[Question]) -> 
         if pol.reads_labels and any(not q.labelled for q in questions):
             missing = next(q.question_id for q in questions if not q.labelled)
             raise ValueError(f"policy {pol.name!r} reads utilities, but question {missing!r} has none")
-
-
-def _forked(task: Callable[[_In], _Out], items: list[_In], workers: int) -> Iterator[_Out]:
-    """``task`` of each item: in this process, or (``workers`` > 1) in forked workers, as they finish."""
-    if workers <= 1 or len(items) < 2:
-        yield from (task(x) for x in items)
-        return
-    import multiprocessing as mp
-
-    global _TASK
-    _TASK = task
-    try:
-        with mp.get_context("fork").Pool(workers) as procs:
-            yield from procs.imap_unordered(_run_task, items)
-    finally:
-        _TASK = None
 
 
 def _width(budget: float, c_min: float, a_max: int) -> int:
@@ -376,15 +404,6 @@ class _Job:
                 run_policy(st, pol, outcomes, sink, skipped)
                 out.append(_collect(rows, collected, picks))
         return rows, out
-
-
-#: The task of `_forked`'s workers (inherited by the fork, never pickled).
-_TASK: Callable[[Any], Any] | None = None
-
-
-def _run_task(item: Any) -> Any:
-    assert _TASK is not None
-    return _TASK(item)
 
 
 def _collect(

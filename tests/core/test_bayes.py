@@ -495,6 +495,26 @@ def test_crossfit_folds_fitted_in_forked_workers_equal_the_serial_fit():
     assert [c.model_dump() for c in forked.calibrations] == [c.model_dump() for c in serial.calibrations]
 
 
+def test_folds_fitted_here_and_in_workers_after_a_prepare_equal_the_serial_fit():
+    qs, groups = _questions(list(pool_ledger(90, seed=43)))
+    serial = plan_calibration(qs, groups.keys, "crossfit:4", extra_fit=Bayes().fit_extra, workers=1)
+    pol = Bayes()
+    forked = plan_calibration(
+        qs, groups.keys, "crossfit:4", extra_fit=pol.fit_extra, workers=2, prepare=pol.prepare_fit
+    )
+    assert [c.model_dump() for c in forked.calibrations] == [c.model_dump() for c in serial.calibrations]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_folds_replayed_where_they_were_fitted_equal_a_replay_after_the_fit(monkeypatch, workers):
+    monkeypatch.setenv("BOE_WORKERS", workers)
+    qs, groups = _questions(list(pool_ledger(60, seed=47)))
+    exp = run_experiment(qs, groups.keys, ["bayes", "boe"], [4, 16], calibration="crossfit:3", resamples=10)
+    assert exp.plan.replayed == []  # handed to the replay, not kept
+    again = replay(qs, groups.keys, ["bayes", "boe"], [4, 16], exp.plan, workers=1)
+    assert [transcripts(r, qs) for r in exp.runs] == [transcripts(r, qs) for r in again]
+
+
 def test_claim_stances_of_many_questions_at_once_equal_one_question_at_a_time():
     from boe.core.bayes import _claim_stances, stance_counts
 
