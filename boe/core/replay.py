@@ -221,18 +221,29 @@ def plan_calibration(
     raise ValueError(f"unknown calibration mode {mode!r}")
 
 
-def _batches(questions: Sequence[Question], rows: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
-    """Group rows of similar (A, K) into batches of at most BATCH_ELEMENTS padded elements."""
-    shape_a = np.array([max(questions[r].n_actions, 1) for r in rows])
-    shape_k = np.array([questions[r].k for r in rows])
+#: Fewest elements in a batch split for `parts` processes (below this, a batch costs more than it saves).
+MIN_SPLIT_ELEMENTS = 100_000
+
+
+def _batches(
+    questions: Sequence[Question], rows: npt.NDArray[np.intp], parts: int = 1
+) -> list[npt.NDArray[np.intp]]:
+    """Group rows of similar (A, K) into batches of at most BATCH_ELEMENTS padded elements; for ``parts`` > 1
+    processes, into at least about 2 x ``parts`` batches, so that they share the work evenly (3,000 questions
+    were one batch of 2,941 and one of 59: one worker replayed nearly all)."""
+    shape_a = np.array([max(questions[r].n_actions, 1) for r in rows], dtype=np.int64)
+    shape_k = np.array([questions[r].k for r in rows], dtype=np.int64)
     order = rows[np.lexsort((shape_k, shape_a))]
+    cap = BATCH_ELEMENTS
+    if parts > 1:
+        cap = min(cap, max(MIN_SPLIT_ELEMENTS, -(-int((shape_a * shape_k).sum()) // (2 * parts))))
     out: list[npt.NDArray[np.intp]] = []
     start = 0
     a_max = k_max = 0
     for i, r in enumerate(order):
         q = questions[r]
         na, nk = max(a_max, max(q.n_actions, 1)), max(k_max, q.k)
-        if i > start and (i - start + 1) * na * nk > BATCH_ELEMENTS:
+        if i > start and (i - start + 1) * na * nk > cap:
             out.append(order[start:i])
             start, na, nk = i, max(q.n_actions, 1), q.k
         a_max, k_max = na, nk
@@ -281,10 +292,11 @@ def replay(
         left[res[0]] = False
         if progress is not None:
             progress(len(res[0]))
-    batches = _batches(questions, np.nonzero(left)[0])
+    procs = _auto_workers(questions) if workers is None else workers
+    batches = _batches(questions, np.nonzero(left)[0], procs)
     job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan, spec)
     # each batch's result: in this process, or from forked workers as they finish
-    for res in forked(job.run, batches, _auto_workers(questions) if workers is None else workers):
+    for res in forked(job.run, batches, procs):
         _merge(runs, res)
         if progress is not None:
             progress(len(res[0]))

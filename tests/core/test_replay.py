@@ -209,6 +209,29 @@ def test_parallel_replay_equals_serial(monkeypatch):
         assert transcripts(a, qs) == transcripts(b, qs)
 
 
+def test_batches_are_split_so_the_workers_share_the_work(monkeypatch):
+    """With 2 processes no batch holds most questions (3,000 were split 2,941 + 59: one worker did nearly all),
+    and the replay equals the serial one."""
+    import importlib
+
+    replay_mod = importlib.import_module("boe.core.replay")
+
+    recs = list(pool_ledger(150, seed=9))
+    qs, groups = _questions(recs)
+    monkeypatch.setattr(replay_mod, "MIN_SPLIT_ELEMENTS", 1_000)
+    rows = np.arange(len(qs))
+    assert len(replay_mod._batches(qs, rows)) == 1  # one process: one batch, as before
+    split = replay_mod._batches(qs, rows, parts=2)
+    assert len(split) >= 4 and max(len(b) for b in split) <= len(qs) // 2
+    assert sorted(np.concatenate(split).tolist()) == rows.tolist()
+    plan = plan_calibration(qs, groups.keys, "crossfit:3")
+    pols = ["boe", "boe-factor", "random-factor", "label-guided", "whole"]
+    serial = replay(qs, groups.keys, pols, [2, 16], plan, workers=1)
+    par = replay(qs, groups.keys, pols, [2, 16], plan, workers=2)
+    for a, b in zip(serial, par, strict=True):
+        assert transcripts(a, qs) == transcripts(b, qs)
+
+
 # --- hand-computed golden cases -------------------------------------------------
 
 W55 = math.log(0.55 / 0.45)
