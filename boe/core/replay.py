@@ -225,9 +225,7 @@ def plan_calibration(
 MIN_SPLIT_ELEMENTS = 100_000
 
 
-def _batches(
-    questions: Sequence[Question], rows: npt.NDArray[np.intp], parts: int = 1
-) -> list[npt.NDArray[np.intp]]:
+def _batches(questions: Sequence[Question], rows: npt.NDArray[np.intp], parts: int = 1) -> list[npt.NDArray[np.intp]]:
     """Group rows of similar (A, K) into batches of at most BATCH_ELEMENTS padded elements; for ``parts`` > 1
     processes, into at least about 2 x ``parts`` batches, so that they share the work evenly (3,000 questions
     were one batch of 2,941 and one of 59: one worker replayed nearly all)."""
