@@ -187,7 +187,7 @@ def load_questions(
     paths = [ledgers] if isinstance(ledgers, (str, Path)) else list(ledgers)
     runs = [] if run is None else [run] if isinstance(run, str) else list(run)
     if db is not None and not runs:
-        raise ConfigError("--db needs --run NAME")
+        runs = [_only_run(db)]  # as `boe report` and `boe show`: the store's one run
     if runs and db is None:
         raise ConfigError("--run needs --db (the store holding the run)")
     if not paths and not runs:
@@ -230,6 +230,18 @@ def load_questions(
                 sources.append(f"{redact_url(db) if '@' in db else db}#{name}")
     inputs: Any = [str(p) for p in paths] if not runs else {"db": redact_url(db or ""), "runs": runs}
     return LoadedQuestions(questions, groups, None, inputs, sources, bad)
+
+
+def _only_run(db: str) -> str:
+    """The name of the one run in store ``db``; else a `ConfigError` asking for --run and naming the runs."""
+    from boe.db import Store
+    from boe.util import redact_url
+
+    with Store(_db_url(db), create=False) as store:
+        names = [r.name for r in store.list_runs()]
+    if len(names) != 1:
+        raise ConfigError(f"--db needs --run NAME; runs in {redact_url(db)}: {', '.join(names) or 'none'}")
+    return names[0]
 
 
 def _load_run(

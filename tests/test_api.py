@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import boe
-from boe.errors import ConfigError
+from boe.errors import ConfigError, StoreNotFoundError
 from boe.sim.ledgers import pool_ledger
 
 BOE = str(Path(sys.executable).with_name("boe"))
@@ -78,8 +78,8 @@ def test_ledgers_round_trip(pool: Path, tmp_path: Path) -> None:
 def test_bad_requests_are_config_errors(pool: Path) -> None:
     with pytest.raises(ConfigError, match="unknown policy 'best'"):
         boe.replay(pool, policies="best")
-    with pytest.raises(ConfigError, match="--db needs --run"):
-        boe.load_questions(db="x.db")
+    with pytest.raises(StoreNotFoundError, match="no store at"):
+        boe.load_questions(db="x.db")  # no --run: the store's one run, but there is no store
     with pytest.raises(ConfigError, match="give ledger files"):
         boe.load_questions()
     with pytest.raises(ConfigError, match="cheap_kappa"):

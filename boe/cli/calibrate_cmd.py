@@ -16,7 +16,11 @@ __all__ = ["register"]
 def calibrate_command(
     ledgers: list[Path] = typer.Argument(None, help="Ledger-v1 JSONL files (full ledgers).", show_default=False),
     db: Optional[str] = typer.Option(None, "--db", help="Store URL or path holding the runs."),
-    run: Optional[list[str]] = typer.Option(None, "--run", help="A labelled full-ledger run in --db (repeatable)."),
+    run: Optional[list[str]] = typer.Option(
+        None,
+        "--run",
+        help="A labelled full-ledger run in --db (repeatable; may be left out when the store holds one run).",
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="The calibration file to write."),
     cheap_kappa: Optional[float] = typer.Option(
         None, "--cheap-kappa", help="kappa of the cheap prior.", show_default="0.55"
@@ -55,7 +59,7 @@ def calibrate_command(
         return
     from boe.api import fit_calibration, load_questions
 
-    if not ledgers and not run:
+    if not ledgers and not run and db is None:
         raise ConfigError("give labelled full-ledger runs (--db DB --run NAME) or ledger files to fit on")
     loaded = load_questions(ledgers or [], db=db, run=run or None)
     command = "boe calibrate " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else None

@@ -72,7 +72,9 @@ def replay_command(
     db: Optional[str] = typer.Option(
         None, "--db", help="Replay a stored run instead of files (sqlite:///file.db, postgresql+psycopg://...)."
     ),
-    run: Optional[str] = typer.Option(None, "--run", help="Run name in --db."),
+    run: Optional[str] = typer.Option(
+        None, "--run", help="Run name in --db (may be left out when the store holds one run)."
+    ),
     pool: str = typer.Option(
         "fixed",
         "--pool",

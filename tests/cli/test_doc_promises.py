@@ -311,3 +311,22 @@ def test_an_unknown_live_policy_lists_only_the_policies_that_can_run_live(tmp_pa
     res = boe("ask", "x.png", "q", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--policy", "bayse")
     line = one_error(res)
     assert res.returncode == 2 and "unknown policy 'bayse'; known: bayes," in line and "label-guided" not in line
+
+
+def test_replay_and_calibrate_read_a_stores_one_run_without_run(store: Path, tmp_path: Path) -> None:
+    """--run may be left out when the store holds one run (as for report and show); with two it names them."""
+    import json
+
+    opts = ("--policy", "raw,boe", "--budget", "4", "--json")
+    named = boe("replay", "--db", str(store), "--run", "r", *opts)
+    alone = boe("replay", "--db", str(store), *opts)
+    assert named.returncode == 0 and alone.returncode == 0, alone.stderr
+    assert json.loads(alone.stdout)["results"] == json.loads(named.stdout)["results"]
+    cal = boe("calibrate", "--db", str(store), "--out", str(tmp_path / "c.json"))
+    assert cal.returncode == 0 and (tmp_path / "c.json").is_file(), cal.stderr
+    from boe.db import Store, import_ledger
+
+    with Store(store) as s:
+        import_ledger(s, [write_ledger(tmp_path / "more.jsonl", pool_ledger(5, seed=4))], "s")
+    two = boe("replay", "--db", str(store), *opts)
+    assert two.returncode == 2 and "--db needs --run NAME; runs in" in one_error(two) and "r, s" in two.stderr
