@@ -315,7 +315,8 @@ def fold_replay(
     def run(rows: npt.NDArray[np.intp], calibration: Calibration) -> list[_BatchResult]:
         plan = CalibrationPlan("file", [calibration], None)
         job = _Job(questions, group_keys, list(policies), [float(b) for b in budgets], plan, pool or PoolSpec())
-        return [job.run(batch) for batch in _batches(questions, rows)]
+        # in batches as for two processes: a fold's worker holds a quarter of its rows' arrays at a time
+        return [job.run(batch) for batch in _batches(questions, rows, 2)]
 
     return run
 
