@@ -233,15 +233,11 @@ def load_questions(
 
 
 def _only_run(db: str) -> str:
-    """The name of the one run in store ``db``; else a `ConfigError` asking for --run and naming the runs."""
+    """The name of the one run in store ``db`` (`Store.only_run`)."""
     from boe.db import Store
-    from boe.util import redact_url
 
     with Store(_db_url(db), create=False) as store:
-        names = [r.name for r in store.list_runs()]
-    if len(names) != 1:
-        raise ConfigError(f"--db needs --run NAME; runs in {redact_url(db)}: {', '.join(names) or 'none'}")
-    return names[0]
+        return store.only_run()
 
 
 def _load_run(

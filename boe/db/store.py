@@ -234,6 +234,14 @@ class Store:
         with self._read() as conn:
             return [_run_info(r) for r in conn.execute(select(_R).order_by(_R.c.id))]
 
+    def only_run(self, names: Sequence[str] | None = None) -> str:
+        """The one run of ``names`` (default: of the store), which a command may take without --run; else a
+        `ConfigError` asking for --run and naming the runs."""
+        names = [r.name for r in self.list_runs()] if names is None else list(names)
+        if len(names) != 1:
+            raise ConfigError(f"--db needs --run NAME; runs in {self.url}: {', '.join(names) or 'none'}")
+        return names[0]
+
     def delete_run(self, run: RunRef) -> None:
         """Delete a run and everything stored for it."""
         run_id = self._run_id(run)

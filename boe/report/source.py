@@ -154,9 +154,7 @@ def open_source(
                     if not holding:
                         raise ConfigError(f"no question {question[0]!r} in any run of {store.url} ({', '.join(names)})")
                     names, also_in = holding[-1:], holding[:-1]
-                if len(names) != 1:
-                    raise ConfigError(f"--db needs --run NAME; runs in {store.url}: {', '.join(names) or 'none'}")
-                run = names[0]
+                run = store.only_run(names)
             info = store.get_run(run)
             if root is None:  # the dataset root the batch read its images from
                 agent = (info.config or {}).get("agent") if isinstance(info.config, dict) else None
