@@ -142,13 +142,16 @@ def run_experiment(
     options = {"eta": eta, "seed": seed}
     spec = pool or PoolSpec()
     built = [make_pool_policy(p, spec, **options) for p in policies]
-    has_raw = any(p.name == "raw" for p in built) and not spec.adaptive and spec.size is None
+    # the metrics' baseline: raw BoN on the same pool (fixed or fixed:K), or on every candidate for a pool that
+    # draws them (the fixed pool it stands in for)
+    base = PoolSpec() if spec.adaptive else spec
+    has_raw = any(p.name == "raw" for p in built) and not spec.adaptive
     plan, done, raw_done = _plan_replays(
-        questions, group_keys, built, budgets, spec, has_raw, calibration, cheap_kappa, seed, progress
+        questions, group_keys, built, budgets, spec, base, has_raw, calibration, cheap_kappa, seed, progress
     )
     runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec, done=done)
     raw_runs = [r for r in runs if r.policy == "raw"] if has_raw else []
-    raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan, done=raw_done)[0]
+    raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan, pool=base, done=raw_done)[0]
     rows = summarize(questions, runs, raw)
     unobserved = {(r.policy, r.budget): n for r in runs if (n := unobserved_purchases(r, questions))}
     by_key = {(r.policy, r.budget): r for r in runs}
@@ -205,6 +208,7 @@ def _plan_replays(
     built: list[Policy],
     budgets: Sequence[float],
     spec: PoolSpec,
+    base: PoolSpec,
     has_raw: bool,
     calibration: str | Calibration,
     cheap_kappa: float | None,
@@ -212,11 +216,11 @@ def _plan_replays(
     progress: Callable[[int], None] | None = None,
 ) -> tuple[CalibrationPlan, list[Any], list[Any]]:
     """The calibration plan, and the batches already replayed beside a cross-fit's folds (`fold_replay`): the
-    policies', and raw BoN's at budget 0 (the metrics' baseline) unless it is among them; ``progress`` counts the
-    policies' rows of each fold as its fit and replay arrive."""
+    policies', and raw BoN's at budget 0 on the ``base`` pool (the metrics' baseline) unless it is among them;
+    ``progress`` counts the policies' rows of each fold as its fit and replay arrive."""
     wanted = [(built, [float(b) for b in budgets], spec)]
     if not has_raw:
-        wanted.append(([make_pool_policy("raw", PoolSpec())], [0.0], PoolSpec()))
+        wanted.append(([make_pool_policy("raw", base)], [0.0], base))
     then = fitted = None
     if isinstance(calibration, str) and calibration.startswith("crossfit"):
         replays = [fold_replay(questions, group_keys, pols, bs, ps) for pols, bs, ps in wanted]
