@@ -121,7 +121,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from boe.core.calibration import Calibration, Priors, crossfit_folds, default_names
-from boe.core.graph import Question
+from boe.core.graph import N_FACTOR_CODES, Question
 from boe.core.monotone import monotone_tables
 from boe.core.policies import IntArr, Policy, register_policy
 from boe.core.relevance import posterior_relevance
@@ -527,178 +527,199 @@ def _true_answers(q: Question) -> tuple[list[int], float]:
     return right, (1.0 / len(right) if right else 1.0)
 
 
-def _cat(parts: list[Any], dtype: Any, shape: tuple[int, ...] = ()) -> Any:
-    if parts:
-        return np.concatenate(parts).astype(dtype)
-    return np.zeros((0, *shape), dtype=dtype)
-
-
-class _LatentRows:
-    """Accumulates the latent rows and their actions of `_FitData`."""
-
-    def __init__(self) -> None:
-        keys = ("cq", "cc", "ca", "ck", "cw", "fr", "fg", "fo", "fw", "fb", "fk")
-        self.parts: dict[str, list[Any]] = {k: [] for k in keys}
-        self.n = 0
-
-    def add(
-        self,
-        qi: int,
-        weight: float,
-        counts: F64,
-        aligned: B_,
-        cls: I64,
-        local: Any,
-        group: Any,
-        out: I64,
-        whole: bool,
-        bins: I64,
-        kinds: Any,
-    ) -> None:
-        p, size = self.parts, cls.size
-        p["cq"].append(np.full(size, qi, dtype=np.int64))
-        p["cc"].append(counts)
-        p["ca"].append(aligned)
-        p["ck"].append(cls)
-        p["cw"].append(np.full(size, weight))
-        p["fr"].append(self.n + np.asarray(local, dtype=np.int64))
-        p["fg"].append(np.asarray(group, dtype=np.int64))
-        p["fo"].append(out)
-        p["fw"].append(np.full(out.size, whole))
-        p["fb"].append(np.asarray(bins, dtype=np.int64))
-        p["fk"].append(np.asarray(kinds, dtype=np.int64))
-        self.n += size
-
-
-def _claim_stances(
-    questions: Sequence[Question], ids: Sequence[int], chunk: int = 256
-) -> dict[int, tuple[I64, F64, B_, I64]]:
-    """Per question of ``ids``: the index of each factor action's claim among its distinct claims, and their
-    `stance_counts` (counts, aligned, class; without the question axis).
-
-    Many questions per `stance_counts` call, padded with invalid candidates, silent claims and absent answers
-    (none of which counts: the counts are the same integer sums)."""
-    out: dict[int, tuple[I64, F64, B_, I64]] = {}
-    items = []
-    for qi in ids:
-        q = questions[qi]
-        claims, local = np.unique(q.action_claim[q.is_factor], return_inverse=True)
-        valid = q.answer_id >= 0
-        items.append((qi, claims, local.reshape(-1).astype(np.int64), int(q.answer_id.max()) + 1 if valid.any() else 0))
-    for start in range(0, len(items), chunk):
-        part = items[start : start + chunk]
-        m = max(c.size for _, c, _, _ in part)
-        k = max(questions[qi].answer_id.size for qi, _, _, _ in part)
-        d = max(dq for _, _, _, dq in part)
-        stance = np.zeros((len(part), m, k), dtype=np.int8)
-        aid = np.full((len(part), k), -1, dtype=np.int32)
-        for i, (qi, claims, _, _) in enumerate(part):
-            q = questions[qi]
-            stance[i, : claims.size, : q.answer_id.size] = q.incidence[claims]
-            aid[i, : q.answer_id.size] = q.answer_id
-        counts, aligned, cls = stance_counts(stance, aid, d)
-        for i, (qi, claims, local, dq) in enumerate(part):
-            cols = np.r_[0:dq, d]  # the question's answers, then `none`
-            out[qi] = (
-                local,
-                counts[i, : claims.size][:, cols],
-                aligned[i, : claims.size],
-                cls[i, : claims.size][:, cols],
-            )
+def _ragged(starts: I64, lengths: I64) -> I64:
+    """The concatenated ranges ``starts[i] .. starts[i] + lengths[i] - 1``."""
+    ends = np.cumsum(lengths)
+    out: I64 = np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64)
+    out += np.repeat(starts - (ends - lengths), lengths)
     return out
 
 
+def _offsets(lengths: I64) -> I64:
+    """Where each segment of these lengths starts in their concatenation."""
+    out: I64 = np.zeros(lengths.size, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=out[1:])
+    return out
+
+
+def _segments(lengths: I64) -> I64:
+    """The segment of each element of a concatenation of segments of these lengths."""
+    out: I64 = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
+    return out
+
+
+def _flat(questions: Sequence[Question], name: str, dtype: Any) -> Any:
+    """One array of the questions, all concatenated (matrices flattened row by row)."""
+    parts = [getattr(q, name).reshape(-1) for q in questions]
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+
+
 def _fit_data(questions: Sequence[Question]) -> _FitData:
-    prior: list[tuple[int, F64, float, int, float]] = []
-    rows = _LatentRows()
-    truth: dict[int, tuple[list[int], float]] = {}
-    stance: dict[int, _StanceParts | None] = {}
-    claim_stances = _claim_stances(questions, [i for i, q in enumerate(questions) if q.labelled and q.is_factor.any()])
-    labelled = np.zeros(len(questions), dtype=bool)
-    for qi, q in enumerate(questions):
-        if not q.labelled:
-            continue
-        labelled[qi] = True
-        right, weight = truth[qi] = _true_answers(q)
-        hyps = right if right else [-1]
-        valid = q.answer_id >= 0
-        d = int(q.answer_id.max()) + 1 if valid.any() else 0
-        n_ans = np.bincount(q.answer_id[valid], minlength=d).astype(np.float64)
-        prior.extend((qi, n_ans, float(q.k), h, weight) for h in hyps)
-        out = _outcome_index(q.outcome)
-        fac = np.nonzero(q.is_factor)[0]
-        whole = np.nonzero(~q.is_factor)[0]
-        n_valid = float(valid.sum())
-        if fac.size:
-            local, counts, aligned, cls = claim_stances.pop(qi)
-            # the same claims as `_stance_parts` reads
-            stance[qi] = _stance_part(q, counts, aligned, right, weight) if d else None
-            inc = q.incidence[q.action_claim[fac]][:, valid]
-            n_a, n_d = (inc == 1).sum(axis=1), (inc == -1).sum(axis=1)
-            fbins = standing_bin(n_a, n_a > n_d, n_valid)
-        if whole.size:
-            judged = q.answer_id[q.action_candidate[whole]]  # -1: an invalid response, never right
-            answers, wlocal = np.unique(judged, return_inverse=True)
-            held = np.where(judged >= 0, n_ans[np.maximum(judged, 0)] if d else 0.0, 0.0)
-            wbins = standing_bin(held, (judged >= 0) & (held == (n_ans.max() if d else 0.0)), n_valid)
-        for h in hyps:
-            if fac.size:
-                col = h if h >= 0 else d
-                rows.add(
-                    qi,
-                    weight,
-                    counts[:, col],
-                    aligned,
-                    cls[:, col],
-                    local,
-                    q.group[fac],
-                    out[fac],
-                    False,
-                    fbins,
-                    q.kind[fac],
-                )
-            if whole.size:
-                verdict_cls = np.where((answers == h) & (answers >= 0), 3, 4).astype(np.int64)
-                no_stance = np.zeros((answers.size, 2, 3))
-                rows.add(
-                    qi,
-                    weight,
-                    no_stance,
-                    np.ones(answers.size, bool),
-                    verdict_cls,
-                    wlocal,
-                    q.group[whole],
-                    out[whole],
-                    True,
-                    wbins,
-                    q.kind[whole],
-                )
-    dmax = max((r[1].size for r in prior), default=0)
-    p_counts = np.zeros((len(prior), max(dmax, 1)))
-    for i, r in enumerate(prior):
-        p_counts[i, : r[1].size] = r[1]
-    return _FitData(
-        pq=np.array([r[0] for r in prior], dtype=np.int64),
+    """The training tables of ``questions`` (`_FitData`), built over all of them at once.
+
+    Per labelled question and each hypothesis H of its truth (its true answers, else `none`) in turn: a prior
+    row; the latent rows of the distinct claims its factor actions read (their stance counts under H), then of
+    the distinct answers its response checks judge (H's or another's verdict); and one row per action, factor
+    actions first, naming its latent row. The questions' arrays are concatenated and reduced by question
+    (integer sums by segment), so the tables equal a question-by-question build exactly.
+    """
+    n = len(questions)
+    k_all = np.array([q.utility.size for q in questions], dtype=np.int64)
+    unknown = ~np.isfinite(_flat(questions, "utility", np.float64))
+    labelled: B_ = np.bincount(_segments(k_all)[unknown], minlength=n) == 0
+    lab = np.nonzero(labelled)[0].astype(np.int64)
+    qs = [questions[i] for i in lab.tolist()]
+    nq = len(qs)
+    # candidates and answers; answers of all questions in one column (`a_off`: each question's first)
+    k = k_all[lab]
+    c_off = _offsets(k)
+    aid = _flat(qs, "answer_id", np.int64)
+    cq = _segments(k)
+    valid = aid >= 0
+    d = np.zeros(nq, dtype=np.int64)
+    np.maximum.at(d, cq, aid + 1)
+    n_valid = np.bincount(cq[valid], minlength=nq).astype(np.float64)
+    a_off = _offsets(d)
+    n_dist = int(d.sum())
+    fa = (a_off[cq] + aid)[valid]
+    held_n = np.bincount(fa, minlength=n_dist)
+    utility = _flat(qs, "utility", np.float64)[valid]
+    right = np.bincount(fa, weights=utility, minlength=n_dist) / np.maximum(held_n, 1) >= 0.5
+    n_ans = held_n.astype(np.float64)  # candidates holding each answer
+    top_n = np.zeros(nq)
+    np.maximum.at(top_n, _segments(d), n_ans)
+    right_at = np.nonzero(right)[0]
+    right_q = _segments(d)[right_at]
+    n_right = np.bincount(right_q, minlength=nq)
+    weight = np.where(n_right > 0, 1.0 / np.maximum(n_right, 1), 1.0)
+    # the hypotheses: (question, true answer, or -1 for `none`); one prior row each
+    hq = _segments(np.maximum(n_right, 1))
+    h = np.full(hq.size, -1, dtype=np.int64)
+    h[n_right[hq] > 0] = right_at - a_off[right_q]
+    p_counts = np.zeros((hq.size, max(int(d.max(initial=0)), 1)))
+    at = _ragged(a_off[hq], d[hq])
+    p_counts[_segments(d[hq]), at - np.repeat(a_off[hq], d[hq])] = n_ans[at]
+    # actions
+    n_act = np.array([q.kind.size for q in qs], dtype=np.int64)
+    aq = _segments(n_act)
+    kind = _flat(qs, "kind", np.int64)
+    fac = kind < N_FACTOR_CODES
+    fq, wq = aq[fac], aq[~fac]
+    # the distinct claims the factor actions of each question read, in order (np.unique per question)
+    m = np.array([q.incidence.shape[0] for q in qs], dtype=np.int64)
+    span = int(m.max(initial=0)) + 1
+    claims, f_local = np.unique(fq * span + _flat(qs, "action_claim", np.int64)[fac], return_inverse=True)
+    uq = claims // span
+    n_claims = np.bincount(uq, minlength=nq)
+    u_first = _offsets(n_claims)
+    f_claim = f_local.reshape(-1)
+    # each claim's valid candidates by stance (assert, deny, silent), and by answer and stance
+    eu = _segments(k[uq])
+    ent = _ragged(_offsets(m * k)[uq] + (claims - uq * span) * k[uq], k[uq])
+    ea = aid[_ragged(c_off[uq], k[uq])]
+    st = _flat(qs, "incidence", np.int8)[ent]
+    s = np.where(st == 1, 0, np.where(st == -1, 1, np.where(st == 0, 2, -1)))
+    keep = (ea >= 0) & (s >= 0)
+    total = np.bincount(eu[keep] * 3 + s[keep], minlength=3 * uq.size).reshape(-1, 3).astype(np.float64)
+    ud = d[uq]
+    mine = np.bincount((_offsets(ud)[eu] + ea)[keep] * 3 + s[keep], minlength=3 * int(ud.sum()))
+    mine = mine.reshape(-1, 3).astype(np.float64)
+    # `stance_counts` of every claim: rows of its question's answers, then `none` (`row_off`: a claim's first)
+    row_off = _offsets(ud + 1)
+    ans_rows = _ragged(row_off, ud)
+    au = _segments(ud)
+    counts = np.zeros((int((ud + 1).sum()), 2, 3))
+    counts[ans_rows, 0] = mine
+    counts[ans_rows, 1] = total[au] - mine
+    counts[row_off + ud, 1] = total
+    held = n_ans[a_off[uq[au]] + ans_rows - row_off[au]]
+    ok = (held <= 0) | (mine[:, 0] == held) | (mine[:, 1] == held)
+    aligned = (np.bincount(au[~ok], minlength=uq.size) == 0) & (n_valid[uq] > 0)
+    cls = np.full(counts.shape[0], 2, dtype=np.int64)
+    cls[ans_rows] = np.where(mine[:, 0] > 0, 0, 1)
+    n_a, n_d = total[f_claim, 0], total[f_claim, 1]
+    f_bins = standing_bin(n_a, n_a > n_d, n_valid[fq])
+    # the distinct answers the response checks of each question judge (-1: an invalid response, never right)
+    judged = aid[c_off[wq] + _flat(qs, "action_candidate", np.int64)[~fac]]
+    span = int(d.max(initial=0)) + 2
+    answers, w_local = np.unique(wq * span + judged + 1, return_inverse=True)
+    wuq = answers // span
+    answers = answers - wuq * span - 1
+    n_judged = np.bincount(wuq, minlength=nq)
+    w_answer = w_local.reshape(-1)
+    w_held = np.append(n_ans, 0.0)[np.where(judged >= 0, a_off[wq] + judged, n_dist)]
+    w_bins = standing_bin(w_held, (judged >= 0) & (w_held == top_n[wq]), n_valid[wq])
+    # each question's latents (its claims, then its judged answers) and actions (factor, then response checks)
+    n_lat = n_claims + n_judged
+    t_off = _offsets(n_lat)
+    t_claim = t_off[uq] + np.arange(uq.size) - u_first[uq]
+    t_answer = t_off[wuq] + n_claims[wuq] + np.arange(wuq.size) - _offsets(n_judged)[wuq]
+    t_fac = np.zeros(n_lat.sum(), dtype=bool)
+    t_fac[t_claim] = True
+    t_src = np.zeros(t_fac.size, dtype=np.int64)  # a claim's first row in `counts`, or the judged answer
+    t_src[t_claim], t_src[t_answer] = row_off, answers
+    t_aligned = np.ones(t_fac.size, dtype=bool)
+    t_aligned[t_claim] = aligned
+    n_fac = np.bincount(fq, minlength=nq)
+    act_off = _offsets(n_act)
+    order = np.concatenate([np.nonzero(fac)[0], np.nonzero(~fac)[0]])
+    pos = np.concatenate(
+        [
+            act_off[fq] + np.arange(fq.size) - _offsets(n_fac)[fq],
+            act_off[wq] + n_fac[wq] + np.arange(wq.size) - _offsets(n_act - n_fac)[wq],
+        ]
+    )
+    a_src, a_latent, a_bin = (np.empty(aq.size, dtype=np.int64) for _ in range(3))
+    a_src[pos] = order
+    a_latent[pos] = np.concatenate([f_claim - u_first[fq], n_claims[wq] + w_answer - _offsets(n_judged)[wq]])
+    a_bin[pos] = np.concatenate([f_bins, w_bins])
+    # every hypothesis: its question's latent rows and action rows
+    lat = _ragged(t_off[hq], n_lat[hq])
+    lh = _segments(n_lat[hq])
+    lat_fac = t_fac[lat]
+    src = t_src[lat]
+    c_counts = np.zeros((lat.size, 2, 3))
+    at = (src + np.where(h >= 0, h, d[hq])[lh])[lat_fac]
+    c_counts[lat_fac] = counts[at]
+    c_cls = np.where((src == h[lh]) & (src >= 0), 3, 4)
+    c_cls[lat_fac] = cls[at]
+    act = _ragged(act_off[hq], n_act[hq])
+    act_src = a_src[act]
+    out = _outcome_index(_flat(qs, "outcome", np.int8))
+    data = _FitData(
+        pq=lab[hq],
         p_counts=p_counts,
-        p_k=np.array([r[2] for r in prior]),
-        p_true=np.array([r[3] for r in prior], dtype=np.int64),
-        p_w=np.array([r[4] for r in prior]),
-        cq=_cat(rows.parts["cq"], np.int64),
-        c_counts=_cat(rows.parts["cc"], np.float64, (2, 3)),
-        c_aligned=_cat(rows.parts["ca"], bool),
-        c_cls=_cat(rows.parts["ck"], np.int64),
-        c_w=_cat(rows.parts["cw"], np.float64),
-        f_row=_cat(rows.parts["fr"], np.int64),
-        f_group=_cat(rows.parts["fg"], np.int64),
-        f_out=_cat(rows.parts["fo"], np.int64),
-        f_whole=_cat(rows.parts["fw"], bool),
-        f_bin=_cat(rows.parts["fb"], np.int64),
-        f_kind=_cat(rows.parts["fk"], np.int64),
+        p_k=k[hq].astype(np.float64),
+        p_true=h,
+        p_w=weight[hq],
+        cq=lab[hq][lh],
+        c_counts=c_counts,
+        c_aligned=t_aligned[lat],
+        c_cls=c_cls.astype(np.int64),
+        c_w=weight[hq][lh],
+        f_row=_offsets(n_lat[hq])[_segments(n_act[hq])] + a_latent[act],
+        f_group=_flat(qs, "group", np.int64)[act_src],
+        f_out=out[act_src],
+        f_whole=~fac[act_src],
+        f_bin=a_bin[act],
+        f_kind=kind[act_src],
         dataset=[q.dataset for q in questions],
         labelled=labelled,
-        truth=truth,
-        stance=stance,
     )
+    # the truth of each labelled question, and the stance parts of those with factor actions (`_stance_parts`)
+    row_u = _segments(ud + 1)
+    free = ~aligned[row_u]
+    cut = np.cumsum(np.bincount(uq[row_u][free], minlength=nq))[:-1]
+    frees = np.split(counts[free].reshape(-1, 6), cut)
+    hyps = np.split((np.arange(row_u.size) - row_off[row_u])[free], cut)
+    n_anss = np.split(n_ans, np.cumsum(d)[:-1])
+    rights = np.split(right_at - a_off[right_q], np.cumsum(n_right)[:-1])
+    for j, (qi, w) in enumerate(zip(lab.tolist(), weight.tolist(), strict=True)):
+        r = rights[j].tolist()
+        data.truth[qi] = (r, w)
+        if n_fac[j]:
+            data.stance[qi] = _StanceParts(n_anss[j], float(k[j]), frees[j], hyps[j], r, w) if d[j] else None
+    return data
 
 
 # --------------------------------------------------------------------------- fitting
