@@ -554,6 +554,122 @@ def _flat(questions: Sequence[Question], name: str, dtype: Any) -> Any:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
 
+#: Stance index (assert 0, deny 1, silent 2; else -1) of an incidence sign, by its byte.
+_STANCE = np.full(256, -1, dtype=np.int8)
+_STANCE[[1, 255, 0]] = [0, 1, 2]
+
+
+def _stance_tallies(
+    uq: I64, row: I64, k: I64, m: I64, aid: I64, incidence: npt.NDArray[np.int8], ud: I64
+) -> tuple[F64, F64]:
+    """Valid candidates by stance on each claim (row ``row`` of question ``uq``'s incidence), shape (U, 3), and by
+    answer and stance (the ``ud`` answers of each claim's question, claim after claim), shape (sum ud, 3).
+
+    ``k``, ``m``: candidates and claims of each question; ``aid``, ``incidence``: their answer ids and incidence
+    matrices (flattened), all concatenated. A few thousand claims at a time: the per-candidate arrays stay small.
+    """
+    total, mine = np.zeros((uq.size, 3)), np.zeros((int(ud.sum()), 3))
+    c_off, i_off = _offsets(k), _offsets(m * k)
+    step = max(1, 65536 // max(int(k.max(initial=1)), 1))
+    at = 0
+    for u0 in range(0, uq.size, step):
+        q = uq[u0 : u0 + step]
+        kk, dd = k[q], ud[u0 : u0 + step]
+        ea = aid[_ragged(c_off[q], kk)]
+        s = _STANCE[incidence[_ragged(i_off[q] + row[u0 : u0 + step] * kk, kk)].view(np.uint8)]
+        keep = (ea >= 0) & (s >= 0)
+        eu, s, ea = _segments(kk)[keep], s[keep], ea[keep]
+        total[u0 : u0 + q.size] = np.bincount(eu * 3 + s, minlength=3 * q.size).reshape(-1, 3)
+        n = int(dd.sum())
+        mine[at : at + n] = np.bincount((_offsets(dd)[eu] + ea) * 3 + s, minlength=3 * n).reshape(-1, 3)
+        at += n
+    return total, mine
+
+
+@dataclass(frozen=True)
+class _Answers:
+    """The distinct valid answers of some questions, all in one column (`_fit_data`)."""
+
+    k: I64  # candidates of each question
+    aid: I64  # answer of each candidate, all questions' candidates concatenated
+    d: I64  # answers of each question
+    first: I64  # where each question's answers start in the column
+    n: F64  # candidates holding each answer
+    top: F64  # candidates holding each question's most held answer (0 without answers)
+    n_valid: F64  # valid candidates of each question
+    right: I64  # the true answers (held by candidates correct on average, utility >= 0.5), in order
+
+    @classmethod
+    def of(cls, qs: Sequence[Question], k: I64) -> _Answers:
+        aid = _flat(qs, "answer_id", np.int64)
+        cq = _segments(k)
+        valid = aid >= 0
+        d = np.zeros(k.size, dtype=np.int64)
+        np.maximum.at(d, cq, aid + 1)
+        first = _offsets(d)
+        at = (first[cq] + aid)[valid]
+        held = np.bincount(at, minlength=int(d.sum()))
+        utility = np.bincount(at, weights=_flat(qs, "utility", np.float64)[valid], minlength=held.size)
+        n = held.astype(np.float64)
+        top = np.zeros(k.size)
+        np.maximum.at(top, _segments(d), n)
+        n_valid = np.bincount(cq[valid], minlength=k.size).astype(np.float64)
+        return cls(k, aid, d, first, n, top, n_valid, np.nonzero(utility / np.maximum(held, 1) >= 0.5)[0])
+
+
+@dataclass(frozen=True)
+class _ClaimsRead:
+    """The distinct claims the factor actions of each question read, with their valid candidates' stances."""
+
+    q: I64  # the question of each, by question and then claim index (as np.unique per question)
+    of_action: I64  # the claim each factor action reads
+    total: F64  # (U, 3) valid candidates asserting, denying, silent
+    mine: F64  # (sum of d, 3) valid candidates by answer of the claim's question and stance
+    mine_first: I64  # (U,) each claim's first row of `mine`
+    d: I64  # (U,) answers of each claim's question
+    aligned: B_  # (U,) aligned claims (`stance_counts`)
+
+    @classmethod
+    def of(cls, qs: Sequence[Question], ans: _Answers, fq: I64, claim: I64) -> _ClaimsRead:
+        m = np.array([q.incidence.shape[0] for q in qs], dtype=np.int64)
+        span = int(m.max(initial=0)) + 1
+        key, of_action = np.unique(fq * span + claim, return_inverse=True)
+        uq = key // span
+        ud = ans.d[uq]
+        total, mine = _stance_tallies(uq, key - uq * span, ans.k, m, ans.aid, _flat(qs, "incidence", np.int8), ud)
+        au = _segments(ud)
+        held = ans.n[_ragged(ans.first[uq], ud)]
+        ok = (held <= 0) | (mine[:, 0] == held) | (mine[:, 1] == held)
+        aligned = (np.bincount(au[~ok], minlength=uq.size) == 0) & (ans.n_valid[uq] > 0)
+        return cls(uq, of_action.reshape(-1), total, mine, _offsets(ud), ud, aligned)
+
+    def counts(self, u: I64, col: I64) -> tuple[F64, I64]:
+        """`stance_counts` of claims ``u`` under hypotheses ``col`` (an answer of the claim's question, or
+        `none` at its number of answers): counts (n, 2, 3) and aligned class (n,)."""
+        answer = col < self.d[u]
+        out = np.empty((u.size, 2, 3))  # filled in place: these are the largest arrays of the build
+        if self.mine.size:
+            np.take(self.mine, np.where(answer, self.mine_first[u] + col, 0), axis=0, out=out[:, 0])
+        out[~answer, 0] = 0.0
+        np.take(self.total, u, axis=0, out=out[:, 1])
+        out[:, 1] -= out[:, 0]
+        cls: I64 = np.where(answer, np.where(out[:, 0, 0] > 0, 0, 1), 2)
+        return out, cls
+
+
+def _judged(ans: _Answers, wq: I64, candidate: I64) -> tuple[I64, I64, I64, I64]:
+    """The distinct answers the response checks (of questions ``wq``, judging ``candidate``) of each question
+    judge (-1: an invalid response, never right), in order: their questions, the answers, the answer each check
+    judges (its index among all), and each check's standing."""
+    judged = ans.aid[_offsets(ans.k)[wq] + candidate]
+    span = int(ans.d.max(initial=0)) + 2
+    key, of_action = np.unique(wq * span + judged + 1, return_inverse=True)
+    jq = key // span
+    held = np.append(ans.n, 0.0)[np.where(judged >= 0, ans.first[wq] + judged, ans.n.size)]
+    bins = standing_bin(held, (judged >= 0) & (held == ans.top[wq]), ans.n_valid[wq])
+    return jq, key - jq * span - 1, of_action.reshape(-1), bins
+
+
 def _fit_data(questions: Sequence[Question]) -> _FitData:
     """The training tables of ``questions`` (`_FitData`), built over all of them at once.
 
@@ -569,127 +685,56 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
     labelled: B_ = np.bincount(_segments(k_all)[unknown], minlength=n) == 0
     lab = np.nonzero(labelled)[0].astype(np.int64)
     qs = [questions[i] for i in lab.tolist()]
-    nq = len(qs)
-    # candidates and answers; answers of all questions in one column (`a_off`: each question's first)
-    k = k_all[lab]
-    c_off = _offsets(k)
-    aid = _flat(qs, "answer_id", np.int64)
-    cq = _segments(k)
-    valid = aid >= 0
-    d = np.zeros(nq, dtype=np.int64)
-    np.maximum.at(d, cq, aid + 1)
-    n_valid = np.bincount(cq[valid], minlength=nq).astype(np.float64)
-    a_off = _offsets(d)
-    n_dist = int(d.sum())
-    fa = (a_off[cq] + aid)[valid]
-    held_n = np.bincount(fa, minlength=n_dist)
-    utility = _flat(qs, "utility", np.float64)[valid]
-    right = np.bincount(fa, weights=utility, minlength=n_dist) / np.maximum(held_n, 1) >= 0.5
-    n_ans = held_n.astype(np.float64)  # candidates holding each answer
-    top_n = np.zeros(nq)
-    np.maximum.at(top_n, _segments(d), n_ans)
-    right_at = np.nonzero(right)[0]
-    right_q = _segments(d)[right_at]
+    ans = _Answers.of(qs, k_all[lab])
+    nq, d = len(qs), ans.d
+    # the hypotheses: (question, true answer, or -1 for `none`); one prior row each
+    right_q = _segments(d)[ans.right]
     n_right = np.bincount(right_q, minlength=nq)
     weight = np.where(n_right > 0, 1.0 / np.maximum(n_right, 1), 1.0)
-    # the hypotheses: (question, true answer, or -1 for `none`); one prior row each
     hq = _segments(np.maximum(n_right, 1))
     h = np.full(hq.size, -1, dtype=np.int64)
-    h[n_right[hq] > 0] = right_at - a_off[right_q]
+    h[n_right[hq] > 0] = ans.right - ans.first[right_q]
     p_counts = np.zeros((hq.size, max(int(d.max(initial=0)), 1)))
-    at = _ragged(a_off[hq], d[hq])
-    p_counts[_segments(d[hq]), at - np.repeat(a_off[hq], d[hq])] = n_ans[at]
-    # actions
+    at = _ragged(ans.first[hq], d[hq])
+    p_counts[_segments(d[hq]), at - np.repeat(ans.first[hq], d[hq])] = ans.n[at]
+    # each question's latents (the claims it reads, then the answers it judges) and actions (factor ones first)
     n_act = np.array([q.kind.size for q in qs], dtype=np.int64)
-    aq = _segments(n_act)
     kind = _flat(qs, "kind", np.int64)
     fac = kind < N_FACTOR_CODES
-    fq, wq = aq[fac], aq[~fac]
-    # the distinct claims the factor actions of each question read, in order (np.unique per question)
-    m = np.array([q.incidence.shape[0] for q in qs], dtype=np.int64)
-    span = int(m.max(initial=0)) + 1
-    claims, f_local = np.unique(fq * span + _flat(qs, "action_claim", np.int64)[fac], return_inverse=True)
-    uq = claims // span
-    n_claims = np.bincount(uq, minlength=nq)
-    u_first = _offsets(n_claims)
-    f_claim = f_local.reshape(-1)
-    # each claim's valid candidates by stance (assert, deny, silent), and by answer and stance
-    eu = _segments(k[uq])
-    ent = _ragged(_offsets(m * k)[uq] + (claims - uq * span) * k[uq], k[uq])
-    ea = aid[_ragged(c_off[uq], k[uq])]
-    st = _flat(qs, "incidence", np.int8)[ent]
-    s = np.where(st == 1, 0, np.where(st == -1, 1, np.where(st == 0, 2, -1)))
-    keep = (ea >= 0) & (s >= 0)
-    total = np.bincount(eu[keep] * 3 + s[keep], minlength=3 * uq.size).reshape(-1, 3).astype(np.float64)
-    ud = d[uq]
-    mine = np.bincount((_offsets(ud)[eu] + ea)[keep] * 3 + s[keep], minlength=3 * int(ud.sum()))
-    mine = mine.reshape(-1, 3).astype(np.float64)
-    # `stance_counts` of every claim: rows of its question's answers, then `none` (`row_off`: a claim's first)
-    row_off = _offsets(ud + 1)
-    ans_rows = _ragged(row_off, ud)
-    au = _segments(ud)
-    counts = np.zeros((int((ud + 1).sum()), 2, 3))
-    counts[ans_rows, 0] = mine
-    counts[ans_rows, 1] = total[au] - mine
-    counts[row_off + ud, 1] = total
-    held = n_ans[a_off[uq[au]] + ans_rows - row_off[au]]
-    ok = (held <= 0) | (mine[:, 0] == held) | (mine[:, 1] == held)
-    aligned = (np.bincount(au[~ok], minlength=uq.size) == 0) & (n_valid[uq] > 0)
-    cls = np.full(counts.shape[0], 2, dtype=np.int64)
-    cls[ans_rows] = np.where(mine[:, 0] > 0, 0, 1)
-    n_a, n_d = total[f_claim, 0], total[f_claim, 1]
-    f_bins = standing_bin(n_a, n_a > n_d, n_valid[fq])
-    # the distinct answers the response checks of each question judge (-1: an invalid response, never right)
-    judged = aid[c_off[wq] + _flat(qs, "action_candidate", np.int64)[~fac]]
-    span = int(d.max(initial=0)) + 2
-    answers, w_local = np.unique(wq * span + judged + 1, return_inverse=True)
-    wuq = answers // span
-    answers = answers - wuq * span - 1
-    n_judged = np.bincount(wuq, minlength=nq)
-    w_answer = w_local.reshape(-1)
-    w_held = np.append(n_ans, 0.0)[np.where(judged >= 0, a_off[wq] + judged, n_dist)]
-    w_bins = standing_bin(w_held, (judged >= 0) & (w_held == top_n[wq]), n_valid[wq])
-    # each question's latents (its claims, then its judged answers) and actions (factor, then response checks)
+    fq, wq = _segments(n_act)[fac], _segments(n_act)[~fac]
+    claims = _ClaimsRead.of(qs, ans, fq, _flat(qs, "action_claim", np.int64)[fac])
+    truth, stance = _truths(lab, ans, n_right, weight, claims, np.bincount(fq, minlength=nq))
+    jq, answers, judges, w_bins = _judged(ans, wq, _flat(qs, "action_candidate", np.int64)[~fac])
+    n_claims, n_judged = np.bincount(claims.q, minlength=nq), np.bincount(jq, minlength=nq)
     n_lat = n_claims + n_judged
     t_off = _offsets(n_lat)
-    t_claim = t_off[uq] + np.arange(uq.size) - u_first[uq]
-    t_answer = t_off[wuq] + n_claims[wuq] + np.arange(wuq.size) - _offsets(n_judged)[wuq]
-    t_fac = np.zeros(n_lat.sum(), dtype=bool)
+    t_claim = t_off[claims.q] + np.arange(claims.q.size) - _offsets(n_claims)[claims.q]
+    t_answer = t_off[jq] + n_claims[jq] + np.arange(jq.size) - _offsets(n_judged)[jq]
+    t_fac = np.zeros(int(n_lat.sum()), dtype=bool)
     t_fac[t_claim] = True
-    t_src = np.zeros(t_fac.size, dtype=np.int64)  # a claim's first row in `counts`, or the judged answer
-    t_src[t_claim], t_src[t_answer] = row_off, answers
+    t_src = np.zeros(t_fac.size, dtype=np.int64)  # the claim, or the judged answer
+    t_src[t_claim], t_src[t_answer] = np.arange(claims.q.size), answers
     t_aligned = np.ones(t_fac.size, dtype=bool)
-    t_aligned[t_claim] = aligned
-    n_fac = np.bincount(fq, minlength=nq)
+    t_aligned[t_claim] = claims.aligned
+    n_a, n_d = claims.total[claims.of_action, 0], claims.total[claims.of_action, 1]
+    latent = [claims.of_action - _offsets(n_claims)[fq], n_claims[wq] + judges - _offsets(n_judged)[wq]]
+    bins = [standing_bin(n_a, n_a > n_d, ans.n_valid[fq]), w_bins]
     act_off = _offsets(n_act)
-    order = np.concatenate([np.nonzero(fac)[0], np.nonzero(~fac)[0]])
-    pos = np.concatenate(
-        [
-            act_off[fq] + np.arange(fq.size) - _offsets(n_fac)[fq],
-            act_off[wq] + n_fac[wq] + np.arange(wq.size) - _offsets(n_act - n_fac)[wq],
-        ]
-    )
-    a_src, a_latent, a_bin = (np.empty(aq.size, dtype=np.int64) for _ in range(3))
-    a_src[pos] = order
-    a_latent[pos] = np.concatenate([f_claim - u_first[fq], n_claims[wq] + w_answer - _offsets(n_judged)[wq]])
-    a_bin[pos] = np.concatenate([f_bins, w_bins])
+    a_src, a_latent, a_bin = _factor_first(fac, act_off, fq, wq, latent, bins)
     # every hypothesis: its question's latent rows and action rows
     lat = _ragged(t_off[hq], n_lat[hq])
     lh = _segments(n_lat[hq])
     lat_fac = t_fac[lat]
     src = t_src[lat]
     c_counts = np.zeros((lat.size, 2, 3))
-    at = (src + np.where(h >= 0, h, d[hq])[lh])[lat_fac]
-    c_counts[lat_fac] = counts[at]
     c_cls = np.where((src == h[lh]) & (src >= 0), 3, 4)
-    c_cls[lat_fac] = cls[at]
+    c_counts[lat_fac], c_cls[lat_fac] = claims.counts(src[lat_fac], np.where(h >= 0, h, d[hq])[lh][lat_fac])
     act = _ragged(act_off[hq], n_act[hq])
     act_src = a_src[act]
-    out = _outcome_index(_flat(qs, "outcome", np.int8))
     data = _FitData(
         pq=lab[hq],
         p_counts=p_counts,
-        p_k=k[hq].astype(np.float64),
+        p_k=ans.k[hq].astype(np.float64),
         p_true=h,
         p_w=weight[hq],
         cq=lab[hq][lh],
@@ -699,27 +744,60 @@ def _fit_data(questions: Sequence[Question]) -> _FitData:
         c_w=weight[hq][lh],
         f_row=_offsets(n_lat[hq])[_segments(n_act[hq])] + a_latent[act],
         f_group=_flat(qs, "group", np.int64)[act_src],
-        f_out=out[act_src],
+        f_out=_outcome_index(_flat(qs, "outcome", np.int8)[act_src]),
         f_whole=~fac[act_src],
         f_bin=a_bin[act],
         f_kind=kind[act_src],
         dataset=[q.dataset for q in questions],
         labelled=labelled,
+        truth=truth,
+        stance=stance,
     )
-    # the truth of each labelled question, and the stance parts of those with factor actions (`_stance_parts`)
-    row_u = _segments(ud + 1)
-    free = ~aligned[row_u]
-    cut = np.cumsum(np.bincount(uq[row_u][free], minlength=nq))[:-1]
-    frees = np.split(counts[free].reshape(-1, 6), cut)
-    hyps = np.split((np.arange(row_u.size) - row_off[row_u])[free], cut)
-    n_anss = np.split(n_ans, np.cumsum(d)[:-1])
-    rights = np.split(right_at - a_off[right_q], np.cumsum(n_right)[:-1])
-    for j, (qi, w) in enumerate(zip(lab.tolist(), weight.tolist(), strict=True)):
-        r = rights[j].tolist()
-        data.truth[qi] = (r, w)
-        if n_fac[j]:
-            data.stance[qi] = _StanceParts(n_anss[j], float(k[j]), frees[j], hyps[j], r, w) if d[j] else None
     return data
+
+
+def _factor_first(fac: B_, act_off: I64, fq: I64, wq: I64, latent: list[I64], bins: list[I64]) -> tuple[I64, I64, I64]:
+    """Each question's actions with its factor actions first (``fq``, ``wq``: the question of each factor and
+    each response check, in order): the action at each place, and its ``latent`` and ``bins`` (given as
+    [factor actions', response checks'])."""
+    n_fac = np.bincount(fq, minlength=act_off.size)
+    n_resp = np.bincount(wq, minlength=act_off.size)
+    pos = np.concatenate(
+        [
+            act_off[fq] + np.arange(fq.size) - _offsets(n_fac)[fq],
+            act_off[wq] + n_fac[wq] + np.arange(wq.size) - _offsets(n_resp)[wq],
+        ]
+    )
+    src, lat, b = (np.empty(fac.size, dtype=np.int64) for _ in range(3))
+    src[pos] = np.concatenate([np.nonzero(fac)[0], np.nonzero(~fac)[0]])
+    lat[pos] = np.concatenate(latent)
+    b[pos] = np.concatenate(bins)
+    return src, lat, b
+
+
+def _truths(
+    lab: I64, ans: _Answers, n_right: I64, weight: F64, claims: _ClaimsRead, n_fac: I64
+) -> tuple[dict[int, tuple[list[int], float]], dict[int, _StanceParts | None]]:
+    """The truth (`_true_answers`) of each labelled question ``lab``, and the stance parts (`_stance_parts`) of
+    those with factor actions."""
+    truth: dict[int, tuple[list[int], float]] = {}
+    stance: dict[int, _StanceParts | None] = {}
+    free = np.nonzero(~claims.aligned)[0]
+    hyps = ans.d[claims.q[free]] + 1
+    u = np.repeat(free, hyps)
+    hyp = _ragged(np.zeros(free.size, dtype=np.int64), hyps)
+    counts, _ = claims.counts(u, hyp)
+    cut = np.cumsum(np.bincount(claims.q[u], minlength=lab.size))[:-1]
+    frees, hyp_of = np.split(counts.reshape(-1, 6), cut), np.split(hyp, cut)
+    n_ans = np.split(ans.n, np.cumsum(ans.d)[:-1])
+    rights = np.split(ans.right - ans.first[_segments(ans.d)[ans.right]], np.cumsum(n_right)[:-1])
+    for j, (qi, w) in enumerate(zip(lab.tolist(), weight.tolist(), strict=True)):
+        right = rights[j].tolist()
+        truth[qi] = (right, w)
+        if n_fac[j]:
+            k = float(ans.k[j])
+            stance[qi] = _StanceParts(n_ans[j], k, frees[j], hyp_of[j], right, w) if ans.d[j] else None
+    return truth, stance
 
 
 # --------------------------------------------------------------------------- fitting
