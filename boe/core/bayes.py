@@ -787,16 +787,19 @@ def _truths(
     u = np.repeat(free, hyps)
     hyp = _ragged(np.zeros(free.size, dtype=np.int64), hyps)
     counts, _ = claims.counts(u, hyp)
-    cut = np.cumsum(np.bincount(claims.q[u], minlength=lab.size))[:-1]
-    frees, hyp_of = np.split(counts.reshape(-1, 6), cut), np.split(hyp, cut)
-    n_ans = np.split(ans.n, np.cumsum(ans.d)[:-1])
-    rights = np.split(ans.right - ans.first[_segments(ans.d)[ans.right]], np.cumsum(n_right)[:-1])
-    for j, (qi, w) in enumerate(zip(lab.tolist(), weight.tolist(), strict=True)):
-        right = rights[j].tolist()
+    free_at = [0, *np.cumsum(np.bincount(claims.q[u], minlength=lab.size)).tolist()]
+    counts6 = counts.reshape(-1, 6)
+    ans_at = [*ans.first.tolist(), ans.n.size]
+    right_at = [0, *np.cumsum(n_right).tolist()]
+    rights = (ans.right - ans.first[_segments(ans.d)[ans.right]]).tolist()
+    for j, (qi, w, n_fac_j) in enumerate(zip(lab.tolist(), weight.tolist(), n_fac.tolist(), strict=True)):
+        right = rights[right_at[j] : right_at[j + 1]]
         truth[qi] = (right, w)
-        if n_fac[j]:
+        if n_fac_j:
+            f0, f1 = free_at[j], free_at[j + 1]
+            n_ans = ans.n[ans_at[j] : ans_at[j + 1]]
             k = float(ans.k[j])
-            stance[qi] = _StanceParts(n_ans[j], k, frees[j], hyp_of[j], right, w) if ans.d[j] else None
+            stance[qi] = _StanceParts(n_ans, k, counts6[f0:f1], hyp[f0:f1], right, w) if n_ans.size else None
     return truth, stance
 
 
