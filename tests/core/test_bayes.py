@@ -537,23 +537,6 @@ def test_progress_counts_each_folds_rows_as_its_fit_arrives_and_every_row_once(m
     assert sum(plain) == len(qs)
 
 
-def test_claim_stances_of_many_questions_at_once_equal_one_question_at_a_time():
-    from boe.core.bayes import _claim_stances, stance_counts
-
-    qs, _ = _questions([*pool_ledger(30, seed=44), *factor_code_ledger(10, seed=45)])
-    ids = [i for i, q in enumerate(qs) if q.is_factor.any()]
-    got = _claim_stances(qs, ids, chunk=7)  # chunks mixing shapes, answer counts and ledgers
-    assert sorted(got) == ids
-    for i in ids:
-        q = qs[i]
-        claims, local = np.unique(q.action_claim[q.is_factor], return_inverse=True)
-        d = int(q.answer_id.max()) + 1 if (q.answer_id >= 0).any() else 0
-        want = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
-        assert np.array_equal(got[i][0], local.reshape(-1))
-        for g, w in zip(got[i][1:], want, strict=True):
-            assert g.dtype == w.dtype and np.array_equal(g, w[0])
-
-
 def test_the_check_weight_folds_reuse_the_stance_weight_fits(monkeypatch):
     import boe.core.bayes as bayes
 
