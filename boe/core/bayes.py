@@ -929,7 +929,8 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
     `BISECT_NEAR` of it evaluate the derivative, so the result is the plain bisection's to the last bit
     (``start``, a guess of the root, only speeds Newton up).
     """
-    a = np.exp(loglik - loglik.max(axis=1, keepdims=True))  # (R, 2)
+    # the rows' max as one elementwise maximum: the same numbers, without numpy's slow reduction over an axis of 2
+    a = np.exp(loglik - np.maximum(loglik[:, 0], loglik[:, 1])[:, None])  # (R, 2)
     a1, a0 = a[:, 0], a[:, 1]
     wd = w * (a1 - a0)
 
@@ -1077,21 +1078,45 @@ class _Channels:
 
 @dataclass(frozen=True)
 class _Counts:
-    """A sparse (rows, cols) count matrix, one unit entry per (row, col) pair (repeats add up)."""
+    """A sparse (rows, cols) count matrix, one unit entry per (row, col) pair (repeats add up).
+
+    Both products are one `np.bincount` over the entries repeated per column of the dense operands: every
+    output bin still sums its entries in their order, so the result is that of a bincount per column.
+    """
 
     row: I64
     col: I64
     n_rows: int
     n_cols: int
+    # entry-major index pairs of the two columns: (into the flat operand, into the flat result)
+    _dot: tuple[I64, I64] = field(init=False, repr=False)
+    _rdot: tuple[I64, I64] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "_dot",
+            (np.concatenate([2 * self.col, 2 * self.col + 1]), np.concatenate([2 * self.row, 2 * self.row + 1])),
+        )
+        object.__setattr__(
+            self,
+            "_rdot",
+            (np.concatenate([self.row, self.row + self.n_rows]), np.concatenate([self.col, self.col + self.n_cols])),
+        )
 
     def dot(self, y: F64) -> F64:
         """``X @ y`` for y of shape (n_cols, 2)."""
-        cols = [np.bincount(self.row, weights=y[:, j].take(self.col), minlength=self.n_rows) for j in range(y.shape[1])]
-        return np.stack(cols, axis=1).astype(np.float64, copy=False)
+        take, put = self._dot
+        out = np.bincount(put, weights=np.ravel(y).take(take), minlength=2 * self.n_rows).astype(np.float64, copy=False)
+        return out.reshape(self.n_rows, 2)
 
-    def rdot(self, t: F64) -> F64:
-        """``t @ X`` for t of shape (n_rows,)."""
-        return np.bincount(self.col, weights=t.take(self.row), minlength=self.n_cols).astype(np.float64, copy=False)
+    def rdot2(self, t: F64, u: F64) -> tuple[F64, F64]:
+        """``t @ X`` and ``u @ X`` for t, u of shape (n_rows,)."""
+        take, put = self._rdot
+        out = np.bincount(put, weights=np.concatenate([t, u]).take(take), minlength=2 * self.n_cols).astype(
+            np.float64, copy=False
+        )
+        return out[: self.n_cols], out[self.n_cols :]
 
 
 def _fit_claims(data: _FitData, claim_rows: B_, n_groups: int) -> tuple[ClaimParams, _Channels]:
@@ -1163,8 +1188,8 @@ def _em_claims(
             g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
             # M-step: every table in closed form from expected counts
             t_f, t_a = w_f * g_f, w_a * g_a
-            m1 = x_f.rdot(t_f) + x_a.rdot(t_a)
-            m0 = x_f.rdot(w_f - t_f) + x_a.rdot(w_a - t_a)
+            (m1_f, m0_f), (m1_a, m0_a) = x_f.rdot2(t_f, w_f - t_f), x_a.rdot2(t_a, w_a - t_a)
+            m1, m0 = m1_f + m1_a, m0_f + m0_a
             c1, c0, g1, g0 = _tables(
                 m1.reshape(nc, 3), m0.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s
             )
@@ -1294,24 +1319,31 @@ def _stance_loglik(parts: Sequence[_StanceParts], prior: PriorParams, claims: Cl
     if not parts:
         return np.zeros(n_w), np.zeros((n_w, 2))
     nq = len(parts)
-    dmax = max(p.n_ans.size for p in parts)
+    d = np.array([p.n_ans.size for p in parts], dtype=np.int64)
+    dmax = int(d.max())
     h = dmax + 1
+    at = _segments(d)
     n_ans = np.zeros((nq, dmax))
+    n_ans[at, _ragged(np.zeros(nq, dtype=np.int64), d)] = np.concatenate([p.n_ans for p in parts])
     right = np.zeros((nq, h))  # weight of each true hypothesis
-    for i, p in enumerate(parts):
-        n_ans[i, : p.n_ans.size] = p.n_ans
-        right[i, p.right if p.right else [dmax]] = p.weight
+    true = [p.right if p.right else [dmax] for p in parts]
+    n_true = np.array([len(t) for t in true], dtype=np.int64)
+    right[_segments(n_true), np.concatenate(true)] = np.repeat([p.weight for p in parts], n_true)
     pri = np.array([[prior.count_coef, prior.log_count_coef, prior.none_intercept, prior.none_slope]])
     lp, real = prior_log(n_ans, np.array([p.k for p in parts]), np.repeat(pri, nq, axis=0))  # (Q, H)
     theta = _stance_matrix(np.log(np.clip(np.array(claims.stance), EPS, 1.0)))
     ft = min(max(claims.free_true, EPS), 1 - EPS)
     free = np.concatenate([p.free for p in parts]) @ theta + np.log([ft, 1 - ft])  # (R, 2)
-    seg = np.concatenate(
-        [i * h + np.where(p.hyp == p.n_ans.size, dmax, p.hyp) for i, p in enumerate(parts)]
-    )  # (question, hypothesis) of each row
+    n_rows = np.array([p.hyp.size for p in parts], dtype=np.int64)
+    hyp, d_row = np.concatenate([p.hyp for p in parts]), np.repeat(d, n_rows)
+    seg = _segments(n_rows) * h + np.where(hyp == d_row, dmax, hyp)  # (question, hypothesis) of each row
     ev = np.bincount(seg, weights=np.logaddexp(free[:, 0], free[:, 1]), minlength=nq * h).reshape(nq, h)
     z = lp[None] + STANCE_WEIGHTS[:, None, None] * ev[None]  # (L, Q, H)
-    top = z.max(axis=2, keepdims=True)
+    # the max over the short last axis as a chain of elementwise maxima (the reduction's order, faster)
+    top = z[:, :, 0].copy()
+    for j in range(1, h):
+        np.maximum(top, z[:, :, j], out=top)
+    top = top[:, :, None]
     lse = top + np.log(np.exp(z - top).sum(axis=2, keepdims=True))
     total = (right * np.where(right > 0, z - lse, 0.0)).sum(axis=(1, 2))
     mode = np.argmax(np.where(real[None, :, :dmax], z[:, :, :dmax], -np.inf), axis=2)  # (L, Q)
