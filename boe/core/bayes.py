@@ -931,14 +931,21 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
     """
     # the rows' max as one elementwise maximum: the same numbers, without numpy's slow reduction over an axis of 2
     a = np.exp(loglik - np.maximum(loglik[:, 0], loglik[:, 1])[:, None])  # (R, 2)
-    a1, a0 = a[:, 0], a[:, 1]
+    a1, a0 = a[:, 0].copy(), a[:, 1].copy()
     wd = w * (a1 - a0)
+    # every evaluation writes into the same row buffers (the same operations, without a fresh array each)
+    tr, den, ratio = np.empty(cls.size), np.empty(cls.size), np.empty(cls.size)
 
     def terms(t: F64) -> tuple[F64, F64]:
-        """The derivative at ``t``, and every row's mixture density t L1 + (1 - t) L0 (scaled)."""
-        tr = t.take(cls)
-        den = tr * a1 + (1 - tr) * a0
-        out = np.bincount(cls, weights=wd / den, minlength=n_cls).astype(np.float64, copy=False)
+        """The derivative at ``t``, and every row's mixture density t L1 + (1 - t) L0 (scaled; valid until
+        the next call)."""
+        t.take(cls, out=tr)
+        np.multiply(tr, a1, out=den)
+        np.subtract(1, tr, out=tr)
+        np.multiply(tr, a0, out=tr)
+        np.add(den, tr, out=den)  # t L1 + (1 - t) L0
+        np.divide(wd, den, out=ratio)
+        out = np.bincount(cls, weights=ratio, minlength=n_cls).astype(np.float64, copy=False)
         return out + SMOOTHING / t - SMOOTHING / (1 - t), den
 
     def grad(t: F64) -> F64:
@@ -970,9 +977,12 @@ def _derivative_root(terms: Callable[[F64], tuple[F64, F64]], wd: F64, a0: F64, 
     lo, hi = np.zeros(n_cls), np.ones(n_cls)
     t = np.clip(start, 1e-12, 1 - 1e-12)
     curvature = wd * (a1 - a0)
+    buf = np.empty(cls.size)
     for _ in range(100):
         g, den = terms(t)
-        slope = -np.bincount(cls, weights=curvature / (den * den), minlength=n_cls).astype(np.float64, copy=False)
+        np.multiply(den, den, out=buf)
+        np.divide(curvature, buf, out=buf)
+        slope = -np.bincount(cls, weights=buf, minlength=n_cls).astype(np.float64, copy=False)
         slope -= SMOOTHING / (t * t) + SMOOTHING / ((1 - t) * (1 - t))
         step = g / slope
         if float(np.abs(step).max()) < 1e-14:
@@ -1078,45 +1088,21 @@ class _Channels:
 
 @dataclass(frozen=True)
 class _Counts:
-    """A sparse (rows, cols) count matrix, one unit entry per (row, col) pair (repeats add up).
-
-    Both products are one `np.bincount` over the entries repeated per column of the dense operands: every
-    output bin still sums its entries in their order, so the result is that of a bincount per column.
-    """
+    """A sparse (rows, cols) count matrix, one unit entry per (row, col) pair (repeats add up)."""
 
     row: I64
     col: I64
     n_rows: int
     n_cols: int
-    # entry-major index pairs of the two columns: (into the flat operand, into the flat result)
-    _dot: tuple[I64, I64] = field(init=False, repr=False)
-    _rdot: tuple[I64, I64] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "_dot",
-            (np.concatenate([2 * self.col, 2 * self.col + 1]), np.concatenate([2 * self.row, 2 * self.row + 1])),
-        )
-        object.__setattr__(
-            self,
-            "_rdot",
-            (np.concatenate([self.row, self.row + self.n_rows]), np.concatenate([self.col, self.col + self.n_cols])),
-        )
 
     def dot(self, y: F64) -> F64:
         """``X @ y`` for y of shape (n_cols, 2)."""
-        take, put = self._dot
-        out = np.bincount(put, weights=np.ravel(y).take(take), minlength=2 * self.n_rows).astype(np.float64, copy=False)
-        return out.reshape(self.n_rows, 2)
+        cols = [np.bincount(self.row, weights=y[:, j].take(self.col), minlength=self.n_rows) for j in range(y.shape[1])]
+        return np.stack(cols, axis=1).astype(np.float64, copy=False)
 
-    def rdot2(self, t: F64, u: F64) -> tuple[F64, F64]:
-        """``t @ X`` and ``u @ X`` for t, u of shape (n_rows,)."""
-        take, put = self._rdot
-        out = np.bincount(put, weights=np.concatenate([t, u]).take(take), minlength=2 * self.n_cols).astype(
-            np.float64, copy=False
-        )
-        return out[: self.n_cols], out[self.n_cols :]
+    def rdot(self, t: F64) -> F64:
+        """``t @ X`` for t of shape (n_rows,)."""
+        return np.bincount(self.col, weights=t.take(self.row), minlength=self.n_cols).astype(np.float64, copy=False)
 
 
 def _fit_claims(data: _FitData, claim_rows: B_, n_groups: int) -> tuple[ClaimParams, _Channels]:
@@ -1126,6 +1112,14 @@ def _fit_claims(data: _FitData, claim_rows: B_, n_groups: int) -> tuple[ClaimPar
     if got is None:
         got = data.fits[key] = _em_claims(data, claim_rows, claim_rows[data.f_row], n_groups)
     return got[0].model_copy(), got[1]
+
+
+def _small_unique(x: I64) -> tuple[I64, I64]:
+    """``np.unique(x, return_inverse=True)`` of small non-negative integers, by counting instead of sorting."""
+    present = np.bincount(x) > 0
+    values = np.nonzero(present)[0]
+    inverse = (np.cumsum(present) - 1).take(x)
+    return values, inverse
 
 
 def _em_claims(
@@ -1143,12 +1137,12 @@ def _em_claims(
     remap[idx] = np.arange(idx.size)
     arow = remap[data.f_row[act_rows]]
     chan_act = data.f_group[act_rows] + n_groups * data.f_whole[act_rows]
-    cells, cidx = np.unique(chan_act * N_STANDING + data.f_bin[act_rows], return_inverse=True)
+    cells, cidx = _small_unique(chan_act * N_STANDING + data.f_bin[act_rows])
     nc = cells.size
     chans, chan_of_cell = np.unique(cells // N_STANDING, return_inverse=True)
     n_chan = chans.size
-    tally = np.zeros((n_chan, N_KINDS))
-    np.add.at(tally, (chan_of_cell[cidx], np.clip(data.f_kind[act_rows], 0, N_KINDS - 1)), 1.0)
+    kind = np.clip(data.f_kind[act_rows], 0, N_KINDS - 1)
+    tally = np.bincount(chan_of_cell[cidx] * N_KINDS + kind, minlength=n_chan * N_KINDS).reshape(n_chan, N_KINDS)
     par_of_chan = tally.argmax(axis=1)
     # outcome counts of each latent by (cell, outcome), the sufficient statistic of the channels: a sparse
     # latent x (cell, outcome) matrix, one entry per action, for the free and the aligned latents
@@ -1188,8 +1182,8 @@ def _em_claims(
             g_a = _sigmoid(a_a[:, 0] - a_a[:, 1])
             # M-step: every table in closed form from expected counts
             t_f, t_a = w_f * g_f, w_a * g_a
-            (m1_f, m0_f), (m1_a, m0_a) = x_f.rdot2(t_f, w_f - t_f), x_a.rdot2(t_a, w_a - t_a)
-            m1, m0 = m1_f + m1_a, m0_f + m0_a
+            m1 = x_f.rdot(t_f) + x_a.rdot(t_a)
+            m0 = x_f.rdot(w_f - t_f) + x_a.rdot(w_a - t_a)
             c1, c0, g1, g0 = _tables(
                 m1.reshape(nc, 3), m0.reshape(nc, 3), chan_of_cell, par_of_chan, n_chan, tau_g, tau_s
             )
