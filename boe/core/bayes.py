@@ -1470,10 +1470,14 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         tab = np.where(cw != 1.0, tempered, tab)
     standing = action_standing(state)
     at = (pair[:, None], (state.whole | state.answer).astype(np.intp), grp, standing)  # per action (Q, A)
+    hi, lo, informative = action_ratios(tab[..., 0, :], tab[..., 1, :])  # per table, then read per action
     return {
         "standing": standing.astype(np.float64),
         "c1": tab[(*at, 0)],  # (Q, A, 3): P(o | latent true), P(o | latent false)
         "c0": tab[(*at, 1)],
+        "lr_hi": hi[at],  # (Q, A): the largest and smallest log c1 - log c0 over outcomes, some not 0
+        "lr_lo": lo[at],
+        "informative": informative[at],
         "prior": prior,
         "free_true": np.clip(free_true, EPS, 1 - EPS),
         "log_theta": np.log(np.clip(theta, EPS, 1.0)),
@@ -1647,7 +1651,6 @@ class Bayes:
         target = np.take_along_axis(state.answer_id, np.maximum(state.target, 0), axis=1)
         latent = np.where(state.whole | state.answer, m + np.where(target >= 0, target, d), np.maximum(state.claim, 0))
         rho_all = np.clip(np.concatenate([rho, rho_v], axis=1), EPS, 1 - EPS)
-        hi, lo, informative = action_ratios(tabs["c1"], tabs["c0"])
         state.extra.update(
             bayes_lpost=lpost,
             bayes_real=real,
@@ -1662,9 +1665,9 @@ class Bayes:
             bayes_why=np.zeros((n, state.cost.shape[1], 4)),
             # `relevant`'s: each action's log ratio range and informativeness, and each latent's `latent_gain`
             # with the (log_hi, log_lo) and selected hypothesis it was computed at, stale when its rho moved
-            bayes_lr_hi=hi,
-            bayes_lr_lo=lo,
-            bayes_informative=informative,
+            bayes_lr_hi=tabs["lr_hi"],
+            bayes_lr_lo=tabs["lr_lo"],
+            bayes_informative=tabs["informative"],
             bayes_gain=np.zeros(rho_all.shape),
             bayes_gain_at=np.full((*rho_all.shape[:2], 2), np.nan),
             bayes_gain_now=np.full(n, -1, dtype=np.intp),

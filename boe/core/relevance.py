@@ -136,13 +136,13 @@ def posterior_relevance(
 
 
 def action_ratios(c1: F64, c0: F64) -> tuple[F64, F64, B_]:
-    """Per action (Q, A): the largest and smallest log likelihood ratio log c1 - log c0 over its outcomes, and
-    whether it is informative (some ratio is not 0); they depend on the channel alone."""
+    """Per action (..., 3 outcomes -> ...): the largest and smallest log likelihood ratio log c1 - log c0 over
+    its outcomes, and whether it is informative (some ratio is not 0); they depend on the channel alone."""
     with np.errstate(divide="ignore"):
-        lr = np.log(c1) - np.log(c0)  # (Q, A, 3)
-    hi: F64 = np.maximum(np.maximum(lr[:, :, 0], lr[:, :, 1]), lr[:, :, 2])
-    lo: F64 = np.minimum(np.minimum(lr[:, :, 0], lr[:, :, 1]), lr[:, :, 2])
-    informative: B_ = (lr[:, :, 0] != 0.0) | (lr[:, :, 1] != 0.0) | (lr[:, :, 2] != 0.0)
+        lr = np.log(c1) - np.log(c0)
+    hi: F64 = np.maximum(np.maximum(lr[..., 0], lr[..., 1]), lr[..., 2])
+    lo: F64 = np.minimum(np.minimum(lr[..., 0], lr[..., 1]), lr[..., 2])
+    informative: B_ = (lr[..., 0] != 0.0) | (lr[..., 1] != 0.0) | (lr[..., 2] != 0.0)
     return hi, lo, informative
 
 
@@ -156,7 +156,13 @@ def latent_checks(
     log_hi = np.asarray(np.bincount(flat, weights=hi[act], minlength=n * n_lat), dtype=np.float64)
     log_lo = np.asarray(np.bincount(flat, weights=lo[act], minlength=n * n_lat), dtype=np.float64)
     cheapest = np.full(n * n_lat, np.inf)
-    np.minimum.at(cheapest, flat, cost[act])
+    spent = cost[act]
+    prices = np.unique(spent)
+    if prices.size <= 4:  # a menu has a few prices: the cheapest of a latent is the first price it has
+        for price in prices[::-1].tolist():
+            cheapest[np.bincount(flat[spent == price], minlength=n * n_lat) > 0] = price
+    else:
+        np.minimum.at(cheapest, flat, spent)
     return log_hi.reshape(n, n_lat), log_lo.reshape(n, n_lat), cheapest.reshape(n, n_lat)
 
 
