@@ -124,7 +124,7 @@ from boe.core.calibration import Calibration, Priors, crossfit_folds, default_na
 from boe.core.graph import Question
 from boe.core.monotone import monotone_tables
 from boe.core.policies import IntArr, Policy, register_policy
-from boe.core.relevance import action_ratios, latent_checks, latent_gain, relevance_of_gain
+from boe.core.relevance import action_ratios, latent_checks, latent_gain, relevance_of_gain, selected_terms
 from boe.core.scoring import first_max
 from boe.core.state import EvidenceState, bind_questions
 from boe.errors import CalibrationError, ConfigError
@@ -1668,7 +1668,7 @@ class Bayes:
             bayes_lr_hi=tabs["lr_hi"],
             bayes_lr_lo=tabs["lr_lo"],
             bayes_informative=tabs["informative"],
-            bayes_gain=np.zeros(rho_all.shape),
+            bayes_gain=np.zeros(rho_all.shape).transpose(0, 2, 1).copy(),  # (Q, H, L)
             bayes_gain_at=np.full((*rho_all.shape[:2], 2), np.nan),
             bayes_gain_now=np.full(n, -1, dtype=np.intp),
             bayes_stale=np.ones(rho_all.shape[:2], dtype=bool),
@@ -1751,8 +1751,8 @@ class Bayes:
     def _gain(
         ex: dict[str, Any], rows: IntArr | None, rho: F64, log_hi: F64, log_lo: F64, need: B_, now: IntArr
     ) -> F64:
-        """`latent_gain` (Q, L, H) of ``rows``' latents, exact where ``need``: recomputed only for the latents
-        whose rho, (log_hi, log_lo) or row's selected hypothesis changed since the last step (one or two a row)."""
+        """`latent_gain` (Q, H, L) of ``rows``' latents, exact where ``need`` (Q, L): recomputed only for the
+        latents whose rho, (log_hi, log_lo) or row's selected hypothesis changed since the last step."""
         r = slice(None) if rows is None else rows
         moved = np.nonzero(ex["bayes_gain_now"][r] != now)[0]  # a new selected hypothesis: the whole row
         ex["bayes_stale"][moved if rows is None else rows[moved]] = True
@@ -1762,13 +1762,14 @@ class Bayes:
         stale = ex["bayes_stale"][r] | (at[:, :, 0] != log_hi) | (at[:, :, 1] != log_lo)
         i, j = np.nonzero(stale & need)
         if i.size:
-            rho_p = rho[i, j]  # (P, H)
-            r_now = rho_p[np.arange(i.size), now[i]][:, None]
-            gain[i, j] = latent_gain(log_hi[i, j][:, None], log_lo[i, j][:, None], rho_p, r_now)
+            hi, lo = log_hi[i, j][:, None], log_lo[i, j][:, None]
+            sel = selected_terms(hi, lo, rho[i, j, now[i]][:, None])
+            gain[i, :, j] = latent_gain(hi, lo, rho[i, j], sel)  # (P, H)
+            hi, lo = hi[:, 0], lo[:, 0]
             g = i if rows is None else rows[i]
             if rows is not None:
-                ex["bayes_gain"][g, j] = gain[i, j]
-            ex["bayes_gain_at"][g, j] = np.stack([log_hi[i, j], log_lo[i, j]], axis=1)
+                ex["bayes_gain"][g, :, j] = gain[i, :, j]
+            ex["bayes_gain_at"][g, j] = np.stack([hi, lo], axis=1)
             ex["bayes_stale"][g, j] = False
         return gain
 

@@ -47,6 +47,7 @@ __all__ = [
     "posterior_relevance",
     "relevance_of_gain",
     "score_relevance",
+    "selected_terms",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -130,8 +131,9 @@ def posterior_relevance(
     hi, lo, informative = action_ratios(c1, c0)
     act = feasible & informative
     log_hi, log_lo, cheapest = latent_checks(hi, lo, act, latent, cost, rho.shape[1])
-    r_now = np.take_along_axis(rho, now[:, None, None], axis=2)  # (Q, L, 1)
-    gain = latent_gain(log_hi[:, :, None], log_lo[:, :, None], rho, r_now)
+    log_hi, log_lo = log_hi[:, None, :], log_lo[:, None, :]  # (Q, 1, L)
+    r_now = np.take_along_axis(rho, now[:, None, None], axis=2).transpose(0, 2, 1)  # (Q, 1, L)
+    gain = latent_gain(log_hi, log_lo, rho.transpose(0, 2, 1), selected_terms(log_hi, log_lo, r_now))
     return relevance_of_gain(gain, cheapest, lpost, real, rho, latent, act, remaining, now)
 
 
@@ -166,16 +168,24 @@ def latent_checks(
     return log_hi.reshape(n, n_lat), log_lo.reshape(n, n_lat), cheapest.reshape(n, n_lat)
 
 
-def latent_gain(log_hi: F64, log_lo: F64, rho: F64, r_now: F64) -> F64:
+def _mix(log_r: F64, log_p: tuple[F64, F64]) -> F64:
+    """log(p r + 1 - p) from log r and (log p, log(1 - p))."""
+    return np.asarray(np.logaddexp(log_p[0] + log_r, log_p[1]), dtype=np.float64)
+
+
+def selected_terms(log_hi: F64, log_lo: F64, r_now: F64) -> tuple[F64, F64]:
+    """The selected hypothesis' side of `latent_gain`, elementwise: log(r A + 1 - r) at the latent's largest and
+    smallest log A / B (``log_hi``, ``log_lo``), ``r_now`` its P(latent = 1 | selected H)."""
+    logs = np.log(r_now), np.log1p(-r_now)
+    return _mix(log_hi, logs), _mix(log_lo, logs)
+
+
+def latent_gain(log_hi: F64, log_lo: F64, rho: F64, now: tuple[F64, F64]) -> F64:
     """Elementwise, the most the checks of a latent raise log P(H) against log P(selected H): ``log_hi`` /
-    ``log_lo`` (..., 1) from `latent_checks`, ``rho`` (..., H) P(latent = 1 | H), ``r_now`` (..., 1) at the
-    selected H."""
-    logs = (np.log(rho), np.log1p(-rho)), (np.log(r_now), np.log1p(-r_now))  # each computed once
-
-    def mix(log_r: F64, log_p: tuple[F64, F64]) -> F64:
-        return np.asarray(np.logaddexp(log_p[0] + log_r, log_p[1]), dtype=np.float64)
-
-    out: F64 = np.maximum(mix(log_hi, logs[0]) - mix(log_hi, logs[1]), mix(log_lo, logs[0]) - mix(log_lo, logs[1]))
+    ``log_lo`` from `latent_checks`, ``rho`` P(latent = 1 | H), ``now`` the `selected_terms` (0 at the
+    selected H itself)."""
+    logs = np.log(rho), np.log1p(-rho)  # each computed once
+    out: F64 = np.maximum(_mix(log_hi, logs) - now[0], _mix(log_lo, logs) - now[1])
     return out
 
 
@@ -190,8 +200,9 @@ def relevance_of_gain(
     remaining: F64,
     now: npt.NDArray[np.intp],
 ) -> B_:
-    """`posterior_relevance` from each latent's `latent_gain` (Q, L, H; read only where ``cheapest`` (Q, L) is
-    affordable) and its informative feasible actions ``act`` (Q, A)."""
+    """`posterior_relevance` from each latent's `latent_gain` (Q, H, L; read only at the hypotheses other than
+    the selected one with a finite ``lpost`` and where ``cheapest`` (Q, L) is affordable) and its informative
+    feasible actions ``act`` (Q, A)."""
     n = lpost.shape[0]
     q = np.arange(n)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -199,11 +210,14 @@ def relevance_of_gain(
     # First a loose bound: no affordable set gains more than all affordable latents together, nor more than
     # the remaining budget at the best gain per cost (with a margin over rounding). Rows where even it leaves
     # no rival within reach have nothing relevant; the knapsack decides the others.
-    cheap = cheapest[:, :, None]
-    value = np.where((gain > 0) & (cheap <= remaining[:, None, None]), gain, 0.0)
-    per_cost = (value / np.where(value > 0, cheap, 1.0)).max(axis=1)  # (Q, H)
+    cheap = cheapest[:, None, :]
+    value = np.where((gain > 0) & (cheap <= remaining[:, None, None]), gain, 0.0)  # (Q, H, L)
+    per_cost = (value / np.where(value > 0, cheap, 1.0)).max(axis=2)  # (Q, H)
     at_rate = np.multiply(remaining[:, None], per_cost, out=np.zeros_like(per_cost), where=per_cost > 0)
-    loose = np.minimum(value.sum(axis=1), at_rate)
+    total = np.zeros(per_cost.shape)  # summed latent after latent (the order of a sum over (Q, L, H)'s L)
+    for j in range(value.shape[2]):
+        total += value[:, :, j]
+    loose = np.minimum(total, at_rate)
     loose += 1e-9 * np.abs(loose) + 1e-12
     out: B_ = np.zeros(act.shape, dtype=bool)
     near, floor = _reach(loose, gap, real, now)
@@ -219,7 +233,7 @@ def relevance_of_gain(
         np.isfinite(gap) & (np.arange(gap.shape[1])[None, :] != now[:, None]) & (near | ~floor[:, None])
     )
     bound = np.zeros(gap.shape)
-    bound[pr, ph] = knapsack_bound(gain[r[pr], :, ph], cheapest[r[pr]], remaining[r[pr]])
+    bound[pr, ph] = knapsack_bound(gain[r[pr], ph], cheapest[r[pr]], remaining[r[pr]])
     reach, floor = _reach(bound, gap, real[r], now)
     several = np.nonzero(reach.sum(axis=1) >= 2)[0]
     if several.size == 0:
