@@ -1469,15 +1469,17 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         tempered /= tempered.sum(axis=5, keepdims=True)
         tab = np.where(cw != 1.0, tempered, tab)
     standing = action_standing(state)
-    at = (pair[:, None], (state.whole | state.answer).astype(np.intp), grp, standing)  # per action (Q, A)
+    # each action's table, as one flat index (Q, A) into the (pairs, factor / response, G + 1, S) tables
+    at = ((pair[:, None] * 2 + (state.whole | state.answer)) * (g + 1) + grp) * N_STANDING + standing
     hi, lo, informative = action_ratios(tab[..., 0, :], tab[..., 1, :])  # per table, then read per action
+    c = tab.reshape(-1, 2, 3)[at]  # (Q, A, 2, 3)
     return {
         "standing": standing.astype(np.float64),
-        "c1": tab[(*at, 0)],  # (Q, A, 3): P(o | latent true), P(o | latent false)
-        "c0": tab[(*at, 1)],
-        "lr_hi": hi[at],  # (Q, A): the largest and smallest log c1 - log c0 over outcomes, some not 0
-        "lr_lo": lo[at],
-        "informative": informative[at],
+        "c1": np.ascontiguousarray(c[:, :, 0]),  # (Q, A, 3): P(o | latent true), P(o | latent false)
+        "c0": np.ascontiguousarray(c[:, :, 1]),
+        "lr_hi": hi.reshape(-1)[at],  # (Q, A): the largest and smallest log c1 - log c0 over outcomes, some not 0
+        "lr_lo": lo.reshape(-1)[at],
+        "informative": informative.reshape(-1)[at],
         "prior": prior,
         "free_true": np.clip(free_true, EPS, 1 - EPS),
         "log_theta": np.log(np.clip(theta, EPS, 1.0)),
@@ -1525,9 +1527,10 @@ def action_standing(state: EvidenceState) -> I64:
 def _standing(aid: npt.NDArray[np.int32], al: npt.NDArray[np.int8], resp: B_, target: npt.NDArray[np.int32]) -> I64:
     valid = aid >= 0
     n_valid = valid.sum(axis=1)[:, None]
-    vv = valid[:, None, :]
-    n_a = ((al == 1) & vv).sum(axis=2)
-    top = n_a > ((al == -1) & vv).sum(axis=2)
+    # valid candidates asserting / denying each action's claim (counts: exact; einsum, not short bool sums)
+    v8 = valid.view(np.uint8)
+    n_a = np.einsum("qak,qk->qa", (al == 1).view(np.uint8), v8, dtype=np.int64)
+    top = n_a > np.einsum("qak,qk->qa", (al == -1).view(np.uint8), v8, dtype=np.int64)
     if resp.any():
         d = int(aid.max()) + 1 if aid.size else 0
         n_ans = (aid[:, :, None] == np.arange(max(d, 1))[None, None, :]).sum(axis=1)  # (Q, D)
