@@ -75,8 +75,9 @@ def _at_cost(rows: list[dict[str, Any]], cost: float) -> tuple[float, float] | N
 
 
 def _table(regime: str, rows: list[dict[str, Any]]) -> list[str]:
+    ref = next(r for r in rows if r["pool"] == "fixed:16")  # a fixed:K row's Oracle@K is of its first K
     out = [
-        f"Regime `{regime}` (Oracle@16 {rows[0]['oracle_at_k']:.3f}):",
+        f"Regime `{regime}` (Oracle@16 {ref['oracle_at_k']:.3f}):",
         "",
         "| pool | budget | accuracy | samples | total (design) | tokens |",
         "|---|---|---|---|---|---|",
@@ -86,7 +87,6 @@ def _table(regime: str, rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['pool']} | {r['budget']:g} | {r['accuracy']:.3f} | {r['samples']:.2f} | {r['total_cost']:.2f} "
             f"| {r['tokens']:,.0f} |"
         )
-    ref = next(r for r in rows if r["pool"] == "fixed:16")
     ada = [r for r in rows if r["pool"].startswith("adaptive")]
     match = [r for r in ada if r["accuracy"] >= ref["accuracy"] - 0.005]
     first = min(match, key=lambda r: (r["samples"], r["budget"])) if match else None

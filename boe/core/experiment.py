@@ -142,13 +142,16 @@ def run_experiment(
     options = {"eta": eta, "seed": seed}
     spec = pool or PoolSpec()
     built = [make_pool_policy(p, spec, **options) for p in policies]
-    has_raw = any(p.name == "raw" for p in built) and not spec.adaptive and spec.size is None
+    # the metrics' baseline: raw BoN on the same pool (fixed or fixed:K), or on every candidate for a pool that
+    # draws them (the fixed pool it stands in for)
+    base = PoolSpec() if spec.adaptive else spec
+    has_raw = any(p.name == "raw" for p in built) and not spec.adaptive
     plan, done, raw_done = _plan_replays(
-        questions, group_keys, built, budgets, spec, has_raw, calibration, cheap_kappa, seed
+        questions, group_keys, built, budgets, spec, base, has_raw, calibration, cheap_kappa, seed, progress
     )
     runs = replay(questions, group_keys, built, list(budgets), plan, progress=progress, pool=spec, done=done)
     raw_runs = [r for r in runs if r.policy == "raw"] if has_raw else []
-    raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan, done=raw_done)[0]
+    raw = raw_runs[0] if raw_runs else replay(questions, group_keys, ["raw"], [0.0], plan, pool=base, done=raw_done)[0]
     rows = summarize(questions, runs, raw)
     unobserved = {(r.policy, r.budget): n for r in runs if (n := unobserved_purchases(r, questions))}
     by_key = {(r.policy, r.budget): r for r in runs}
@@ -205,24 +208,33 @@ def _plan_replays(
     built: list[Policy],
     budgets: Sequence[float],
     spec: PoolSpec,
+    base: PoolSpec,
     has_raw: bool,
     calibration: str | Calibration,
     cheap_kappa: float | None,
     seed: int,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[CalibrationPlan, list[Any], list[Any]]:
     """The calibration plan, and the batches already replayed beside a cross-fit's folds (`fold_replay`): the
-    policies', and raw BoN's at budget 0 (the metrics' baseline) unless it is among them."""
+    policies', and raw BoN's at budget 0 on the ``base`` pool (the metrics' baseline) unless it is among them;
+    ``progress`` counts the policies' rows of each fold as its fit and replay arrive."""
     wanted = [(built, [float(b) for b in budgets], spec)]
     if not has_raw:
-        wanted.append(([make_pool_policy("raw", PoolSpec())], [0.0], PoolSpec()))
-    then = None
+        wanted.append(([make_pool_policy("raw", base)], [0.0], base))
+    then = fitted = None
     if isinstance(calibration, str) and calibration.startswith("crossfit"):
         replays = [fold_replay(questions, group_keys, pols, bs, ps) for pols, bs, ps in wanted]
 
         def then(rows: npt.NDArray[np.intp], cal: Calibration) -> list[Any]:
             return [f(rows, cal) for f in replays]
 
-    plan = _plan(questions, group_keys, built, calibration, cheap_kappa, seed, then)
+        if progress is not None:
+            report = progress
+
+            def fitted(got: list[Any]) -> None:
+                report(sum(len(res[0]) for res in got[0]))
+
+    plan = _plan(questions, group_keys, built, calibration, cheap_kappa, seed, then, fitted)
     done = [[res for fold in plan.replayed for res in fold[i]] for i in range(len(wanted))]
     plan.replayed = []
     return plan, done[0], done[1] if len(done) > 1 else []
@@ -236,6 +248,7 @@ def _plan(
     cheap_kappa: float | None,
     seed: int,
     then: Callable[[npt.NDArray[np.intp], Calibration], Any] | None = None,
+    fitted: Callable[[Any], None] | None = None,
 ) -> CalibrationPlan:
     """The calibration of every question: the file's (which must hold the fitted extras of the policies that
     have them), or fitted (``fit``/``crossfit``) with those extras; a cross-fit with extras runs ``then`` on
@@ -264,6 +277,7 @@ def _plan(
             extra_fit=extra_fit if extra_fits else None,
             prepare=prepare if extra_fits else None,
             then=then if extra_fits else None,  # else the folds are fitted here, and replay forks
+            fitted=fitted,
         )
     plan = plan_calibration(questions, group_keys, "file", cheap_kappa=cheap_kappa, file_calibration=calibration)
     missing = [p.name for p in fittable if not p.fit_extra_present(calibration)]

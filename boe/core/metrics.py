@@ -108,6 +108,15 @@ class _Pools:
         out: npt.NDArray[np.float64] = self.utility[idx, sel]
         return out
 
+    def oracle(self, run: ReplayRun, idx: npt.NDArray[np.intp]) -> float:
+        """Oracle@K of ``run``'s pool: the share of questions of ``idx`` with a correct candidate among those
+        the run drew (every candidate of a fixed pool, the first K of ``fixed:K``)."""
+        if idx.size == 0:
+            return float("nan")
+        drawn = np.arange(self.utility.shape[1])[None, :] < self.samples(run, idx)[:, None]
+        best = np.where(drawn, np.nan_to_num(self.utility[idx], nan=-np.inf), -np.inf).max(axis=1)
+        return float(np.mean(best >= CORRECT))
+
     def samples(self, run: ReplayRun, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
         """`ReplayRun.samples_of` of each question of ``idx``."""
         return self.k[idx] if run.samples is None else run.samples[idx].astype(np.intp)
@@ -144,7 +153,7 @@ def summarize(questions: Sequence[Question], runs: Sequence[ReplayRun], raw: Rep
         n = len(idx)
         raw_u = pools.selected_utility(raw, idx)
         raw_ok = raw_u >= CORRECT
-        oracle = float(np.mean([questions[r].utility.max() >= CORRECT for r in idx]))
+        oracle = pools.oracle(raw, idx)
         mw = ~raw_ok
         for run in runs:
             u = pools.selected_utility(run, idx)

@@ -8,6 +8,7 @@ majority, so late steps only touch live questions.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -159,6 +160,7 @@ def plan_calibration(
     workers: int | None = None,
     prepare: Callable[[Sequence[Question]], None] | None = None,
     then: Callable[[npt.NDArray[np.intp], Calibration], Any] | None = None,
+    fitted: Callable[[Any], None] | None = None,
 ) -> CalibrationPlan:
     """Resolve ``fit``, ``crossfit[:K]`` or a loaded file into per-question calibrations.
 
@@ -168,7 +170,8 @@ def plan_calibration(
     as `replay` splits its batches); results are identical. ``prepare(questions)``,
     if given, builds once what every fold's ``extra_fit`` shares, before the
     folds are fitted; ``then(held_out_rows, calibration)``, in cross-fitting, runs right after
-    each fold's fit where it ran, its results kept in the plan's ``replayed`` (`fold_replay`).
+    each fold's fit where it ran, its results kept in the plan's ``replayed`` (`fold_replay`);
+    ``fitted(result)`` is called in this process with each fold's ``then`` result as it arrives (progress).
     """
     n_groups = len(group_keys)
     if mode == "file":
@@ -205,11 +208,15 @@ def plan_calibration(
             # what the folds' fits share (`bayes`: its training tables) is built first, then this process fits
             # fold 0 while forked workers, which inherit it, fit the others
             prepare(questions)
-            cals = dict(forked(fit_fold, list(range(n_folds)), n_workers, here=1))
+            arriving = forked(fit_fold, list(range(n_folds)), n_workers, here=1)
         else:
             # a policy's fit builds what it caches on the questions in fold 0, here; the workers inherit it
-            cals = dict([fit_fold(0)])
-            cals.update(forked(fit_fold, list(range(1, n_folds)), n_workers))
+            arriving = itertools.chain([fit_fold(0)], forked(fit_fold, list(range(1, n_folds)), n_workers))
+        cals = {}
+        for f, got in arriving:
+            cals[f] = got
+            if fitted is not None and then is not None:
+                fitted(got[1])
         return CalibrationPlan(
             f"crossfit:{n_folds}",
             [cals[f][0] for f in range(n_folds)],
@@ -270,7 +277,8 @@ def replay(
     wrapped for it (`make_pool_policy`), a built one is used as it is.
     ``workers`` > 1 splits the batches over forked processes (default: up to
     two when the input is large and fork is available); results are identical.
-    ``done``: batches already replayed (`fold_replay`), whose rows are not replayed again.
+    ``done``: batches already replayed (`fold_replay`), whose rows are not replayed again (nor counted by
+    ``progress``, which counts the rows this call replays: their fits counted them as they arrived).
     """
     opts = policy_options or {}
     spec = pool or PoolSpec()
@@ -288,8 +296,6 @@ def replay(
     for res in done:
         _merge(runs, res)
         left[res[0]] = False
-        if progress is not None:
-            progress(len(res[0]))
     procs = _auto_workers(questions) if workers is None else workers
     batches = _batches(questions, np.nonzero(left)[0], procs)
     job = _Job(questions, group_keys, built, [float(b) for b in budgets], plan, spec)

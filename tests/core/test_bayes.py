@@ -515,21 +515,26 @@ def test_folds_replayed_where_they_were_fitted_equal_a_replay_after_the_fit(monk
     assert [transcripts(r, qs) for r in exp.runs] == [transcripts(r, qs) for r in again]
 
 
-def test_claim_stances_of_many_questions_at_once_equal_one_question_at_a_time():
-    from boe.core.bayes import _claim_stances, stance_counts
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_progress_counts_each_folds_rows_as_its_fit_arrives_and_every_row_once(monkeypatch, workers):
+    monkeypatch.setenv("BOE_WORKERS", workers)
+    qs, groups = _questions(list(pool_ledger(60, seed=47)))
+    calls: list[int | str] = []
+    import boe.core.experiment as experiment
 
-    qs, _ = _questions([*pool_ledger(30, seed=44), *factor_code_ledger(10, seed=45)])
-    ids = [i for i, q in enumerate(qs) if q.is_factor.any()]
-    got = _claim_stances(qs, ids, chunk=7)  # chunks mixing shapes, answer counts and ledgers
-    assert sorted(got) == ids
-    for i in ids:
-        q = qs[i]
-        claims, local = np.unique(q.action_claim[q.is_factor], return_inverse=True)
-        d = int(q.answer_id.max()) + 1 if (q.answer_id >= 0).any() else 0
-        want = stance_counts(q.incidence[claims][None], q.answer_id[None], d)
-        assert np.array_equal(got[i][0], local.reshape(-1))
-        for g, w in zip(got[i][1:], want, strict=True):
-            assert g.dtype == w.dtype and np.array_equal(g, w[0])
+    def marked(*args, **kwargs):  # the replay after the fits: anything counted later was not counted by a fit
+        calls.append("replay")
+        return replay(*args, **kwargs)
+
+    monkeypatch.setattr(experiment, "replay", marked)
+    exp = run_experiment(qs, groups.keys, ["bayes"], [4], calibration="crossfit:3", resamples=10, progress=calls.append)
+    assert exp.plan.of_question is not None
+    counted = [c for c in calls if c != "replay"]
+    assert calls.index("replay") == len(counted)  # each fold counted as its fit arrived, the replays count none
+    assert sorted(counted) == sorted(np.bincount(exp.plan.of_question, minlength=3).tolist())
+    plain: list[int] = []  # no fitted extra: the folds are fitted first, the replay counts its batches
+    run_experiment(qs, groups.keys, ["boe"], [4], calibration="crossfit:3", resamples=10, progress=plain.append)
+    assert sum(plain) == len(qs)
 
 
 def test_the_check_weight_folds_reuse_the_stance_weight_fits(monkeypatch):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from boe.core.bayes import Bayes
 from boe.core.calibration import Calibration
+from boe.core.experiment import run_experiment
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import parse_record, parse_record_dict
 from boe.core.literal import literal_calibration, literal_pool_replay, literal_prefix
@@ -350,6 +351,30 @@ def test_the_pool_of_the_first_k_as_a_question_of_its_own_replays_as_fixed_k():
                 assert a.cost[r] == b.cost[r]
                 assert [q.action_ids[i] for i in a.actions_of(r)] == [s.action_ids[i] for i in b.actions_of(r)]
                 assert np.allclose(a.scores_of(r, s.k), b.scores_of(r, s.k), rtol=0, atol=1e-12)
+
+
+def test_a_fixed_k_replays_metrics_read_its_own_pool():
+    """Oracle@K, MajorityWrong, corrections and harms of ``fixed:K`` are those of the pool of the first K (raw BoN
+    on the same K is the baseline), as for the questions cut to their first K; an adaptive pool's are of every
+    candidate, the fixed pool it stands in for."""
+    recs = list(pool_ledger(60, seed=5, spec=pool_spec("default", sample_cost=0.25)))
+    qs, groups = _load(recs)
+    cal = plan_calibration(qs, groups.keys, "fit").calibrations[0]
+    fields = ("accuracy", "oracle_at_k", "majority_wrong", "corrections", "harms", "delta_acc")
+
+    def metrics(questions, pool, policies=("boe",), calibration=cal):
+        exp = run_experiment(
+            questions, groups.keys, list(policies), [6.0], calibration=calibration, pool=pool, resamples=10
+        )
+        return [{f: getattr(r, f) for f in fields} for r in exp.rows]
+
+    cut = metrics([prefix_question(q, 3) for q in qs], parse_pool("fixed"))
+    assert metrics(qs, parse_pool("fixed:3")) == cut
+    assert metrics(qs, parse_pool("fixed:3"), ("boe", "raw"))[0] == cut[0]  # the baseline whether raw is asked or not
+    assert cut[0]["oracle_at_k"] < metrics(qs, parse_pool("fixed"))[0]["oracle_at_k"]
+    whole = metrics(qs, parse_pool("fixed"), ("raw",))[0]
+    adaptive = metrics(qs, parse_pool("adaptive"), ("bayes",), "fit")[0]
+    assert (adaptive["oracle_at_k"], adaptive["majority_wrong"]) == (whole["oracle_at_k"], whole["majority_wrong"])
 
 
 def test_the_posterior_of_a_pool_of_k_is_fitted_on_pools_of_k():
