@@ -200,9 +200,8 @@ def relevance_of_gain(
     remaining: F64,
     now: npt.NDArray[np.intp],
 ) -> B_:
-    """`posterior_relevance` from each latent's `latent_gain` (Q, H, L; read only at the hypotheses other than
-    the selected one with a finite ``lpost`` and where ``cheapest`` (Q, L) is affordable) and its informative
-    feasible actions ``act`` (Q, A)."""
+    """`posterior_relevance` from each latent's `latent_gain` (Q, H, L; it matters only where ``cheapest`` (Q, L)
+    is affordable, at hypotheses with a finite ``lpost``) and the informative feasible actions ``act`` (Q, A)."""
     n = lpost.shape[0]
     q = np.arange(n)
     with np.errstate(over="ignore", invalid="ignore"):
