@@ -166,6 +166,29 @@ def test_bayes_relevance_kept_between_steps_equals_the_bound_from_scratch():
     assert steps >= 3 and bought >= 20
 
 
+def test_bayes_observation_marks_its_latents_gain_stale():
+    """An outcome moves its latent's rho: its kept gain is recomputed even where nothing else changed (the same
+    checks left, here because the action is observed without being marked bought, the same selected answer)."""
+    recs = list(pool_ledger(40, seed=5, spec=pool_spec("default", k=6)))
+    qs, groups = _load(recs)
+    cal = plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra).calibrations[0]
+    state = bind_questions(qs, np.arange(len(qs)), [cal], None, groups.keys, 16, with_labels=True)
+    outcomes = state.labels.outcome
+    state.labels = None
+    policy = Bayes()
+    policy.start(state)
+    policy.relevant(state)  # every needed gain computed and kept
+    choice = policy.choose(state)
+    go = np.nonzero(choice >= 0)[0]
+    assert go.size >= 10
+    policy.observe(state, go, choice[go], outcomes[go, choice[go]])
+    policy.relevant(state)
+    kept = state.extra["bayes_gain"].copy()
+    state.extra["bayes_stale"][:] = True
+    policy.relevant(state)
+    np.testing.assert_array_equal(kept, state.extra["bayes_gain"])
+
+
 def test_a_unanimous_pool_costs_nothing_under_bayes():
     rec = next(iter(pool_ledger(1, seed=9, spec=pool_spec("default", k=8))))
     for c in rec["candidates"]:
