@@ -124,7 +124,7 @@ from boe.core.calibration import Calibration, Priors, crossfit_folds, default_na
 from boe.core.graph import N_FACTOR_CODES, Question
 from boe.core.monotone import monotone_tables
 from boe.core.policies import IntArr, Policy, register_policy
-from boe.core.relevance import posterior_relevance
+from boe.core.relevance import action_ratios, latent_checks, latent_gain, relevance_of_gain, selected_terms
 from boe.core.scoring import first_max
 from boe.core.state import EvidenceState, bind_questions
 from boe.errors import CalibrationError, ConfigError
@@ -1597,11 +1597,17 @@ def _row_tables(state: EvidenceState) -> dict[str, F64]:
         tempered /= tempered.sum(axis=5, keepdims=True)
         tab = np.where(cw != 1.0, tempered, tab)
     standing = action_standing(state)
-    at = (pair[:, None], (state.whole | state.answer).astype(np.intp), grp, standing)  # per action (Q, A)
+    # each action's table, as one flat index (Q, A) into the (pairs, factor / response, G + 1, S) tables
+    at = ((pair[:, None] * 2 + (state.whole | state.answer)) * (g + 1) + grp) * N_STANDING + standing
+    hi, lo, informative = action_ratios(tab[..., 0, :], tab[..., 1, :])  # per table, then read per action
+    c = tab.reshape(-1, 2, 3)[at]  # (Q, A, 2, 3)
     return {
         "standing": standing.astype(np.float64),
-        "c1": tab[(*at, 0)],  # (Q, A, 3): P(o | latent true), P(o | latent false)
-        "c0": tab[(*at, 1)],
+        "c1": np.ascontiguousarray(c[:, :, 0]),  # (Q, A, 3): P(o | latent true), P(o | latent false)
+        "c0": np.ascontiguousarray(c[:, :, 1]),
+        "lr_hi": hi.reshape(-1)[at],  # (Q, A): the largest and smallest log c1 - log c0 over outcomes, some not 0
+        "lr_lo": lo.reshape(-1)[at],
+        "informative": informative.reshape(-1)[at],
         "prior": prior,
         "free_true": np.clip(free_true, EPS, 1 - EPS),
         "log_theta": np.log(np.clip(theta, EPS, 1.0)),
@@ -1649,9 +1655,10 @@ def action_standing(state: EvidenceState) -> I64:
 def _standing(aid: npt.NDArray[np.int32], al: npt.NDArray[np.int8], resp: B_, target: npt.NDArray[np.int32]) -> I64:
     valid = aid >= 0
     n_valid = valid.sum(axis=1)[:, None]
-    vv = valid[:, None, :]
-    n_a = ((al == 1) & vv).sum(axis=2)
-    top = n_a > ((al == -1) & vv).sum(axis=2)
+    # valid candidates asserting / denying each action's claim (counts: exact; einsum, not short bool sums)
+    v8 = valid.view(np.uint8)
+    n_a = np.einsum("qak,qk->qa", (al == 1).view(np.uint8), v8, dtype=np.int64)
+    top = n_a > np.einsum("qak,qk->qa", (al == -1).view(np.uint8), v8, dtype=np.int64)
     if resp.any():
         d = int(aid.max()) + 1 if aid.size else 0
         n_ans = (aid[:, :, None] == np.arange(max(d, 1))[None, None, :]).sum(axis=1)  # (Q, D)
@@ -1774,10 +1781,11 @@ class Bayes:
         rho_v = np.where(right[None], v[:, 0, None, None], v[:, 1, None, None])  # (Q, d + 1, H)
         target = np.take_along_axis(state.answer_id, np.maximum(state.target, 0), axis=1)
         latent = np.where(state.whole | state.answer, m + np.where(target >= 0, target, d), np.maximum(state.claim, 0))
+        rho_all = np.clip(np.concatenate([rho, rho_v], axis=1), EPS, 1 - EPS)
         state.extra.update(
             bayes_lpost=lpost,
             bayes_real=real,
-            bayes_rho=np.clip(np.concatenate([rho, rho_v], axis=1), EPS, 1 - EPS),
+            bayes_rho=rho_all,
             bayes_c1=tabs["c1"],
             bayes_c0=tabs["c0"],
             bayes_claim=latent.astype(np.intp),  # the latent each action reads
@@ -1786,6 +1794,15 @@ class Bayes:
             bayes_check_weight=tabs["check_weight"],
             # per bought action: P(o | latent true), P(o | latent false), P(leading answer) before and after
             bayes_why=np.zeros((n, state.cost.shape[1], 4)),
+            # `relevant`'s: each action's log ratio range and informativeness, and each latent's `latent_gain`
+            # with the (log_hi, log_lo) and selected hypothesis it was computed at, stale when its rho moved
+            bayes_lr_hi=tabs["lr_hi"],
+            bayes_lr_lo=tabs["lr_lo"],
+            bayes_informative=tabs["informative"],
+            bayes_gain=np.zeros(rho_all.shape).transpose(0, 2, 1).copy(),  # (Q, H, L)
+            bayes_gain_at=np.full((*rho_all.shape[:2], 2), np.nan),
+            bayes_gain_now=np.full(n, -1, dtype=np.intp),
+            bayes_stale=np.ones(rho_all.shape[:2], dtype=bool),
         )
 
     def observe(self, state: EvidenceState, rows: IntArr, actions: IntArr, outcomes: npt.NDArray[np.int8]) -> None:
@@ -1800,6 +1817,7 @@ class Bayes:
         c0 = ex["bayes_c0"][rows, actions, o][:, None]
         lik = rho * c1 + (1 - rho) * c0
         ex["bayes_rho"][rows, j] = np.clip(rho * c1 / lik, EPS, 1 - EPS)
+        ex["bayes_stale"][rows, j] = True
         real = ex["bayes_real"][rows]
         before = np.where(real, np.exp(ex["bayes_lpost"][rows]), 0.0).max(axis=1)
         ex["bayes_lpost"][rows] = _log_normalise(lp + np.log(lik))
@@ -1845,22 +1863,46 @@ class Bayes:
         r = slice(None) if rows is None else rows
         sel = self._select(state, r)
         aid = state.answer_id[r]
-        now = aid[np.arange(aid.shape[0]), np.maximum(sel, 0)]
-        has = (sel >= 0) & (now >= 0)
-        out = posterior_relevance(
-            ex["bayes_lpost"][r],
-            ex["bayes_real"][r],
-            ex["bayes_rho"][r],
-            ex["bayes_claim"][r],
-            ex["bayes_c1"][r],
-            ex["bayes_c0"][r],
-            state.feasible()[r],
-            state.cost[r],
-            (state.budget - state.spent)[r],
-            np.where(has, now, 0).astype(np.intp),
+        held = aid[np.arange(aid.shape[0]), np.maximum(sel, 0)]
+        has = (sel >= 0) & (held >= 0)
+        now: IntArr = np.where(has, held, 0).astype(np.intp)
+        rho, latent = ex["bayes_rho"][r], ex["bayes_claim"][r]
+        act = state.feasible()[r] & ex["bayes_informative"][r]
+        remaining = (state.budget - state.spent)[r]
+        log_hi, log_lo, cheapest = latent_checks(
+            ex["bayes_lr_hi"][r], ex["bayes_lr_lo"][r], act, latent, state.cost[r], rho.shape[1]
         )
+        gain = self._gain(ex, rows, rho, log_hi, log_lo, cheapest <= remaining[:, None], now)
+        out = relevance_of_gain(gain, cheapest, ex["bayes_lpost"][r], ex["bayes_real"][r], rho, latent, act,
+                                remaining, now)  # fmt: skip
         out &= has[:, None]
         return out
+
+    @staticmethod
+    def _gain(
+        ex: dict[str, Any], rows: IntArr | None, rho: F64, log_hi: F64, log_lo: F64, need: B_, now: IntArr
+    ) -> F64:
+        """`latent_gain` (Q, H, L) of ``rows``' latents, exact where ``need`` (Q, L): recomputed only for the
+        latents whose rho, (log_hi, log_lo) or row's selected hypothesis changed since the last step."""
+        r = slice(None) if rows is None else rows
+        moved = np.nonzero(ex["bayes_gain_now"][r] != now)[0]  # a new selected hypothesis: the whole row
+        ex["bayes_stale"][moved if rows is None else rows[moved]] = True
+        ex["bayes_gain_now"][r] = now
+        gain: F64 = ex["bayes_gain"][r]
+        at = ex["bayes_gain_at"][r]
+        stale = ex["bayes_stale"][r] | (at[:, :, 0] != log_hi) | (at[:, :, 1] != log_lo)
+        i, j = np.nonzero(stale & need)
+        if i.size:
+            hi, lo = log_hi[i, j][:, None], log_lo[i, j][:, None]
+            sel = selected_terms(hi, lo, rho[i, j, now[i]][:, None])
+            gain[i, :, j] = latent_gain(hi, lo, rho[i, j], sel)  # (P, H)
+            hi, lo = hi[:, 0], lo[:, 0]
+            g = i if rows is None else rows[i]
+            if rows is not None:
+                ex["bayes_gain"][g, :, j] = gain[i, :, j]
+            ex["bayes_gain_at"][g, j] = np.stack([hi, lo], axis=1)
+            ex["bayes_stale"][g, j] = False
+        return gain
 
     def _live(self, state: EvidenceState) -> tuple[IntArr, B_]:
         """The rows still running that have a relevant action, and those actions (rows' order)."""
@@ -1879,7 +1921,7 @@ class Bayes:
 
     def _pick(self, view: _View, feasible: B_) -> IntArr:
         """The action (or -1) of each row of ``view``, all with some ``feasible`` (relevant) action."""
-        value = view.evsi() / view.cost
+        value = view.evsi(feasible) / view.cost
         pick = first_max(value, feasible)
         stop = value[np.arange(view.n), pick] <= self.eta
         if self.fallback == "info" and self.eta == 0.0 and stop.any():
@@ -1947,26 +1989,35 @@ class _View:
         self.pr: F64 = np.where(ex["bayes_real"][r], self.post, 0.0)  # selectable mass: `none` and absent answers 0
         self.now = np.argmax(self.pr, axis=1)  # (Q,) the current choice
 
-    def evsi(self) -> F64:
-        """sum_o max_d P(d) P(o | d) - P(d_now) sum_o P(o | d_now) per action, each outcome term >= 0 exactly.
+    def evsi(self, where: B_ | None = None) -> F64:
+        """sum_o max_d P(d) P(o | d) - P(d_now) sum_o P(o | d_now) per action, each outcome term >= 0 exactly;
+        only where ``where`` (n, A) is true (0 elsewhere) when it is given.
 
         P(d) P(o | d) = P(d) rho_d (c1 - c0) + P(d) c0.
         """
-        c1, c0 = self.c1, self.c0
+        i, a = np.nonzero(np.ones(self.cost.shape, dtype=bool) if where is None else where)
+        c1, c0 = self.c1[i, a], self.c0[i, a]  # (P, 3) for the P actions valued
         dc = c1 - c0
-        q = np.arange(self.n)
-        rho = self.rho[q[:, None], self.claim]  # (Q, A, H)
-        pr = self.pr[:, None, :]
+        j = self.claim[i, a]
+        # hypotheses first, (H, P): the max over them is a few elementwise maxima, not P short reductions
+        rho = self.rho.transpose(2, 0, 1)[:, i, j]
+        pr = self.pr.T[:, i]
         u = pr * rho
-        p_now = self.pr[q, self.now][:, None]  # (Q, 1)
-        u_now = np.take_along_axis(rho, self.now[:, None, None], axis=2)[:, :, 0] * p_now
-        gain = np.zeros(self.cost.shape)
-        buf = np.empty_like(u)
+        now = self.now[i]
+        p_now = self.pr[i, now]
+        u_now = self.rho[i, j, now] * p_now
+        gain = np.zeros(i.size)
+        buf, term, top = np.empty_like(u), np.empty_like(u), np.empty(i.size)
         for o in range(3):
-            np.multiply(u, dc[:, :, o, None], out=buf)
-            buf += pr * c0[:, :, o, None]
-            gain += buf.max(axis=2) - (u_now * dc[:, :, o] + p_now * c0[:, :, o])
-        return gain
+            np.multiply(u, dc[:, o], out=buf)
+            buf += np.multiply(pr, c0[:, o], out=term)
+            np.copyto(top, buf[0])
+            for h in range(1, buf.shape[0]):
+                np.maximum(top, buf[h], out=top)
+            gain += top - (u_now * dc[:, o] + p_now * c0[:, o])
+        out: F64 = np.zeros(self.cost.shape)
+        out[i, a] = gain
+        return out
 
     def decision_info(self, rows: IntArr) -> F64:
         """I(O_e; [H = current choice]) in nats for every action of ``rows``, shape (n, A)."""
@@ -2018,7 +2069,7 @@ class BayesLookahead(Bayes):
         return f"{type(self).__name__}(eta={self.eta!r}, fallback={self.fallback!r}, shortlist={self.shortlist!r})"
 
     def _pick(self, view: _View, feasible: B_) -> IntArr:
-        single = view.evsi() / view.cost
+        single = view.evsi(feasible) / view.cost
         pick = first_max(single, feasible)
         best_single = single[np.arange(view.n), pick]
         info = view.decision_info(np.arange(view.n)) / view.cost

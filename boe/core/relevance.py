@@ -38,7 +38,17 @@ import numpy.typing as npt
 
 from boe.core.state import EvidenceState
 
-__all__ = ["IRRELEVANT", "knapsack_bound", "posterior_relevance", "score_relevance"]
+__all__ = [
+    "IRRELEVANT",
+    "action_ratios",
+    "knapsack_bound",
+    "latent_checks",
+    "latent_gain",
+    "posterior_relevance",
+    "relevance_of_gain",
+    "score_relevance",
+    "selected_terms",
+]
 
 F64 = npt.NDArray[np.float64]
 B_ = npt.NDArray[np.bool_]
@@ -118,51 +128,125 @@ def posterior_relevance(
     P(latent = 1 | H, history), ``latent`` (Q, A) the latent each action reads, ``c1`` / ``c0`` (Q, A, 3)
     P(outcome | latent true / false), ``now`` (Q,) the selected hypothesis.
     """
-    n, n_lat, _ = rho.shape
-    q = np.arange(n)
+    hi, lo, informative = action_ratios(c1, c0)
+    act = feasible & informative
+    log_hi, log_lo, cheapest = latent_checks(hi, lo, act, latent, cost, rho.shape[1])
+    log_hi, log_lo = log_hi[:, None, :], log_lo[:, None, :]  # (Q, 1, L)
+    r_now = np.take_along_axis(rho, now[:, None, None], axis=2).transpose(0, 2, 1)  # (Q, 1, L)
+    gain = latent_gain(log_hi, log_lo, rho.transpose(0, 2, 1), selected_terms(log_hi, log_lo, r_now))
+    return relevance_of_gain(gain, cheapest, lpost, real, rho, latent, act, remaining, now)
+
+
+def action_ratios(c1: F64, c0: F64) -> tuple[F64, F64, B_]:
+    """Per action (..., 3 outcomes -> ...): the largest and smallest log likelihood ratio log c1 - log c0 over
+    its outcomes, and whether it is informative (some ratio is not 0); they depend on the channel alone."""
     with np.errstate(divide="ignore"):
-        lr = np.log(c1) - np.log(c0)  # (Q, A, 3)
-    act = feasible & ((lr[:, :, 0] != 0.0) | (lr[:, :, 1] != 0.0) | (lr[:, :, 2] != 0.0))  # informative checks
-    flat = (latent + q[:, None] * n_lat)[act]
-    hi = np.maximum(np.maximum(lr[:, :, 0], lr[:, :, 1]), lr[:, :, 2])[act]
-    lo = np.minimum(np.minimum(lr[:, :, 0], lr[:, :, 1]), lr[:, :, 2])[act]
-    log_hi = np.asarray(np.bincount(flat, weights=hi, minlength=n * n_lat), dtype=np.float64).reshape(n, n_lat, 1)
-    log_lo = np.asarray(np.bincount(flat, weights=lo, minlength=n * n_lat), dtype=np.float64).reshape(n, n_lat, 1)
+        lr = np.log(c1) - np.log(c0)
+    hi: F64 = np.maximum(np.maximum(lr[..., 0], lr[..., 1]), lr[..., 2])
+    lo: F64 = np.minimum(np.minimum(lr[..., 0], lr[..., 1]), lr[..., 2])
+    informative: B_ = (lr[..., 0] != 0.0) | (lr[..., 1] != 0.0) | (lr[..., 2] != 0.0)
+    return hi, lo, informative
+
+
+def latent_checks(
+    hi: F64, lo: F64, act: B_, latent: npt.NDArray[np.intp], cost: F64, n_lat: int
+) -> tuple[F64, F64, F64]:
+    """Per latent (Q, L): the sums of the largest and of the smallest log ratios of its actions ``act`` (the
+    range of log A / B its checks can produce), and the cheapest of them (inf: none)."""
+    n = act.shape[0]
+    flat = (latent + np.arange(n)[:, None] * n_lat)[act]
+    log_hi = np.asarray(np.bincount(flat, weights=hi[act], minlength=n * n_lat), dtype=np.float64)
+    log_lo = np.asarray(np.bincount(flat, weights=lo[act], minlength=n * n_lat), dtype=np.float64)
     cheapest = np.full(n * n_lat, np.inf)
-    np.minimum.at(cheapest, flat, cost[act])
-    cheapest = cheapest.reshape(n, n_lat, 1)
-    r_now = np.take_along_axis(rho, now[:, None, None], axis=2)  # (Q, L, 1)
+    spent = cost[act]
+    prices = np.unique(spent)
+    if prices.size <= 4:  # a menu has a few prices: the cheapest of a latent is the first price it has
+        for price in prices[::-1].tolist():
+            cheapest[np.bincount(flat[spent == price], minlength=n * n_lat) > 0] = price
+    else:
+        np.minimum.at(cheapest, flat, spent)
+    return log_hi.reshape(n, n_lat), log_lo.reshape(n, n_lat), cheapest.reshape(n, n_lat)
 
-    logs = (np.log(rho), np.log1p(-rho)), (np.log(r_now), np.log1p(-r_now))  # each computed once
 
-    def mix(log_r: F64, log_p: tuple[F64, F64]) -> F64:
-        return np.asarray(np.logaddexp(log_p[0] + log_r, log_p[1]), dtype=np.float64)
+def _mix(log_r: F64, log_p: tuple[F64, F64]) -> F64:
+    """log(p r + 1 - p) from log r and (log p, log(1 - p))."""
+    return np.asarray(np.logaddexp(log_p[0] + log_r, log_p[1]), dtype=np.float64)
 
-    gain = np.maximum(mix(log_hi, logs[0]) - mix(log_hi, logs[1]), mix(log_lo, logs[0]) - mix(log_lo, logs[1]))
+
+def selected_terms(log_hi: F64, log_lo: F64, r_now: F64) -> tuple[F64, F64]:
+    """The selected hypothesis' side of `latent_gain`, elementwise: log(r A + 1 - r) at the latent's largest and
+    smallest log A / B (``log_hi``, ``log_lo``), ``r_now`` its P(latent = 1 | selected H)."""
+    logs = np.log(r_now), np.log1p(-r_now)
+    return _mix(log_hi, logs), _mix(log_lo, logs)
+
+
+def latent_gain(log_hi: F64, log_lo: F64, rho: F64, now: tuple[F64, F64]) -> F64:
+    """Elementwise, the most the checks of a latent raise log P(H) against log P(selected H): ``log_hi`` /
+    ``log_lo`` from `latent_checks`, ``rho`` P(latent = 1 | H), ``now`` the `selected_terms` (0 at the
+    selected H itself)."""
+    logs = np.log(rho), np.log1p(-rho)  # each computed once
+    out: F64 = np.maximum(_mix(log_hi, logs) - now[0], _mix(log_lo, logs) - now[1])
+    return out
+
+
+def relevance_of_gain(
+    gain: F64,
+    cheapest: F64,
+    lpost: F64,
+    real: B_,
+    rho: F64,
+    latent: npt.NDArray[np.intp],
+    act: B_,
+    remaining: F64,
+    now: npt.NDArray[np.intp],
+) -> B_:
+    """`posterior_relevance` from each latent's `latent_gain` (Q, H, L; it matters only where ``cheapest`` (Q, L)
+    is affordable, at hypotheses with a finite ``lpost``) and the informative feasible actions ``act`` (Q, A)."""
+    n = lpost.shape[0]
+    q = np.arange(n)
     with np.errstate(over="ignore", invalid="ignore"):
         gap = lpost[q, now][:, None] - lpost  # inf for absent answers
     # First a loose bound: no affordable set gains more than all affordable latents together, nor more than
     # the remaining budget at the best gain per cost (with a margin over rounding). Rows where even it leaves
     # no rival within reach have nothing relevant; the knapsack decides the others.
-    value = np.where((gain > 0) & (cheapest <= remaining[:, None, None]), gain, 0.0)
-    per_cost = (value / np.where(value > 0, cheapest, 1.0)).max(axis=1)  # (Q, H)
+    cheap = cheapest[:, None, :]
+    value = np.where((gain > 0) & (cheap <= remaining[:, None, None]), gain, 0.0)  # (Q, H, L)
+    per_cost = (value / np.where(value > 0, cheap, 1.0)).max(axis=2)  # (Q, H)
     at_rate = np.multiply(remaining[:, None], per_cost, out=np.zeros_like(per_cost), where=per_cost > 0)
-    loose = np.minimum(value.sum(axis=1), at_rate)
+    total = np.zeros(per_cost.shape)  # summed latent after latent (the order of a sum over (Q, L, H)'s L)
+    for j in range(value.shape[2]):
+        total += value[:, :, j]
+    loose = np.minimum(total, at_rate)
     loose += 1e-9 * np.abs(loose) + 1e-12
-    out: B_ = np.zeros(feasible.shape, dtype=bool)
-    r = np.nonzero(_reach(loose, gap, real, now)[0].sum(axis=1) >= 2)[0]
+    out: B_ = np.zeros(act.shape, dtype=bool)
+    near, floor = _reach(loose, gap, real, now)
+    r = np.nonzero(near.sum(axis=1) >= 2)[0]
     if r.size == 0:
         return out
-    bound = knapsack_bound(gain[r].transpose(0, 2, 1), cheapest[r].transpose(0, 2, 1), remaining[r, None])
-    reach, floor = _reach(bound, gap[r], real[r], now[r])
-    several = reach.sum(axis=1) >= 2
-    moved = reach | (~floor[:, None] & np.isfinite(lpost[r]))
-    # per latent (n, L), then read by each action: whether its rho differs among the moved hypotheses
-    rho_r = rho[r]
-    spread = np.where(moved[:, None, :], rho_r, -np.inf).max(axis=2) - np.where(moved[:, None, :], rho_r, np.inf).min(
-        axis=2
+    # The knapsack of each (row, rival) pair it can change: the knapsack never exceeds the loose bound, so where
+    # the selected answer keeps its floor under the loose bound it keeps it under the knapsack, and only rivals
+    # the loose bound reaches can be reached (the others' bound, 0 here, weighs less in the floor); elsewhere
+    # every rival with a finite gap (the bound of any other reaches nothing and weighs 0 in the floor).
+    gap, now, near, floor = gap[r], now[r], near[r], floor[r]
+    pr, ph = np.nonzero(
+        np.isfinite(gap) & (np.arange(gap.shape[1])[None, :] != now[:, None]) & (near | ~floor[:, None])
     )
-    out[r] = feasible[r] & act[r] & several[:, None] & (np.take_along_axis(spread, latent[r], axis=1) > 0)
+    bound = np.zeros(gap.shape)
+    bound[pr, ph] = knapsack_bound(gain[r[pr], ph], cheapest[r[pr]], remaining[r[pr]])
+    reach, floor = _reach(bound, gap, real[r], now)
+    several = np.nonzero(reach.sum(axis=1) >= 2)[0]
+    if several.size == 0:
+        return out
+    r, reach, floor, now = r[several], reach[several], floor[several], now[several]
+    moved = reach | (~floor[:, None] & np.isfinite(lpost[r]))
+    # per latent (n, L), then read by each action: whether its rho differs among the moved hypotheses (the
+    # selected one among them)
+    rho_r = rho[r]
+    r_now = rho_r[np.arange(r.size), :, now]  # (n, L)
+    differs = np.zeros(r_now.shape, dtype=bool)
+    for h in np.nonzero(moved.any(axis=0))[0].tolist():
+        differs |= (rho_r[:, :, h] != r_now) & moved[:, h, None]
+    out[r] = act[r] & np.take_along_axis(differs, latent[r], axis=1)
     return out
 
 

@@ -122,6 +122,73 @@ def test_irrelevance_is_found_on_generated_pools():
             assert not rel[one].any()
 
 
+def test_bayes_relevance_kept_between_steps_equals_the_bound_from_scratch():
+    """`Bayes.relevant` keeps each latent's gain between steps, recomputed only where its rho, its checks or the
+    row's selected answer changed: at every step of a run, on every row, on a subset of rows and after the rows
+    are compacted, it equals `posterior_relevance` computed afresh from the state."""
+    recs = list(pool_ledger(40, seed=5, spec=pool_spec("default", k=6)))
+    qs, groups = _load(recs)
+    cal = plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra).calibrations[0]
+    state = bind_questions(qs, np.arange(len(qs)), [cal], None, groups.keys, 16, with_labels=True)
+    outcomes = state.labels.outcome
+    state.labels = None
+    policy = Bayes()
+    policy.start(state)
+
+    def fresh(rows):
+        ex = state.extra
+        sel = policy.select(state)[rows]
+        held = state.answer_id[rows][np.arange(rows.size), np.maximum(sel, 0)]
+        has = (sel >= 0) & (held >= 0)
+        now = np.where(has, held, 0).astype(np.intp)
+        got = posterior_relevance(
+            *(ex[k][rows] for k in ("bayes_lpost", "bayes_real", "bayes_rho", "bayes_claim", "bayes_c1", "bayes_c0")),
+            state.feasible()[rows], state.cost[rows], (state.budget - state.spent)[rows], now,
+        )  # fmt: skip
+        return got & has[:, None]
+
+    steps = bought = 0
+    while True:
+        every, some = np.arange(state.n), np.arange(0, state.n, 3)
+        np.testing.assert_array_equal(policy.relevant(state, some), fresh(some))
+        np.testing.assert_array_equal(policy.relevant(state), fresh(every))
+        choice = policy.choose(state)
+        go = np.nonzero(choice >= 0)[0]
+        if go.size == 0:
+            break
+        outs = outcomes[go, choice[go]]
+        state.reveal(go, choice[go], outs)
+        policy.observe(state, go, choice[go], outs)
+        steps, bought = steps + 1, bought + go.size
+        if steps == 2:  # the replay compacts finished rows away
+            keep = np.arange(state.n) % 4 != 1
+            state, outcomes = state.keep(keep), outcomes[keep]
+    assert steps >= 3 and bought >= 20
+
+
+def test_bayes_observation_marks_its_latents_gain_stale():
+    """An outcome moves its latent's rho: its kept gain is recomputed even where nothing else changed (the same
+    checks left, here because the action is observed without being marked bought, the same selected answer)."""
+    recs = list(pool_ledger(40, seed=5, spec=pool_spec("default", k=6)))
+    qs, groups = _load(recs)
+    cal = plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra).calibrations[0]
+    state = bind_questions(qs, np.arange(len(qs)), [cal], None, groups.keys, 16, with_labels=True)
+    outcomes = state.labels.outcome
+    state.labels = None
+    policy = Bayes()
+    policy.start(state)
+    policy.relevant(state)  # every needed gain computed and kept
+    choice = policy.choose(state)
+    go = np.nonzero(choice >= 0)[0]
+    assert go.size >= 10
+    policy.observe(state, go, choice[go], outcomes[go, choice[go]])
+    policy.relevant(state)
+    kept = state.extra["bayes_gain"].copy()
+    state.extra["bayes_stale"][:] = True
+    policy.relevant(state)
+    np.testing.assert_array_equal(kept, state.extra["bayes_gain"])
+
+
 def test_a_unanimous_pool_costs_nothing_under_bayes():
     rec = next(iter(pool_ledger(1, seed=9, spec=pool_spec("default", k=8))))
     for c in rec["candidates"]:
