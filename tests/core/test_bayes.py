@@ -18,6 +18,7 @@ from boe.core.bayes import (
     ClaimParams,
     PriorParams,
     _mixture_weights,
+    _small_unique,
     model_of,
     overrules_supported,
 )
@@ -474,6 +475,15 @@ def test_mixture_weights_equal_plain_bisection_bit_for_bit(n, scale, shift, seed
     start = rng.uniform(0, 1, 5) if warm else None
     got = _mixture_weights(loglik, cls, w, 5, start=start)
     assert np.array_equal(got, _bisected_mixture_weights(loglik, cls, w, 5))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=300))
+def test_small_unique_equals_numpy_unique(values):
+    x = np.array(values, dtype=np.int64)
+    got, want = _small_unique(x), np.unique(x, return_inverse=True)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
 def test_crossfit_fits_one_model_per_fold_on_named_groups():
