@@ -111,10 +111,8 @@ class _Pools:
     def oracle(self, run: ReplayRun, idx: npt.NDArray[np.intp]) -> float:
         """Oracle@K of ``run``'s pool: the share of questions of ``idx`` with a correct candidate among those
         the run drew (every candidate of a fixed pool, the first K of ``fixed:K``)."""
-        if idx.size == 0:
-            return float("nan")
-        drawn = np.arange(self.utility.shape[1])[None, :] < self.samples(run, idx)[:, None]
-        best = np.where(drawn, np.nan_to_num(self.utility[idx], nan=-np.inf), -np.inf).max(axis=1)
+        drawn = np.arange(self.utility.shape[1])[None, :] < self.samples(run, idx)[:, None]  # never the padding
+        best = np.where(drawn, self.utility[idx], -np.inf).max(axis=1)
         return float(np.mean(best >= CORRECT))
 
     def samples(self, run: ReplayRun, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:

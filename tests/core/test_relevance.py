@@ -122,10 +122,8 @@ def test_irrelevance_is_found_on_generated_pools():
             assert not rel[one].any()
 
 
-def test_bayes_relevance_kept_between_steps_equals_the_bound_from_scratch():
-    """`Bayes.relevant` keeps each latent's gain between steps, recomputed only where its rho, its checks or the
-    row's selected answer changed: at every step of a run, on every row, on a subset of rows and after the rows
-    are compacted, it equals `posterior_relevance` computed afresh from the state."""
+def _started_bayes():
+    """A started `Bayes` on 40 pool questions at budget 16, its state (labels taken off) and their outcomes."""
     recs = list(pool_ledger(40, seed=5, spec=pool_spec("default", k=6)))
     qs, groups = _load(recs)
     cal = plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra).calibrations[0]
@@ -134,6 +132,14 @@ def test_bayes_relevance_kept_between_steps_equals_the_bound_from_scratch():
     state.labels = None
     policy = Bayes()
     policy.start(state)
+    return state, outcomes, policy
+
+
+def test_bayes_relevance_kept_between_steps_equals_the_bound_from_scratch():
+    """`Bayes.relevant` keeps each latent's gain between steps, recomputed only where its rho, its checks or the
+    row's selected answer changed: at every step of a run, on every row, on a subset of rows and after the rows
+    are compacted, it equals `posterior_relevance` computed afresh from the state."""
+    state, outcomes, policy = _started_bayes()
 
     def fresh(rows):
         ex = state.extra
@@ -169,14 +175,7 @@ def test_bayes_relevance_kept_between_steps_equals_the_bound_from_scratch():
 def test_bayes_observation_marks_its_latents_gain_stale():
     """An outcome moves its latent's rho: its kept gain is recomputed even where nothing else changed (the same
     checks left, here because the action is observed without being marked bought, the same selected answer)."""
-    recs = list(pool_ledger(40, seed=5, spec=pool_spec("default", k=6)))
-    qs, groups = _load(recs)
-    cal = plan_calibration(qs, groups.keys, "fit", extra_fit=Bayes().fit_extra).calibrations[0]
-    state = bind_questions(qs, np.arange(len(qs)), [cal], None, groups.keys, 16, with_labels=True)
-    outcomes = state.labels.outcome
-    state.labels = None
-    policy = Bayes()
-    policy.start(state)
+    state, outcomes, policy = _started_bayes()
     policy.relevant(state)  # every needed gain computed and kept
     choice = policy.choose(state)
     go = np.nonzero(choice >= 0)[0]
