@@ -17,11 +17,10 @@ from boe.core.bayes import (
     ChannelTable,
     ClaimParams,
     PriorParams,
-    _mixture_weights,
-    _small_unique,
     model_of,
     overrules_supported,
 )
+from boe.core.bayes_em import _mixture_weights, _small_unique
 from boe.core.calibration import Calibration, load_calibration, save_calibration
 from boe.core.experiment import load_questions, run_experiment
 from boe.core.graph import GroupIndex
@@ -548,11 +547,11 @@ def test_progress_counts_each_folds_rows_as_its_fit_arrives_and_every_row_once(m
 
 
 def test_the_check_weight_folds_reuse_the_stance_weight_fits(monkeypatch):
-    import boe.core.bayes as bayes
+    import boe.core.bayes_em as bayes_em
 
     calls = []
-    em = bayes._em_claims
-    monkeypatch.setattr(bayes, "_em_claims", lambda *a, **k: calls.append(1) or em(*a, **k))
+    em = bayes_em._em_claims
+    monkeypatch.setattr(bayes_em, "_em_claims", lambda *a, **k: calls.append(1) or em(*a, **k))
     qs, groups = _questions(list(pool_ledger(60, seed=46)))
     plan_calibration(qs, groups.keys, "crossfit:3", extra_fit=Bayes().fit_extra, workers=1)
     # per outer fold: its own model and the 3 inner folds' (shared by the stance and the check weight)
@@ -597,7 +596,7 @@ def test_options_are_validated():
 def test_standing_channels_learn_an_echoing_judge_and_pool_when_there_is_none():
     """With an echoing judge a false top claim is confirmed far more often than a false minority claim;
     without one, empirical-Bayes pooling keeps every standing cell at its group's table."""
-    from boe.core.bayes import N_SHARE
+    from boe.core.bayes_model import N_SHARE
 
     echo = model_of(_fitted(list(pool_ledger(800, seed=71, spec=pool_spec("echo")))))
     ch = echo.factor_channels["pool-echo/vlm"]

@@ -12,20 +12,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boe.core.bayes import (
-    B_,
-    F64,
-    I64,
-    _FitData,
-    _outcome_index,
-    _stance_part,
-    _stance_parts,
-    _StanceParts,
-    _true_answers,
-    stance_counts,
-    standing_bin,
-)
-from boe.core.bayes import _fit_data as fit_data
+from boe.core.bayes_data import _fit_data as fit_data
+from boe.core.bayes_data import _FitData, _stance_part, _stance_parts, _StanceParts, _true_answers
+from boe.core.bayes_model import B_, F64, I64, _outcome_index, stance_counts, standing_bin
 from boe.core.experiment import load_questions
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import parse_record_dict
