@@ -393,10 +393,10 @@ def ask_command(
     from boe.api import ask
     from boe.cli.common import check_outputs, check_store
 
+    images = _images(image, more_images or [], figures)  # a wrong path is named before a missing endpoint
     cfg = agent.build()
     check_outputs(("--checkpoint", checkpoint))
     check_store("--db", db)
-    images = _images(image, more_images or [], figures)
     result = ask(
         images,
         question,
@@ -635,10 +635,14 @@ def _render_summary(console: Console, run: Any, summary: dict[str, Any], cfg: An
 
 
 def _images(image: Path, more: list[Path], figures: str | None) -> Any:
-    """IMAGE and the --image figures as `Agent.ask` takes them (with the --figures ids when given)."""
+    """IMAGE and the --image figures as `Agent.ask` takes them (with the --figures ids when given); `InputError`
+    naming the first that is not an existing file."""
     from boe.errors import ConfigError
+    from boe.tools.images import check_path
 
     paths = [image, *more]
+    for p in paths:
+        check_path(p)
     if figures is None:
         return image if len(paths) == 1 else [str(p) for p in paths]
     ids = [f.strip() for f in figures.split(",")]

@@ -308,7 +308,7 @@ def test_image_root_help_says_where_images_come_from_by_default(command: list[st
 
 def test_an_unknown_live_policy_lists_only_the_policies_that_can_run_live(tmp_path: Path) -> None:
     """`boe ask --help` lists the live policies; the error for a typo listed label-guided too, which it refuses."""
-    res = boe("ask", "x.png", "q", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--policy", "bayse")
+    res = boe("ask", __file__, "q", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--policy", "bayse")
     line = one_error(res)
     assert res.returncode == 2 and "unknown policy 'bayse'; known: bayes," in line and "label-guided" not in line
 

@@ -34,7 +34,7 @@ def no_traceback(res: subprocess.CompletedProcess[str]) -> None:
         (("nosuch",), "No such command 'nosuch'"),
         (("ask",), "Missing argument"),
         (("batch",), "Missing argument 'dataset'"),
-        (("ask", "img.png", "what is it?", "--model", "m"), "Missing option '--base-url'"),
+        (("ask", __file__, "what is it?", "--model", "m"), "Missing option '--base-url'"),  # an existing file
         (("replay", "x.jsonl", "--budget"), "requires an argument"),
         (("sim", "ledger", "--kind", "pool", "--n", "abc"), "Invalid value for '--n'"),
     ],
@@ -52,6 +52,11 @@ def test_configuration_errors_exit_2(tmp_path: Path) -> None:
     no_traceback(res)
     assert res.returncode == 2
     assert res.stderr.startswith("error: cannot open ledger") and "missing.jsonl" in res.stderr
+    # a wrong image path is named before the endpoint is asked for (the user fixes both in one go)
+    res = boe("ask", str(tmp_path / "missing.png"), "what is it?", "--image", __file__)
+    no_traceback(res)
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: image not found") and "missing.png" in res.stderr, res.stderr
     res = boe("sim", "ledger", "--kind", "nope")
     assert res.returncode == 2 and "--kind must be" in res.stderr
     no_traceback(res)
