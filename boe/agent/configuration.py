@@ -157,8 +157,9 @@ class AgentConfig(BaseModel):
         "bayes", "Selection policy: {policies}, or a plugin's (bayes: the strongest deployable; boe: the paper's "
         "literal controller)."
     )  # fmt: skip
-    eta: float = opt(0.0, "Price of evidence: the policy (bayes, boe and their variants; an adaptive pool's draws "
-                     "too) stops when the best value per cost is <= eta.")  # fmt: skip
+    eta: float = opt(0.0, "Price of evidence: the policy (bayes, boe and their variants) stops when the best value "
+                     "per cost is <= eta; an adaptive pool prices its draws and checks instead (a check also pays "
+                     "while the pick could be wrong with more than eta per unit of its cost).")  # fmt: skip
     policy_seed: int = opt(0, "Seed of random-factor's draws. Range: 0 to 2^63-1.", ge=0, le=2**63 - 1)
     costs: Costs = Field(default_factory=Costs, description="Costs by kind ({kinds}): kind=cost pairs (the kinds "
         "not named keep theirs); the paper's kinds' costs by position (1,4,4,8,8); measured (measured:seconds for "

@@ -53,7 +53,9 @@ def replay_command(
     cheap_kappa: Optional[float] = typer.Option(
         None, "--cheap-kappa", help="kappa of the cheap prior.", show_default="0.55, or the calibration file's"
     ),
-    eta: float = typer.Option(0.0, "--eta", help="Stop when the best value per cost is <= eta."),
+    eta: float = typer.Option(
+        0.0, "--eta", help="Stop when the best value per cost is <= eta (an adaptive pool: see its --pool help)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of random-factor, cross-fit folds and the bootstrap."),
     transcripts_out: Optional[Path] = typer.Option(
         None, "--transcripts", help="Write one transcript line per question x policy x budget."
@@ -79,8 +81,9 @@ def replay_command(
         "fixed",
         "--pool",
         help="fixed (every candidate), fixed:K (the first K), adaptive (sample and verify under one budget: draw "
-        "candidates in ledger order or buy checks, whichever is worth more per unit cost) or greedy (draw a "
-        "round whenever the policy stops).",
+        "candidates in ledger order or buy checks, whichever is worth more per unit cost; with --eta, stop when "
+        "neither is worth more than eta, a check counting while the pick could be wrong with more than eta per "
+        "unit of its cost) or greedy (draw a round whenever the policy stops).",
     ),
     pool_start: int = typer.Option(4, "--pool-start", min=1, help="Adaptive pool: candidates drawn first."),
     pool_round: int = typer.Option(2, "--pool-round", min=1, help="Adaptive pool: candidates drawn per round."),

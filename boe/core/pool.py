@@ -20,9 +20,12 @@ pool drawn so far (`boe.core.state.EvidenceState.draw`, `boe.core.session.Policy
   larger fitted size the budget pays for, per unit cost: several rounds may be worth drawing when one is not.
   Where no table is fitted (an unseen dataset, no labels) a draw of m is valued by an urn over the answers
   (`draw_values`): for each composition of the m draws the posterior is the prior of the new answer counts
-  times the likelihood of the checks already bought. The controller's proposed check is valued by its exact
-  myopic EVSI. The step with the larger value per unit cost is taken; the question stops when neither is
-  worth more than ``eta`` per unit cost.
+  times the likelihood of the checks already bought. The controller (built at price 0: the pool puts the
+  price on draws and checks alike) proposes a check, valued by its exact myopic EVSI. The step with the larger
+  value per unit cost is taken; the question stops when neither is worth more than ``eta`` per unit cost --
+  where a check also counts as worth it while the pick could be wrong with more than ``eta`` per unit of the
+  check's cost: the most checking on could gain. A check worth nothing alone (no single outcome changes the
+  pick) may pay with the ones after it, so an unsure pick keeps checking and a sure one stops.
 * The posterior is that of the pool drawn: the `bayes` prior and claim model are fitted per pool size on the
   training pools' first k candidates (`prefix_question`, `fit_sized_model`; stored beside the predictive), and
   a pool of k reads the model of the largest fitted size <= k. A model fitted on whole pools only misreads a
@@ -695,8 +698,13 @@ class AdaptivePool(_PoolPolicy):
         limit = self.eta + 1e-12
         take_draw = (draw > check) & (draw > limit)
         # at eta = 0 the controller's own proposal stands when no draw beats it (its budget is spent as it
-        # would spend it); at a price, a check must be worth it too
+        # would spend it); at a price, a check must be worth it too: by its myopic EVSI, or by what checking on
+        # could gain at most -- the probability the pick is wrong, per unit cost of this check (a check worth
+        # nothing alone may be worth it with the ones after it; a sure pick stops)
         keep = (choice >= 0) & ((self.eta == 0.0) | (check > limit))
+        if self.eta > 0.0 and has.any():
+            wrong = 1.0 - selected_confidence(self.model, state)
+            keep[has] |= wrong[has] / state.cost[rows[has], choice[has]] > limit
         return np.where(take_draw, -2 - m, np.where(keep, choice, -1))
 
     def _draw_density(self, state: EvidenceState, rows: IntArr) -> F64:
@@ -803,7 +811,11 @@ def _drawn(state: EvidenceState) -> IntArr:
 
 def make_pool_policy(name: str | Policy, spec: PoolSpec, **options: Any) -> Policy:
     """The policy ``name`` (or a built one) under the pool ``spec``: itself for a fixed pool, else wrapped."""
-    inner = make_policy(name, **options) if isinstance(name, str) else name
+    if spec.mode == "adaptive" and isinstance(name, str):
+        # the pool puts the price on checks and draws alike: its controller proposes as at price 0
+        inner = make_policy(name, **{**options, "eta": 0.0})
+    else:
+        inner = make_policy(name, **options) if isinstance(name, str) else name
     if spec.mode == "adaptive":
         return AdaptivePool(inner, spec.step, eta=float(options.get("eta", 0.0)), start=spec.start)  # type: ignore[return-value]
     if spec.mode == "greedy":

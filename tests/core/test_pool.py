@@ -411,3 +411,31 @@ def test_the_gain_of_a_draw_is_measured_on_the_training_pools():
     assert np.all(np.abs(g) <= 1)
     assert g[0, :, -1].mean() > 0
     assert g[0, 0, -1] > g[0, -1, -1]
+
+
+def test_a_price_keeps_checking_an_unsure_pick_and_stops_a_sure_one():
+    """At a price eta, the adaptive pool keeps its controller's check while the pick could be wrong with more than
+    eta per unit cost of that check -- the most checking on could gain -- even where that check alone cannot change
+    the answer (myopic EVSI 0): on the misread regime it buys more checks than a pool whose controller stops at
+    the price by EVSI alone (the rule before), and picks better; at price 0 nothing changes."""
+    recs = list(pool_ledger(150, seed=21, spec=pool_spec("misread", sample_cost=0.25)))
+    qs, groups = _load(recs)
+    plan = plan_calibration(qs, groups.keys, "fit", extra_fit=AdaptivePool(make_policy("bayes"), 2).fit_extra)
+    spec = parse_pool("adaptive")
+    eta, budget = 0.005, 40.0
+
+    def run(policy, **opts):
+        return replay(qs, groups.keys, [policy], [budget], plan, pool=spec, policy_options=opts, workers=1)[0]
+
+    def accuracy(r):
+        return float(np.mean([q.utility[r.selected[i]] for i, q in enumerate(qs)]))
+
+    priced = run("bayes", eta=eta)
+    myopic = run(AdaptivePool(Bayes(eta=eta), spec.step, eta=eta, start=spec.start))
+    checks = [r.cost - r.sample_cost for r in (priced, myopic)]
+    assert float(priced.cost.max()) <= budget
+    assert float(checks[0].mean()) > 2 * float(checks[1].mean())
+    assert accuracy(priced) > accuracy(myopic)
+    free = run("bayes", eta=0.0)
+    same = run(AdaptivePool(Bayes(), spec.step, eta=0.0, start=spec.start))
+    assert transcripts(free, qs) == transcripts(same, qs)
