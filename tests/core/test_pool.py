@@ -418,11 +418,11 @@ def test_a_price_keeps_checking_an_unsure_pick_and_stops_a_sure_one():
     eta per unit cost of that check -- the most checking on could gain -- even where that check alone cannot change
     the answer (myopic EVSI 0): on the misread regime it buys more checks than a pool whose controller stops at
     the price by EVSI alone (the rule before), and picks better; at price 0 nothing changes."""
-    recs = list(pool_ledger(150, seed=21, spec=pool_spec("misread", sample_cost=0.25)))
+    recs = list(pool_ledger(80, seed=21, spec=pool_spec("misread", sample_cost=0.25)))
     qs, groups = _load(recs)
     plan = plan_calibration(qs, groups.keys, "fit", extra_fit=AdaptivePool(make_policy("bayes"), 2).fit_extra)
     spec = parse_pool("adaptive")
-    eta, budget = 0.005, 40.0
+    eta, budget = 0.005, 24.0
 
     def run(policy, **opts):
         return replay(qs, groups.keys, [policy], [budget], plan, pool=spec, policy_options=opts, workers=1)[0]
