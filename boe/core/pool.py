@@ -698,13 +698,13 @@ class AdaptivePool(_PoolPolicy):
         limit = self.eta + 1e-12
         take_draw = (draw > check) & (draw > limit)
         # at eta = 0 the controller's own proposal stands when no draw beats it (its budget is spent as it
-        # would spend it); at a price, a check must be worth it too: by its myopic EVSI, or by what checking on
-        # could gain at most -- the probability the pick is wrong, per unit cost of this check (a check worth
-        # nothing alone may be worth it with the ones after it; a sure pick stops)
-        keep = (choice >= 0) & ((self.eta == 0.0) | (check > limit))
+        # would spend it); at a price, a check must be worth it too by what checking on could gain at most --
+        # the probability the pick is wrong, per unit cost of this check, which bounds its myopic EVSI (a check
+        # worth nothing alone may be worth it with the ones after it; a sure pick stops)
+        keep = has.copy()
         if self.eta > 0.0 and has.any():
             wrong = 1.0 - selected_confidence(self.model, state)
-            keep[has] |= wrong[has] / state.cost[rows[has], choice[has]] > limit
+            keep[has] = wrong[has] / state.cost[rows[has], choice[has]] > limit
         return np.where(take_draw, -2 - m, np.where(keep, choice, -1))
 
     def _draw_density(self, state: EvidenceState, rows: IntArr) -> F64:
@@ -811,11 +811,9 @@ def _drawn(state: EvidenceState) -> IntArr:
 
 def make_pool_policy(name: str | Policy, spec: PoolSpec, **options: Any) -> Policy:
     """The policy ``name`` (or a built one) under the pool ``spec``: itself for a fixed pool, else wrapped."""
-    if spec.mode == "adaptive" and isinstance(name, str):
-        # the pool puts the price on checks and draws alike: its controller proposes as at price 0
-        inner = make_policy(name, **{**options, "eta": 0.0})
-    else:
-        inner = make_policy(name, **options) if isinstance(name, str) else name
+    # an adaptive pool puts the price on checks and draws alike: its controller proposes as at price 0
+    own = {**options, "eta": 0.0} if spec.mode == "adaptive" else options
+    inner = make_policy(name, **own) if isinstance(name, str) else name
     if spec.mode == "adaptive":
         return AdaptivePool(inner, spec.step, eta=float(options.get("eta", 0.0)), start=spec.start)  # type: ignore[return-value]
     if spec.mode == "greedy":
