@@ -17,7 +17,7 @@ change with it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -359,8 +359,9 @@ def replay(
     the default (`boe.calibrations.choose_calibration`: crossfit:5, or the run's for an online run).
     ``pool`` is ``fixed`` (every candidate), ``fixed:K`` (the first K), ``adaptive`` (sample and verify under
     one budget: start with ``pool_start`` candidates, draw ``pool_round`` at a time) or ``greedy`` (draw a
-    round whenever the policy stops); candidates whose record has no sample cost (formats before 1.3) cost
-    ``sample_cost`` (spec section 12).
+    round whenever the policy stops). ``sample_cost`` reprices samples: given, every candidate costs that in the
+    budget's units, whatever its record says (the records are not changed); None: each record's own cost, 0.25 for
+    records that carry none (formats before 1.3; spec section 12).
     """
     from boe.calibrations import choose_calibration
     from boe.core.experiment import run_experiment
@@ -388,6 +389,10 @@ def replay(
         step=DEFAULT_STEP if pool_round is None else pool_round,
         sample_cost=DEFAULT_SAMPLE_COST if sample_cost is None else sample_cost,
     )
+    if sample_cost is not None:
+        from boe.core.pool import repriced
+
+        loaded = replace(loaded, questions=repriced(loaded.questions, sample_cost))
     choice = choose_calibration(
         calibration, loaded.questions, run_calibration=loaded.run_calibration, online=loaded.online
     )

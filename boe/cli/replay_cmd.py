@@ -90,8 +90,9 @@ def replay_command(
     sample_cost: Optional[float] = typer.Option(
         None,
         "--sample-cost",
-        help="Cost of one sample in the budget's units, for records that carry none (formats before 1.3).",
-        show_default="0.25",
+        help="Cost of one sample in the budget's units, for every candidate whatever its record says (to price "
+        "samples against checks: a higher cost draws fewer and checks more).",
+        show_default="the record's own, 0.25 for records that carry none (formats before 1.3)",
     ),
 ) -> None:
     """Replay ledgers under policies and budgets and report accuracy, rescues, costs and Sharp."""

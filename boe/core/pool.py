@@ -71,6 +71,7 @@ __all__ = [
     "pool_sizes",
     "predictive_of",
     "prefix_question",
+    "repriced",
     "selected_confidence",
     "sized_key",
     "with_sized_model",
@@ -320,6 +321,13 @@ def prefix_question(q: Question, k: int, dataset: str | None = None) -> Question
         skipped=None if q.skipped is None else q.skipped[acts],
         sample_cost=None if q.sample_cost is None else q.sample_cost[:k],
     )
+
+
+def repriced(questions: Sequence[Question], sample_cost: float) -> list[Question]:
+    """``questions`` with every candidate costing ``sample_cost`` (a replay that reprices samples)."""
+    if not (math.isfinite(sample_cost) and sample_cost >= 0):
+        raise ConfigError(f"the sample cost must be a finite number >= 0, got {sample_cost}")
+    return [replace(q, sample_cost=np.full(q.k, float(sample_cost))) for q in questions]
 
 
 def pool_sizes(k_max: int, start: int, step: int) -> list[int]:

@@ -439,3 +439,23 @@ def test_a_price_keeps_checking_an_unsure_pick_and_stops_a_sure_one():
     free = run("bayes", eta=0.0)
     same = run(AdaptivePool(Bayes(), spec.step, eta=0.0, start=spec.start))
     assert transcripts(free, qs) == transcripts(same, qs)
+
+
+def test_a_replay_prices_samples_against_checks(tmp_path):
+    """`boe replay --sample-cost C` (``sample_cost=C``) makes every candidate cost C whatever its record says: an
+    adaptive pool pays C per sample drawn, draws fewer at a dearer price and checks more with what it saves; a
+    fixed pool buys exactly the same checks (its samples are not paid from the budget)."""
+    from boe.api import replay as replay_files
+    from tests.conftest import write_ledger
+
+    path = write_ledger(tmp_path / "easy.jsonl", pool_ledger(80, seed=26, spec=pool_spec("easy", sample_cost=0.25)))
+    opts = {"policies": "bayes", "budgets": 60.0, "calibration": "fit", "eta": 0.002}
+    own, dear = (replay_files(path, pool="adaptive", sample_cost=c, **opts).experiment.runs[0] for c in (None, 2.0))
+    for run, cost in ((own, 0.25), (dear, 2.0)):
+        assert run.samples is not None and run.sample_cost is not None
+        assert np.allclose(run.sample_cost, cost * run.samples)
+        assert float(run.cost.max()) <= 60.0
+    assert dear.samples.mean() < own.samples.mean()
+    assert (dear.cost - dear.sample_cost).mean() > (own.cost - own.sample_cost).mean()
+    fixed = [replay_files(path, pool="fixed", sample_cost=c, **opts) for c in (None, 2.0)]
+    assert list(fixed[0].transcripts()) == list(fixed[1].transcripts())
