@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from boe.sim.percept import NoiseConfig, Percept, image_bias, sample_percept
+from boe.sim.percept import NoiseConfig, Percept, PerceptSampler, image_bias
 from boe.sim.perception import Belief, perceive
 from boe.sim.protocol import (
     Intent,
@@ -148,12 +148,19 @@ class SimModel:
         if shown is not None and 1 <= shown <= len(inp.images) and len(inp.images) > 1:
             figures = ()  # the figures come first for context; the <view> names the image judged
         views: dict[int, View] = {}
+        samplers: dict[int, PerceptSampler] = {}
 
         def view_of(i: int) -> View:
             if i not in views:
                 views[i] = self.view(inp.images[i], markers.view_kind)
             return views[i]
 
+        def sampler_of(i: int) -> PerceptSampler:  # the n replies share their view's distributions
+            if i not in samplers:
+                samplers[i] = self._sampler(task, markers, view_of(i), inp.temperature, intent)
+            return samplers[i]
+
+        intent = parse_intent(markers.question or _last_paragraph(inp.user), markers.options)  # once per request
         fixed = self._fixed_figure(task, markers, figures) if figures else 0
         if shown is not None and 1 <= shown <= len(inp.images):
             fixed = shown - 1
@@ -161,30 +168,43 @@ class SimModel:
         for k in range(n):
             rng = np.random.default_rng([inp.seed & (2**63 - 1), k])
             if not inp.images:
-                out.append((self._one(task, markers, inp, None, rng), None))
+                out.append((self._one(task, markers, inp, None, rng, intent, None), None))
                 continue
             index = fixed if fixed is not None else int(rng.integers(len(figures)))
-            reply = self._one(task, markers, inp, view_of(index), rng)
+            reply = self._one(task, markers, inp, view_of(index), rng, intent, sampler_of(index))
             if figures and task == "boe_generation":
                 reply = _with_figure(reply, figures[index])
             dist = None
             if inp.logprobs and task in _VERDICT_TASKS:
-                dist = self._verdicts(task, markers, inp, view_of(index), k)
+                dist = self._verdicts(task, markers, inp, view_of(index), k, intent)
             out.append((bound_strings(reply, inp.response_format), dist))
         return out
 
-    def _verdicts(self, task: str, markers: Markers, inp: ModelInput, view: View, k: int) -> dict[str, float]:
+    def _verdicts(
+        self, task: str, markers: Markers, inp: ModelInput, view: View, k: int, intent: Intent
+    ) -> dict[str, float]:
         """The model's own verdict distribution for a judge request: the share of `VERDICT_DRAWS` percepts drawn at
         temperature 1 (its sampling distribution, as a server's raw logprobs are) that give each verdict, with half
         a draw added to each (no verdict is impossible). Its own generator: the reply's draws are untouched."""
         rng = np.random.default_rng([inp.seed & (2**63 - 1), k, 1])
         at_one = replace(inp, temperature=1.0)
+        sampler = self._sampler(task, markers, view, 1.0, intent)
         counts = {"confirm": 0.5, "reject": 0.5, "unresolved": 0.5}
         for _ in range(VERDICT_DRAWS):
-            verdict = json.loads(self._one(task, markers, at_one, view, rng))["verdict"]
+            verdict = json.loads(self._one(task, markers, at_one, view, rng, intent, sampler))["verdict"]
             counts[verdict] += 1
         total = sum(counts.values())
         return {v: c / total for v, c in counts.items()}
+
+    def _sampler(
+        self, task: str | None, markers: Markers, view: View, temperature: float, intent: Intent
+    ) -> PerceptSampler:
+        """What the model sees in ``view`` at ``temperature``, ready to draw from."""
+        # a question that presupposes a finding ("which side is the lesion on?") is read as presupposing it by the
+        # answer judges too, so a judge's verdict agrees with the answer it would give itself
+        presupposes = task == "boe_generation" or judged(task, markers) == "response"
+        lesion = presupposes and intent.asks in _PRESUPPOSE
+        return PerceptSampler(view.belief, view.bias, temperature, self.noise, assume_lesion=lesion)
 
     @staticmethod
     def _fixed_figure(task: str | None, markers: Markers, figures: tuple[str, ...]) -> int | None:
@@ -201,22 +221,21 @@ class SimModel:
         return None if task == "boe_generation" else 0
 
     def _one(
-        self, task: str | None, markers: Markers, inp: ModelInput, view: View | None, rng: np.random.Generator
+        self,
+        task: str | None,
+        markers: Markers,
+        inp: ModelInput,
+        view: View | None,
+        rng: np.random.Generator,
+        intent: Intent,
+        sampler: PerceptSampler | None,
     ) -> str:
+        """One reply; ``intent`` is what the request's question asks (`parse_intent`), ``sampler`` draws what the
+        model sees in ``view`` (`_sampler`; None without an image)."""
         t = inp.temperature
         if task == "boe_claim_extraction":
             return json.dumps(_extract(markers.candidate or ""))
-        question = markers.question or _last_paragraph(inp.user)
-        intent = parse_intent(question, markers.options)
-        if view is None:
-            percept = None
-        else:
-            # a question that presupposes a finding ("which side is the lesion on?") is read as presupposing
-            # it by the answer judges too, so a judge's verdict agrees with the answer it would give itself
-            presupposes = task == "boe_generation" or judged(task, markers) == "response"
-            percept = sample_percept(
-                view.belief, view.bias, t, rng, self.noise, assume_lesion=presupposes and intent.asks in _PRESUPPOSE
-            )
+        percept = None if sampler is None else sampler.sample(rng)
         if task == "boe_generation":
             spec = (inp.response_format or {}).get("json_schema") or {}
             return self._generation(intent, percept, t, rng, strict=bool(spec.get("strict")))

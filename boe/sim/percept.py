@@ -13,6 +13,7 @@ a sample that misperceives the finding gets the related slots wrong with it.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from boe.sim.perception import Belief, BlobBelief
 from boe.sim.vocab import LESIONS, MODALITIES, PLANES_BY_FAMILY, REGIONS
 
-__all__ = ["NoiseConfig", "Percept", "image_bias", "sample_percept"]
+__all__ = ["NoiseConfig", "Percept", "PerceptSampler", "image_bias", "sample_percept"]
 
 
 @dataclass(frozen=True)
@@ -92,16 +93,35 @@ def image_bias(key: bytes, n_blobs: int, cfg: NoiseConfig) -> dict[str, np.ndarr
 
 def _draw(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """Sample an index from softmax(logits / T); argmax at T = 0."""
-    if temperature <= 0:
-        return int(np.argmax(logits))
-    z = logits / temperature
-    p = np.exp(z - z.max())
-    return int(rng.choice(len(p), p=p / p.sum()))
+    return _Choice(logits, temperature).draw(rng)
+
+
+class _Choice:
+    """softmax(logits / T) ready to draw from: what `rng.choice(len(p), p=p)` does (one uniform, the normalised
+    cdf) without its argument checks -- the same index and the same generator state (tests/sim/test_percept.py);
+    argmax at T = 0, no draw."""
+
+    __slots__ = ("cdf", "fixed")
+
+    def __init__(self, logits: np.ndarray, temperature: float) -> None:
+        if temperature <= 0:
+            self.fixed: int | None = int(np.argmax(logits))
+            self.cdf: list[float] = []
+            return
+        z = logits / temperature
+        p = np.exp(z - z.max())
+        p = p / p.sum()
+        cdf = p.cumsum()
+        cdf /= cdf[-1]
+        self.fixed, self.cdf = None, cdf.tolist()
+
+    def draw(self, rng: np.random.Generator) -> int:
+        return self.fixed if self.fixed is not None else bisect_right(self.cdf, rng.random())
 
 
 def _visibility(blob: BlobBelief, cfg: NoiseConfig) -> float:
     """1 when the blob fills `visible_area` of the view or more, less when it is small in the view."""
-    return float(np.clip(blob.rel_area / cfg.visible_area, 0.01, 1.0))
+    return float(min(max(blob.rel_area / cfg.visible_area, 0.01), 1.0))
 
 
 def _hypothesis_logits(belief: Belief, bias: dict[str, np.ndarray], cfg: NoiseConfig) -> np.ndarray:
@@ -114,8 +134,77 @@ def _hypothesis_logits(belief: Belief, bias: dict[str, np.ndarray], cfg: NoiseCo
     return out
 
 
-def _binary(logodds: float, temperature: float, rng: np.random.Generator) -> bool:
-    return _draw(np.array([logodds, 0.0]), temperature, rng) == 0
+class PerceptSampler:
+    """`sample_percept` for one view, bias and temperature: each distribution is computed once, on first use, so
+    that many draws of one request (a judge's verdict distribution) pay only for their uniforms."""
+
+    def __init__(
+        self,
+        belief: Belief,
+        bias: dict[str, np.ndarray],
+        temperature: float,
+        cfg: NoiseConfig,
+        *,
+        assume_lesion: bool = False,
+    ) -> None:
+        self.belief, self.bias, self.cfg = belief, bias, cfg
+        self.t = 0.0 if temperature <= 0 else temperature + cfg.temperature_floor
+        self.assume_lesion = assume_lesion
+        self._choices: dict[tuple[str, object], _Choice] = {}
+
+    def _choice(self, key: tuple[str, object]) -> _Choice:
+        got = self._choices.get(key)
+        if got is None:
+            got = self._choices[key] = _Choice(self._logits(*key), self.t)
+        return got
+
+    def _logits(self, slot: str, arg: object) -> np.ndarray:
+        belief, bias, cfg = self.belief, self.bias, self.cfg
+        outline = belief.outline_visible
+        out: np.ndarray
+        if slot == "modality":
+            view_scale = float(np.clip(np.sqrt(belief.width * belief.height) / 256, 0.35, 1.0))
+            out = cfg.modality * view_scale * belief.modality_logp + bias["modality"]
+        elif slot == "region":
+            out = cfg.region * outline * belief.region_logp + bias["region"]
+        elif slot == "plane":
+            modality = str(arg)
+            out = cfg.plane * outline * belief.plane_logp[modality] + bias["plane"][: len(PLANES_BY_FAMILY[modality])]
+        elif slot == "hypothesis":
+            out = _hypothesis_logits(belief, bias, cfg)
+            if self.assume_lesion and len(out) > 1:
+                out[-1] = -np.inf
+        else:
+            pick = int(arg)  # type: ignore[call-overload]
+            b = belief.blobs[pick]
+            if slot == "finding":
+                out = cfg.finding * np.sqrt(_visibility(b, cfg)) * b.finding_logp + bias["finding"][pick]
+            else:  # a binary choice: index 0 is "yes"
+                if slot == "side":
+                    lo = cfg.side * b.side_margin * (1 if b.side == "left" else -1) + bias["side"][pick]
+                elif slot == "vertical":
+                    lo = cfg.side * b.vertical_margin * (1 if b.vertical == "upper" else -1) + bias["vertical"][pick]
+                else:
+                    lo = cfg.size * b.size_logit + bias["size"][pick]
+                out = np.array([lo, 0.0])
+        return out
+
+    def sample(self, rng: np.random.Generator) -> Percept:
+        """One impression, drawn from ``rng`` in the order `sample_percept` always drew."""
+        belief, choice = self.belief, self._choice
+        outline = belief.outline_visible
+        modality = MODALITIES[choice(("modality", None)).draw(rng)]
+        region = REGIONS[choice(("region", None)).draw(rng)]
+        plane = PLANES_BY_FAMILY[modality][choice(("plane", modality)).draw(rng)]
+        pick = choice(("hypothesis", None)).draw(rng)
+        if pick == len(belief.blobs):
+            return Percept(modality, region, plane, "normal", None, None, None, None, outline)
+        b = belief.blobs[pick]
+        finding = LESIONS[choice(("finding", pick)).draw(rng)]
+        side = "left" if choice(("side", pick)).draw(rng) == 0 else "right"
+        vertical = "upper" if choice(("vertical", pick)).draw(rng) == 0 else "lower"
+        size = "large" if choice(("size", pick)).draw(rng) == 0 else "small"
+        return Percept(modality, region, plane, finding, side, vertical, size, b, outline)
 
 
 def sample_percept(
@@ -128,27 +217,4 @@ def sample_percept(
     assume_lesion: bool = False,
 ) -> Percept:
     """Draw one impression; `assume_lesion` forces a blob (for questions that presuppose a finding)."""
-    t = 0.0 if temperature <= 0 else temperature + cfg.temperature_floor
-    view_scale = float(np.clip(np.sqrt(belief.width * belief.height) / 256, 0.35, 1.0))
-    modality = MODALITIES[_draw(cfg.modality * view_scale * belief.modality_logp + bias["modality"], t, rng)]
-    outline = belief.outline_visible
-    region = REGIONS[_draw(cfg.region * outline * belief.region_logp + bias["region"], t, rng)]
-    planes = PLANES_BY_FAMILY[modality]
-    pz = cfg.plane * outline * belief.plane_logp[modality] + bias["plane"][: len(planes)]
-    plane = planes[_draw(pz, t, rng)]
-    hyp = _hypothesis_logits(belief, bias, cfg)
-    if assume_lesion and len(hyp) > 1:
-        hyp = hyp.copy()
-        hyp[-1] = -np.inf
-    pick = _draw(hyp, t, rng)
-    if pick == len(belief.blobs):
-        return Percept(modality, region, plane, "normal", None, None, None, None, outline)
-    b = belief.blobs[pick]
-    vis = _visibility(b, cfg)
-    finding = LESIONS[_draw(cfg.finding * np.sqrt(vis) * b.finding_logp + bias["finding"][pick], t, rng)]
-    side_lo = cfg.side * b.side_margin * (1 if b.side == "left" else -1) + bias["side"][pick]
-    side = "left" if _binary(side_lo, t, rng) else "right"
-    vert_lo = cfg.side * b.vertical_margin * (1 if b.vertical == "upper" else -1) + bias["vertical"][pick]
-    vertical = "upper" if _binary(vert_lo, t, rng) else "lower"
-    size = "large" if _binary(cfg.size * b.size_logit + bias["size"][pick], t, rng) else "small"
-    return Percept(modality, region, plane, finding, side, vertical, size, b, outline)
+    return PerceptSampler(belief, bias, temperature, cfg, assume_lesion=assume_lesion).sample(rng)
