@@ -91,11 +91,6 @@ def image_bias(key: bytes, n_blobs: int, cfg: NoiseConfig) -> dict[str, np.ndarr
     }
 
 
-def _draw(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
-    """Sample an index from softmax(logits / T); argmax at T = 0."""
-    return _Choice(logits, temperature).draw(rng)
-
-
 class _Choice:
     """softmax(logits / T) ready to draw from: what `rng.choice(len(p), p=p)` does (one uniform, the normalised
     cdf) without its argument checks -- the same index and the same generator state (tests/sim/test_percept.py);

@@ -1,5 +1,6 @@
-"""The simulator's draws: `_draw` is `Generator.choice` with probabilities, index for index and state for state
-(the goldens pin the simulator's replies, and a sampler that drifted from numpy's would move every one)."""
+"""The simulator's draws: `_Choice(logits, T).draw` is `Generator.choice` with probabilities, index for index and
+state for state (the goldens pin the simulator's replies, and a sampler that drifted from numpy's would move every
+one)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boe.sim.percept import _draw
+from boe.sim.percept import _Choice
 
 
 @settings(max_examples=300, deadline=None)
@@ -23,7 +24,7 @@ def test_a_draw_is_numpys_choice_and_leaves_the_generator_where_choice_does(logi
         x[data.draw(st.integers(0, len(x) - 2))] = -np.inf  # an impossible value (a presupposed finding)
     mine, numpys = np.random.default_rng(seed), np.random.default_rng(seed)
     for _ in range(5):
-        got = _draw(x, temperature, mine)
+        got = _Choice(x, temperature).draw(mine)
         if temperature <= 0:
             want = int(np.argmax(x))
         else:
