@@ -3,6 +3,8 @@ pool, per simulator regime, replayed offline from one full ledger of K_max candi
 
     python benchmarks/adaptive_pool.py                       # 1,000 questions per regime, K_max 16, seed 26
     python benchmarks/adaptive_pool.py --n 600 --regimes default --budgets 2,8
+    python benchmarks/adaptive_pool.py --n 3000 --seed 31 --regimes easy --budgets 150 --etas 0.0045 \
+        --reprice 4 --pool-start 3 --pool-round 1           # samples priced against checks
 
 What it runs is what a user runs, through the installed console script:
 
@@ -11,7 +13,9 @@ What it runs is what a user runs, through the installed console script:
 2. ``boe replay L --policy bayes --budget 16 --pool fixed:K --json`` for K in 4, 8, 16: k samples up front, then
    a check budget of 16 for the default controller;
 3. ``boe replay L --policy bayes --pool adaptive --budget C --json`` for each C: samples and checks from one budget
-   (and ``--eta P`` for each price P of ``--etas`` other than 0: rows ``adaptive eta=P``).
+   (and ``--eta P`` for each price P of ``--etas`` other than 0: rows ``adaptive eta=P``; with ``--reprice C``
+   every sample costs C in those replays, ``boe replay --sample-cost C``: rows ``adaptive sample=C eta=P``, whose
+   total cost counts samples at C).
 
 Every replay is calibrated crossfit:5 (held out by question). Printed per regime: a Markdown table of accuracy,
 samples drawn per question, mean total cost in design units (samples at 0.25 each plus checks) and in tokens, then
@@ -53,13 +57,23 @@ def _run(args: list[str], out: Path | None = None) -> str:
 
 
 def _replay(
-    ledger: Path, policy: str, budgets: str, pool: str, eta: float = 0.0, start: int = 4, step: int = 2
+    ledger: Path,
+    policy: str,
+    budgets: str,
+    pool: str,
+    eta: float = 0.0,
+    start: int = 4,
+    step: int = 2,
+    reprice: float | None = None,
 ) -> list[dict[str, Any]]:
     args = ["replay", str(ledger), "--policy", policy, "--budget", budgets, "--pool", pool, "--json"]
     if pool == "adaptive":
         args += ["--pool-start", str(start), "--pool-round", str(step)]
+    if reprice is not None:
+        args += ["--sample-cost", f"{reprice:g}"]
     data = json.loads(_run(args + (["--eta", f"{eta:g}"] if eta else [])))
-    return [{**r, "pool": pool if not eta else f"{pool} eta={eta:g}"} for r in data["results"]]
+    label = pool + (f" sample={reprice:g}" if reprice is not None else "") + (f" eta={eta:g}" if eta else "")
+    return [{**r, "pool": label} for r in data["results"]]
 
 
 def _at_cost(rows: list[dict[str, Any]], cost: float) -> tuple[float, float] | None:
@@ -125,6 +139,13 @@ def main() -> None:
     ap.add_argument("--pool-start", type=int, default=4, help="candidates the adaptive pool starts with")
     ap.add_argument("--pool-round", type=int, default=2, help="candidates the adaptive pool draws per round")
     ap.add_argument("--sample-cost", type=float, default=0.25)
+    ap.add_argument(
+        "--reprice",
+        type=float,
+        default=None,
+        help="replay the adaptive pool with every sample at this cost (boe replay --sample-cost), beside the "
+        "recorded price",
+    )
     ap.add_argument("--sample-tokens", type=float, default=16.6)
     ap.add_argument("--unit-tokens", type=float, default=450 / 4)
     ap.add_argument("--keep", type=Path, default=None, help="keep the ledgers and the JSON rows in this folder")
@@ -142,7 +163,14 @@ def main() -> None:
         found = [r for k in (4, 8, 16) for r in _replay(ledger, args.policy, "16", f"fixed:{k}")]
         for eta in args.etas.split(","):
             found += _replay(
-                ledger, args.policy, args.budgets, "adaptive", float(eta), args.pool_start, args.pool_round
+                ledger,
+                args.policy,
+                args.budgets,
+                "adaptive",
+                float(eta),
+                args.pool_start,
+                args.pool_round,
+                args.reprice,
             )
         mine = []
         for r in found:

@@ -25,7 +25,10 @@ pool drawn so far (`boe.core.state.EvidenceState.draw`, `boe.core.session.Policy
   value per unit cost is taken; the question stops when neither is worth more than ``eta`` per unit cost --
   where a check also counts as worth it while the pick could be wrong with more than ``eta`` per unit of the
   check's cost: the most checking on could gain. A check worth nothing alone (no single outcome changes the
-  pick) may pay with the ones after it, so an unsure pick keeps checking and a sure one stops.
+  pick) may pay with the ones after it, so an unsure pick keeps checking and a sure one stops. Where no check
+  can change the pick among the candidates drawn (they agree) but a draw could, the pool tests the pick with
+  the check most informative about it, on the same terms: evidence against the pick is what makes drawing on
+  worth it, and agreement among a few samples alone is not a reason to stop.
 * The posterior is that of the pool drawn: the `bayes` prior and claim model are fitted per pool size on the
   training pools' first k candidates (`prefix_question`, `fit_sized_model`; stored beside the predictive), and
   a pool of k reads the model of the largest fitted size <= k. A model fitted on whole pools only misreads a
@@ -710,10 +713,30 @@ class AdaptivePool(_PoolPolicy):
         # the probability the pick is wrong, per unit cost of this check, which bounds its myopic EVSI (a check
         # worth nothing alone may be worth it with the ones after it; a sure pick stops)
         keep = has.copy()
-        if self.eta > 0.0 and has.any():
+        if self.eta > 0.0:
             wrong = 1.0 - selected_confidence(self.model, state)
-            keep[has] = wrong[has] / state.cost[rows[has], choice[has]] > limit
+            if has.any():
+                keep[has] = wrong[has] / state.cost[rows[has], choice[has]] > limit
+            # no check can change the pick among the candidates drawn (they agree, or no outcome moves it), but
+            # a draw may: test the pick with the check most informative about it -- evidence against it makes
+            # drawing on worth it (the measured gain of a draw grows as the pick's probability falls)
+            test = np.nonzero(~has & (m > 0) & ~take_draw & ~state.done)[0]
+            if test.size:
+                tested = self._test_pick(state, test, wrong[test])
+                choice[test], keep[test] = tested, tested >= 0
         return np.where(take_draw, -2 - m, np.where(keep, choice, -1))
+
+    def _test_pick(self, state: EvidenceState, rows: IntArr, wrong: F64) -> IntArr:
+        """For ``rows``, the feasible check carrying most information about the selected answer per unit cost
+        among those worth it by what checking could gain (wrong / cost > eta), or -1."""
+        from boe.core.bayes import _View
+
+        view = _View(state, rows)
+        ok = state.feasible()[rows] & state.extra["bayes_informative"][rows]
+        info = view.decision_info(np.arange(rows.size)) / view.cost
+        ok &= (info > 1e-9) & (wrong[:, None] / view.cost > self.eta + 1e-12)
+        pick = np.argmax(np.where(ok, info, -np.inf), axis=1)
+        return np.where(ok.any(axis=1), pick, -1).astype(np.intp)
 
     def _draw_density(self, state: EvidenceState, rows: IntArr) -> F64:
         """The best value per unit cost of drawing on for ``rows``: measured (`GainTable`) where the row's

@@ -441,6 +441,50 @@ def test_a_price_keeps_checking_an_unsure_pick_and_stops_a_sure_one():
     assert transcripts(free, qs) == transcripts(same, qs)
 
 
+def test_a_price_tests_an_agreeing_pick_where_only_a_draw_can_change_it():
+    """Where the candidates drawn agree no check can change the pick, and the controller proposes none; only a
+    draw can. At a price the adaptive pool then tests the pick with the check most informative about it, on the
+    terms of any check (while the pick could be wrong with more than eta per unit cost), and only while a draw
+    is still possible: on `easy` at a sample price of 4 it tests agreeing pools a pool without the test never
+    checks, within the budget, and picks no worse; at price 0 nothing changes."""
+    recs = list(pool_ledger(300, seed=21, spec=pool_spec("easy", sample_cost=4.0)))
+    qs, groups = _load(recs)
+    plan = plan_calibration(qs, groups.keys, "fit", extra_fit=AdaptivePool(make_policy("bayes"), 1, start=3).fit_extra)
+    spec = parse_pool("adaptive", start=3, step=1)
+    budget = 150.0
+
+    class Untested(AdaptivePool):
+        def _test_pick(self, state, rows, wrong):
+            return np.full(rows.size, -1, dtype=np.intp)
+
+    def run(cls, eta):
+        return replay(qs, groups.keys, [cls(Bayes(), 1, eta=eta, start=3)], [budget], plan, pool=spec, workers=1)[0]
+
+    def tests_of_agreeing_pools(x):
+        out = []
+        for r, q in enumerate(qs):
+            acts = x.actions_of(r).tolist()
+            for j in range(len(acts)):
+                k = max(after for before, after in x.draws[r] if before <= j)
+                aid = q.answer_id[:k]
+                if (aid >= 0).all() and len(set(aid.tolist())) == 1:
+                    out.append((r, q, k, float(q.cost[acts[:j]].sum())))
+        return out
+
+    def accuracy(x):
+        return float(np.mean([q.utility[x.selected[i]] for i, q in enumerate(qs)]))
+
+    tested, untested = run(AdaptivePool, 0.004), run(Untested, 0.004)
+    assert float(tested.cost.max()) <= budget and float(untested.cost.max()) <= budget
+    found = tests_of_agreeing_pools(tested)
+    assert len({r for r, *_ in found}) >= 20
+    assert tests_of_agreeing_pools(untested) == []
+    for _, q, k, checks in found:  # a draw was still possible: a candidate left and the budget for it
+        assert k < q.k and 4.0 * (k + 1) + checks <= budget
+    assert accuracy(tested) >= accuracy(untested)
+    assert transcripts(run(AdaptivePool, 0.0), qs) == transcripts(run(Untested, 0.0), qs)
+
+
 def test_a_replay_prices_samples_against_checks(tmp_path):
     """`boe replay --sample-cost C` (``sample_cost=C``) makes every candidate cost C whatever its record says: an
     adaptive pool pays C per sample drawn, draws fewer at a dearer price and checks more with what it saves; a
