@@ -720,7 +720,9 @@ class AdaptivePool(_PoolPolicy):
             # no check can change the pick among the candidates drawn (they agree, or no outcome moves it), but
             # a draw may: test the pick with the check most informative about it -- evidence against it makes
             # drawing on worth it (the measured gain of a draw grows as the pick's probability falls)
-            test = np.nonzero(~has & (m > 0) & ~take_draw & ~state.done)[0]
+            sel = self.model.select(state)
+            pick = (sel >= 0) & (state.answer_id[rows, np.maximum(sel, 0)] >= 0)
+            test = np.nonzero(~has & pick & (m > 0) & ~take_draw & ~state.done)[0]
             if test.size:
                 tested = self._test_pick(state, test, wrong[test])
                 choice[test], keep[test] = tested, tested >= 0
