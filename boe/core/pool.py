@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from boe.core.calibration import Calibration
 from boe.core.graph import Question
 from boe.core.policies import FittablePolicy, IntArr, Policy, make_policy
+from boe.core.scoring import first_max
 from boe.core.state import EvidenceState
 from boe.errors import CalibrationError, ConfigError
 
@@ -353,9 +354,9 @@ GAIN_EDGES = (0.0, 0.35, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 1.0)
 GAIN_SHRINK = 20.0
 
 
-def selected_confidence(model: Any, state: EvidenceState) -> F64:
-    """The probability ``model`` (a started `bayes`) gives the answer it selects, per row."""
-    sel = model.select(state)
+def selected_confidence(model: Any, state: EvidenceState, sel: IntArr | None = None) -> F64:
+    """The probability ``model`` (a started `bayes`) gives the answer it selects (``sel`` when given), per row."""
+    sel = model.select(state) if sel is None else sel
     out: F64 = model.final_scores(state)[np.arange(state.n), np.maximum(sel, 0)]
     return out
 
@@ -714,13 +715,13 @@ class AdaptivePool(_PoolPolicy):
         # worth nothing alone may be worth it with the ones after it; a sure pick stops)
         keep = has.copy()
         if self.eta > 0.0:
-            wrong = 1.0 - selected_confidence(self.model, state)
+            sel = self.model.select(state)
+            wrong = 1.0 - selected_confidence(self.model, state, sel)
             if has.any():
                 keep[has] = wrong[has] / state.cost[rows[has], choice[has]] > limit
             # no check can change the pick among the candidates drawn (they agree, or no outcome moves it), but
             # a draw may: test the pick with the check most informative about it -- evidence against it makes
             # drawing on worth it (the measured gain of a draw grows as the pick's probability falls)
-            sel = self.model.select(state)
             pick = (sel >= 0) & (state.answer_id[rows, np.maximum(sel, 0)] >= 0)
             test = np.nonzero(~has & pick & (m > 0) & ~take_draw & ~state.done)[0]
             if test.size:
@@ -737,8 +738,7 @@ class AdaptivePool(_PoolPolicy):
         ok = state.feasible()[rows] & state.extra["bayes_informative"][rows]
         info = view.decision_info(np.arange(rows.size)) / view.cost
         ok &= (info > 1e-9) & (wrong[:, None] / view.cost > self.eta + 1e-12)
-        pick = np.argmax(np.where(ok, info, -np.inf), axis=1)
-        return np.where(ok.any(axis=1), pick, -1).astype(np.intp)
+        return first_max(info, ok)
 
     def _draw_density(self, state: EvidenceState, rows: IntArr) -> F64:
         """The best value per unit cost of drawing on for ``rows``: measured (`GainTable`) where the row's
