@@ -2,10 +2,11 @@
 
     python benchmarks/bayes_fit_speed.py --baseline main             # 3,000 pool questions, crossfit:5
     python benchmarks/bayes_fit_speed.py --baseline main --n 1000 --repeat 5
+    python benchmarks/bayes_fit_speed.py --baseline main --ledger run.jsonl  # e.g. `boe export` of an agent run
 
 Each run is its own process (this tree's ``boe``, or the tree of git commit
 ``--baseline`` exported to a temporary directory), alternating, ``--repeat``
-times each: it loads the cached pool ledger (shared with replay_speed.py),
+times each: it loads the cached pool ledger (shared with replay_speed.py; or ``--ledger``),
 builds the shared training tables (`Bayes.prepare_fit`) and fits the
 observation model of every fold of ``--calibration`` (`Bayes.fit_extra`, the
 stance and check weights' inner cross-fits included) in one process, timing
@@ -76,8 +77,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per tree; the fastest counts")
     ap.add_argument("--cache", type=Path, default=Path(".benchmarks"))
     ap.add_argument("--baseline", metavar="REF", required=True, help="git commit to time beside this tree")
+    ap.add_argument("--ledger", type=Path, help="fit this ledger file instead of a generated pool ledger")
     args = ap.parse_args()
-    ledger = ledger_path(args.n, args.seed, args.cache)
+    ledger = args.ledger.resolve() if args.ledger else ledger_path(args.n, args.seed, args.cache)
     with tempfile.TemporaryDirectory() as tmp:
         trees: dict[str, Path | None] = {"this tree": None, args.baseline: baseline_tree(args.baseline, Path(tmp))}
         cpu: dict[str, list[float]] = {name: [] for name in trees}

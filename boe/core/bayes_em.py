@@ -70,17 +70,20 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
     def grad(t: F64) -> F64:
         return terms(t)[0]
 
-    root = _derivative_root(terms, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start)
-    lo, hi = np.zeros(n_cls), np.ones(n_cls)
+    root = _derivative_root(terms, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start).tolist()
+    # the bisection on Python floats (the same IEEE doubles as numpy's, without an array call per step on a
+    # handful of classes); a class's derivative reads only its own t
+    lo, hi = [0.0] * n_cls, [1.0] * n_cls
     for _ in range(steps):
-        t = (lo + hi) / 2
-        up = t < root
-        near = np.abs(t - root) <= BISECT_NEAR
-        if near.any():
-            up = np.where(near, grad(t) > 0, up)
-        lo = np.where(up, t, lo)
-        hi = np.where(up, hi, t)
-    out: F64 = (lo + hi) / 2
+        t = [(a + b) / 2 for a, b in zip(lo, hi, strict=True)]
+        up = [x < r for x, r in zip(t, root, strict=True)]
+        near = [abs(x - r) <= BISECT_NEAR for x, r in zip(t, root, strict=True)]
+        if any(near):
+            g = grad(np.array(t)).tolist()
+            up = [g[k] > 0 if near[k] else up[k] for k in range(n_cls)]
+        lo = [x if u else a for x, u, a in zip(t, up, lo, strict=True)]
+        hi = [b if u else x for x, u, b in zip(t, up, hi, strict=True)]
+    out: F64 = np.array([(a + b) / 2 for a, b in zip(lo, hi, strict=True)])
     return out
 
 

@@ -30,26 +30,32 @@ def monotone_tables(n1: F64, n0: F64) -> tuple[F64, F64, B_]:
     (..., 2: confirm, reject).
     """
     tot1, tot0 = n1.sum(axis=-1), n0.sum(axis=-1)
+    # both verdicts at once (`VERDICTS`: confirm, then reject, their signs): each cell's numbers are the ones a
+    # verdict-by-verdict reading computes
     # a verdict not seen once (pseudo-counts included) has no sample: it carries no information either way
-    pooled = np.stack([n1[..., o] + n0[..., o] <= UNSEEN for o, _ in VERDICTS], axis=-1)
-    t1, t0 = _pooled(n1, n0, pooled)
+    pooled = (n1[..., :2] + n0[..., :2]) <= UNSEEN
+    share = (n1 + n0) / (tot1 + tot0)[..., None]
+    t1, t0 = _pooled(n1, n0, pooled, share)
+    sign = np.array([s for _, s in VERDICTS])
+    var = np.maximum(1 / n1[..., :2] - 1 / tot1[..., None], 0.0) + np.maximum(
+        1 / n0[..., :2] - 1 / tot0[..., None], 0.0
+    )
+    bound = Z_ONE_SIDED * np.sqrt(var)
     for _ in range(2):  # pooling one verdict moves the other's ratio: look again once
-        before = pooled.copy()
-        for o, sign in VERDICTS:
-            with np.errstate(divide="ignore"):
-                llr = sign * (np.log(t1[..., o]) - np.log(t0[..., o]))
-            var = np.maximum(1 / n1[..., o] - 1 / tot1, 0.0) + np.maximum(1 / n0[..., o] - 1 / tot0, 0.0)
-            pooled[..., o] |= (llr < 0) & (llr + Z_ONE_SIDED * np.sqrt(var) >= 0)
-        if np.array_equal(before, pooled):
+        with np.errstate(divide="ignore"):
+            llr = sign * (np.log(t1[..., :2]) - np.log(t0[..., :2]))
+        more = pooled | ((llr < 0) & (llr + bound >= 0))
+        if np.array_equal(more, pooled):
             break
-        t1, t0 = _pooled(n1, n0, pooled)
+        pooled = more
+        t1, t0 = _pooled(n1, n0, pooled, share)
     return t1, t0, pooled
 
 
-def _pooled(n1: F64, n0: F64, pooled: B_) -> tuple[F64, F64]:
-    """The maximum-likelihood tables with the ``pooled`` verdicts equal under a true and a false latent."""
+def _pooled(n1: F64, n0: F64, pooled: B_, share: F64) -> tuple[F64, F64]:
+    """The maximum-likelihood tables with the ``pooled`` verdicts equal under a true and a false latent (``share``:
+    each outcome's share of both latents' counts)."""
     mask = np.concatenate([pooled, np.zeros((*pooled.shape[:-1], 1), dtype=bool)], axis=-1)
-    share = (n1 + n0) / (n1.sum(axis=-1) + n0.sum(axis=-1))[..., None]
     left = 1.0 - np.where(mask, share, 0.0).sum(axis=-1, keepdims=True)
     out = []
     for n in (n1, n0):

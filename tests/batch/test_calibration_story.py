@@ -16,11 +16,15 @@ def boe(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
     return subprocess.run([sys.executable, "-m", "boe", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
-@pytest.fixture
-def stored_run(sim_data: Path, sim, locks: Path, tmp_path: Path) -> str:
-    """A full-ledger batch run of the 24 simulator questions, K=4."""
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    finish(start_batch(batch_args(sim_data, sim.base_url, db, "r"), locks))
+@pytest.fixture(scope="module")
+def stored_run(sim_data: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A full-ledger batch run of the 24 simulator questions, K=4 (one for the module: the tests only read it)."""
+    from boe.sim import serve_in_thread
+
+    tmp = tmp_path_factory.mktemp("story")
+    db = f"sqlite:///{tmp / 'runs.db'}"
+    with serve_in_thread() as sim:
+        finish(start_batch(batch_args(sim_data, sim.base_url, db, "r"), tmp / "locks"))
     return db
 
 

@@ -39,19 +39,16 @@ def test_killed_twice_then_resumed_stores_every_question_once_and_pays_no_call_t
 
     data = generate_dataset(tmp_path / "data", N, seed=11, size=64)
 
-    # the simulator's replies do not depend on how fast they come: the uninterrupted run, and the run that ends
-    # the killed one, go at full speed; the killed runs get 40 ms a reply, so that a question is in flight for a
-    # few tenths of a second, longer than the cache's write-behind interval, and a kill finds replies of
-    # unfinished questions already stored
-    with serve_in_thread() as sim:  # the uninterrupted run
-        base = finish(start_batch(batch_args(data, sim.base_url, f"sqlite:///{tmp_path / 'base.db'}", "r"), locks))
-        uninterrupted = int(sim.stats()["requests"])
-    assert base["stored"] == N and base["complete"] and base["requests"] == uninterrupted
-
+    # the simulator's replies do not depend on how fast they come: the uninterrupted run (beside the others, on
+    # a simulator of its own), and the run that ends the killed one, go at full speed; the killed runs get 40 ms
+    # a reply, so that a question is in flight for a few tenths of a second, longer than the cache's write-behind
+    # interval, and a kill finds replies of unfinished questions already stored
     rng = random.Random(20261125)
     db = tmp_path / "killed.db"
     args = batch_args(data, "", f"sqlite:///{db}", "r")
-    with serve_in_thread(faults=FaultPlan(latency_ms=40)) as sim:
+    with serve_in_thread() as base_sim, serve_in_thread(faults=FaultPlan(latency_ms=40)) as sim:
+        base_db = f"sqlite:///{tmp_path / 'base.db'}"
+        base_proc = start_batch(batch_args(data, base_sim.base_url, base_db, "r"), tmp_path / "base-locks")
         args[2] = sim.base_url
         kills = []
         for target in sorted(rng.sample(range(15, N - 30), 2)):
@@ -66,6 +63,9 @@ def test_killed_twice_then_resumed_stores_every_question_once_and_pays_no_call_t
         sim.server.faults = FaultPlan()
         last = finish(start_batch(args, locks))
         requests = int(sim.stats()["requests"])
+        base = finish(base_proc)
+        uninterrupted = int(base_sim.stats()["requests"])
+    assert base["stored"] == N and base["complete"] and base["requests"] == uninterrupted
 
     assert kills[0] < kills[1] < N, kills  # both kills landed mid-run
     assert last["complete"] and last["stored_before"] == kills[1] and last["stored"] == N - kills[1]

@@ -33,14 +33,25 @@ def _answer(state, policy) -> int:
     return int(state.answer_id[0, sel]) if state.candidate[0, sel] else -1
 
 
-def _after(state, policy, purchases) -> int:
-    """The selected answer after buying ``purchases`` (action, outcome code) on a copy of ``state``."""
-    st = state.keep(np.ones(1, dtype=bool))
-    for a, o in purchases:
-        rows, acts, outs = np.array([0]), np.array([a]), np.array([o], dtype=np.int8)
-        st.reveal(rows, acts, outs)
-        policy.observe(st, rows, acts, outs)
-    return _answer(st, policy)
+def _answers_after(state, policy, keys) -> list[int]:
+    """The selected answer after buying each of ``keys`` (a tuple of (action, outcome code) purchases, bought in
+    order) on a copy of ``state``: the keys of one size on one state of as many rows, row j buying key j."""
+    out = [0] * len(keys)
+    by_size: dict[int, list[int]] = {}
+    for j, key in enumerate(keys):
+        by_size.setdefault(len(key), []).append(j)
+    for size, js in by_size.items():
+        st = state.keep(np.zeros(len(js), dtype=np.intp))
+        rows = np.arange(len(js))
+        for pos in range(size):
+            acts = np.array([keys[j][pos][0] for j in js], dtype=np.intp)
+            outs = np.array([keys[j][pos][1] for j in js], dtype=np.int8)
+            st.reveal(rows, acts, outs)
+            policy.observe(st, rows, acts, outs)
+        sel = policy.select(st)
+        for r, j in enumerate(js):
+            out[j] = int(st.answer_id[r, sel[r]]) if st.candidate[r, sel[r]] else -1
+    return out
 
 
 def _check_state(state, policy) -> int:
@@ -53,14 +64,13 @@ def _check_state(state, policy) -> int:
         return 0
     remaining = float(state.budget[0] - state.spent[0])
     cost = state.cost[0]
-    answers: dict[tuple[tuple[int, int], ...], int] = {}
+    keys: list[tuple[tuple[int, int], ...]] = []
     for size in range(len(feasible) + 1):
         for subset in itertools.combinations(feasible, size):
             if sum(cost[a] for a in subset) > remaining + 1e-12:
                 continue
-            for outs in itertools.product(OUTCOME_CODES, repeat=size):
-                key = tuple(zip(subset, outs, strict=True))
-                answers[key] = _after(state, policy, key)
+            keys.extend(tuple(zip(subset, outs, strict=True)) for outs in itertools.product(OUTCOME_CODES, repeat=size))
+    answers = dict(zip(keys, _answers_after(state, policy, keys), strict=True))
     now = _answer(state, policy)
     for key, got in answers.items():
         for pos, (a, _) in enumerate(key):
