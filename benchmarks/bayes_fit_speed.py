@@ -64,7 +64,11 @@ def run(tree: Path | None, ledger: Path, calibration: str, out: Path) -> tuple[f
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "BOE_WORKERS": "1"}
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
-    subprocess.run([sys.executable, "-c", CHILD, str(ledger), calibration, str(out)], env=env, check=True)
+    # cwd: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH (a checkout's own
+    # ``boe`` would shadow the baseline's); the output's folder holds no package
+    subprocess.run(
+        [sys.executable, "-c", CHILD, str(ledger), calibration, str(out)], env=env, check=True, cwd=out.parent
+    )
     got = json.loads(out.read_text())
     return float(got["cpu"]), list(got["models"])
 
@@ -79,7 +83,7 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="REF", required=True, help="git commit to time beside this tree")
     ap.add_argument("--ledger", type=Path, help="fit this ledger file instead of a generated pool ledger")
     args = ap.parse_args()
-    ledger = args.ledger.resolve() if args.ledger else ledger_path(args.n, args.seed, args.cache)
+    ledger = args.ledger.resolve() if args.ledger else ledger_path(args.n, args.seed, args.cache).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         trees: dict[str, Path | None] = {"this tree": None, args.baseline: baseline_tree(args.baseline, Path(tmp))}
         cpu: dict[str, list[float]] = {name: [] for name in trees}

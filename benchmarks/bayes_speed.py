@@ -53,7 +53,10 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, f
     /proc (0 where /proc has no smaps_rollup).
     """
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    # cwd: ``python -c`` (the baseline's entry) puts the working directory first on sys.path, before PYTHONPATH
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tempfile.gettempdir()
+    )
     peak = [0.0]
     done = threading.Event()
 
@@ -110,7 +113,7 @@ def export(ref: str, into: Path) -> dict[str, str]:
 def run(args: argparse.Namespace, tmp: Path) -> None:
     """Measure, then print the table."""
 
-    path = ledger_path(args.n, args.seed, args.cache)
+    path = ledger_path(args.n, args.seed, args.cache).resolve()
     boe = str(Path(sys.executable).with_name("boe"))
     old_env = export(args.baseline, tmp) if args.baseline else None
     entry = [sys.executable, "-c", "import sys; from boe.cli import main; sys.argv[0] = 'boe'; main()"]

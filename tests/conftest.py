@@ -16,6 +16,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from boe.sim.ledgers import factor_code_ledger, pool_ledger  # noqa: E402
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding a test marked `slow` first, in their collected order, then the rest: on the README's two
+    workers, which take whole files (``--dist loadfile``), the long files start early instead of leaving one
+    worker to finish them alone at the end."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _ledger_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Loaded ledgers are cached in a folder of the test session (subprocesses inherit it), not in ~/.cache."""

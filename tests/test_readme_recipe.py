@@ -16,7 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.doc_blocks import doc_block
+
+pytestmark = pytest.mark.slow  # more than a few seconds in all (tests/conftest.py starts such files first)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "datasets" / "fixtures" / "vqa-rad"

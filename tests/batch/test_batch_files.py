@@ -18,7 +18,7 @@ import pytest
 
 from tests.golden.make_golden import normalise
 
-pytestmark = [pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 RUNNER = Path(__file__).with_name("batch_file_runner.py")
 

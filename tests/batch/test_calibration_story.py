@@ -11,6 +11,8 @@ import pytest
 
 from tests.batch.conftest import batch_args, finish, start_batch
 
+pytestmark = pytest.mark.slow  # more than a few seconds in all (tests/conftest.py starts such files first)
+
 
 def boe(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "boe", *args], capture_output=True, text=True, timeout=600, cwd=cwd)

@@ -9,7 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.batch.conftest import batch_args, default_sigint, finish, start_batch
+
+pytestmark = pytest.mark.slow  # more than a few seconds in all (tests/conftest.py starts such files first)
 
 
 def holds_flock(pid: int) -> bool:

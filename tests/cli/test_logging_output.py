@@ -22,6 +22,8 @@ from boe.cli.common import JSON_SCHEMAS
 from boe.sim.faults import FaultPlan
 from boe.sim.ledgers import pool_ledger
 
+pytestmark = pytest.mark.slow  # more than a few seconds in all (tests/conftest.py starts such files first)
+
 BOE = shutil.which("boe", path=str(Path(sys.executable).parent))
 KEY = "sk-boe-test-secret-0123456789abcdef"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "json-output.md"

@@ -64,6 +64,7 @@ def _within_mc(p_hat: float, p: float, n: int, z: float = 4.0) -> bool:
 # --------------------------------------------------------------------------- the paper's theory
 
 
+@pytest.mark.slow
 def test_factor_code_full_menu_identifies_the_answer_with_log2_k_checks():
     """M = 6, K = 64, factor cost 4, whole cost 8, budget 24: six factor checks, always right."""
     cal = _fitted(list(factor_code_ledger(300, m=6, seed=101)))
@@ -76,6 +77,7 @@ def test_factor_code_full_menu_identifies_the_answer_with_log2_k_checks():
             assert len(bought) == 6 and all(q.is_factor[bought])
 
 
+@pytest.mark.slow
 def test_factor_code_candidate_checks_succeed_with_q_plus_one_over_k():
     """Whole-response checks only: success (q + 1) / K for the paper's `whole` and for `bayes` (q = 3 checks)."""
     n, k = 1500, 64

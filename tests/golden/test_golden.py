@@ -13,6 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import make_golden as golden  # noqa: E402
 from compare import difference  # noqa: E402
 
+pytestmark = pytest.mark.slow  # more than a few seconds in all (tests/conftest.py starts such files first)
+
 
 @pytest.mark.parametrize("calibration", golden.CALIBRATIONS)
 @pytest.mark.parametrize("name", golden.LEDGERS)
