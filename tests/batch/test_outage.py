@@ -55,13 +55,15 @@ def test_an_outage_is_retried_not_stored(tmp_path: Path, locks: Path) -> None:
             "0",
         )
 
-    with serve_in_thread() as gen, serve_in_thread(faults=slow) as judge:  # the run without an outage
-        code, base = run_to_end(start_batch(args(gen, judge, tmp_path / "base.db"), locks))
-        base_paid = (paid(gen), paid(judge))
-    assert code == 0 and base["complete"] and base["stored"] == N
-
     db = tmp_path / "r.db"
-    with serve_in_thread() as gen, serve_in_thread(faults=slow) as judge:
+    # the run without an outage goes beside the others, on simulators of its own
+    with (
+        serve_in_thread() as base_gen,
+        serve_in_thread(faults=slow) as base_judge,
+        serve_in_thread() as gen,
+        serve_in_thread(faults=slow) as judge,
+    ):
+        base_proc = start_batch(args(base_gen, base_judge, tmp_path / "base.db"), tmp_path / "base-locks")
         proc = start_batch(args(gen, judge, db), locks)
         deadline = time.monotonic() + 120
         while True:  # the outage starts once a few questions are stored
@@ -78,6 +80,9 @@ def test_an_outage_is_retried_not_stored(tmp_path: Path, locks: Path) -> None:
         judge.server.faults = slow  # the endpoint is back: the same command again
         code, second = run_to_end(start_batch(args(gen, judge, db), locks))
         again_paid = (paid(gen), paid(judge))
+        base_code, base = run_to_end(base_proc)
+        base_paid = (paid(base_gen), paid(base_judge))
+    assert base_code == 0 and base["complete"] and base["stored"] == N
     assert code == 0 and second["complete"] and not second["failed"], second
     assert second["stored_before"] == first["stored_before"] + first["stored"]
     assert second["stored"] == N - second["stored_before"] and second["calls_cached"] > 0

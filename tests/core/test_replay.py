@@ -60,7 +60,7 @@ def test_engine_equals_literal_spec(recs, budget, eta):
 @pytest.mark.parametrize(
     "recs",
     [
-        pytest.param(list(pool_ledger(60, seed=11)), id="pool", marks=pytest.mark.slow),
+        pytest.param(list(pool_ledger(30, seed=11)), id="pool", marks=pytest.mark.slow),
         pytest.param(list(factor_code_ledger(30, m=4, seed=5, rho=0.8)), id="factor-code-noisy"),
         pytest.param(list(factor_code_ledger(10, m=6, seed=5)), id="factor-code-exact"),
     ],
