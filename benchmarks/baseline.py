@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: A working directory for a baseline's child process: ``python -c`` puts the working directory first on
+#: sys.path, before PYTHONPATH, so run from a checkout its own ``boe`` would shadow the baseline's; this holds none.
+NEUTRAL = tempfile.gettempdir()
 
 
 def baseline_tree(ref: str, into: Path) -> Path:

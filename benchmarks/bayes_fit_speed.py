@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from baseline import baseline_tree
+from baseline import NEUTRAL, baseline_tree
 from replay_speed import ledger_path  # the same cached pool ledger
 from rich.console import Console
 from rich.table import Table
@@ -64,11 +64,7 @@ def run(tree: Path | None, ledger: Path, calibration: str, out: Path) -> tuple[f
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "BOE_WORKERS": "1"}
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
-    # cwd: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH (a checkout's own
-    # ``boe`` would shadow the baseline's); the output's folder holds no package
-    subprocess.run(
-        [sys.executable, "-c", CHILD, str(ledger), calibration, str(out)], env=env, check=True, cwd=out.parent
-    )
+    subprocess.run([sys.executable, "-c", CHILD, str(ledger), calibration, str(out)], env=env, check=True, cwd=NEUTRAL)
     got = json.loads(out.read_text())
     return float(got["cpu"]), list(got["models"])
 

@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from baseline import baseline_tree
+from baseline import NEUTRAL, baseline_tree
 from replay_speed import ledger_path  # the same cached pool ledger
 from rich.console import Console
 from rich.table import Table
@@ -53,10 +53,7 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, f
     /proc (0 where /proc has no smaps_rollup).
     """
     t0 = time.perf_counter()
-    # cwd: ``python -c`` (the baseline's entry) puts the working directory first on sys.path, before PYTHONPATH
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tempfile.gettempdir()
-    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=NEUTRAL)
     peak = [0.0]
     done = threading.Event()
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from baseline import baseline_tree
+from baseline import NEUTRAL, baseline_tree
 from rich.console import Console
 from rich.table import Table
 
@@ -90,9 +90,8 @@ def main() -> None:
         got = {}
         for label, path in trees:
             env = {**os.environ, "PYTHONPATH": path} if path else dict(os.environ)
-            # cwd: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH
             out = subprocess.run([sys.executable, "-c", ANSWER, str(bodies), str(args.repeat)], env=env,
-                                 check=True, capture_output=True, text=True, cwd=tmp)  # fmt: skip
+                                 check=True, capture_output=True, text=True, cwd=NEUTRAL)  # fmt: skip
             got[label] = json.loads(out.stdout)
         n = len(pickle.loads(bodies.read_bytes()))
     tab = Table(title=f"simulator CPU on the {n:,} requests of a {args.n}-question batch (K 4, full ledger)")

@@ -20,6 +20,7 @@ Z_ONE_SIDED = 1.6448536269514722
 UNSEEN = 1.0
 #: The verdicts: confirm should favour a true latent (sign +1), reject a false one (sign -1).
 VERDICTS = ((0, 1.0), (1, -1.0))
+_SIGNS = np.array([sign for _, sign in VERDICTS])
 
 
 def monotone_tables(n1: F64, n0: F64) -> tuple[F64, F64, B_]:
@@ -30,20 +31,18 @@ def monotone_tables(n1: F64, n0: F64) -> tuple[F64, F64, B_]:
     (..., 2: confirm, reject).
     """
     tot1, tot0 = n1.sum(axis=-1), n0.sum(axis=-1)
-    # both verdicts at once (`VERDICTS`: confirm, then reject, their signs): each cell's numbers are the ones a
-    # verdict-by-verdict reading computes
+    # both verdicts at once (`VERDICTS`: columns 0 and 1, `_SIGNS`), each cell computed as verdict by verdict;
     # a verdict not seen once (pseudo-counts included) has no sample: it carries no information either way
     pooled = (n1[..., :2] + n0[..., :2]) <= UNSEEN
     share = (n1 + n0) / (tot1 + tot0)[..., None]
     t1, t0 = _pooled(n1, n0, pooled, share)
-    sign = np.array([s for _, s in VERDICTS])
     var = np.maximum(1 / n1[..., :2] - 1 / tot1[..., None], 0.0) + np.maximum(
         1 / n0[..., :2] - 1 / tot0[..., None], 0.0
     )
     bound = Z_ONE_SIDED * np.sqrt(var)
     for _ in range(2):  # pooling one verdict moves the other's ratio: look again once
         with np.errstate(divide="ignore"):
-            llr = sign * (np.log(t1[..., :2]) - np.log(t0[..., :2]))
+            llr = _SIGNS * (np.log(t1[..., :2]) - np.log(t0[..., :2]))
         more = pooled | ((llr < 0) & (llr + bound >= 0))
         if np.array_equal(more, pooled):
             break

@@ -27,10 +27,15 @@ def _load(recs):
     return load_lines([json.dumps(r) for r in recs], "<test>", strict=True)
 
 
+def _answers(state, policy) -> list[int]:
+    """The selected answer (-1: an invalid candidate) of each row."""
+    sel = policy.select(state)
+    return [int(state.answer_id[r, s]) if state.candidate[r, s] else -1 for r, s in enumerate(sel.tolist())]
+
+
 def _answer(state, policy) -> int:
-    """The selected answer (-1: an invalid candidate) of a one-row state."""
-    sel = int(policy.select(state)[0])
-    return int(state.answer_id[0, sel]) if state.candidate[0, sel] else -1
+    """The selected answer of a one-row state."""
+    return _answers(state, policy)[0]
 
 
 def _answers_after(state, policy, keys) -> list[int]:
@@ -48,9 +53,8 @@ def _answers_after(state, policy, keys) -> list[int]:
             outs = np.array([keys[j][pos][1] for j in js], dtype=np.int8)
             st.reveal(rows, acts, outs)
             policy.observe(st, rows, acts, outs)
-        sel = policy.select(st)
-        for r, j in enumerate(js):
-            out[j] = int(st.answer_id[r, sel[r]]) if st.candidate[r, sel[r]] else -1
+        for j, answer in zip(js, _answers(st, policy), strict=True):
+            out[j] = answer
     return out
 
 
