@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Pixel noise of the variants (grey levels): their thumbnails weigh about as much as real radiographs'.
 NOISE = 12.0
+_MODALITIES = ("CT", "MRI", "X-ray")
 _WHY = {
     "confirm": ("I see a {m} view consistent with the claim.", "the region matches the claim"),
     "reject": ("I see a {m} view that does not show this.", "the crop shows another structure"),
@@ -81,17 +82,25 @@ def agent_like(rec: dict[str, Any], image: Path, rng: np.random.Generator, size:
             "tags": {"question_id": rec["question_id"]},
         }
     ]
-    for a in rec["actions"]:
+    # every draw of the record at once (a generator call per action and field took most of the build)
+    n = len(rec["actions"])
+    corner = rng.integers(0, size // 2, (n, 2)).tolist()
+    extent = rng.integers(size // 4, size // 2, (n, 2)).tolist()
+    why = rng.integers(0, 2, n).tolist()
+    modality = rng.integers(0, len(_MODALITIES), n).tolist()
+    prompt = rng.integers(260, 380, n).tolist()
+    completion = rng.integers(14, 24, n).tolist()
+    latency = rng.uniform(10, 90, n).tolist()
+    for j, a in enumerate(rec["actions"]):
         kind = a["kind"]
         if kind == "grounded_factor":
-            x0, y0 = (int(v) for v in rng.integers(0, size // 2, 2))
-            w, h = (int(v) for v in rng.integers(size // 4, size // 2, 2))
+            (x0, y0), (w, h) = corner[j], extent[j]
             a["view"] = {"kind": "crop", "figure": "0", "box": [x0, y0, min(size, x0 + w), min(size, y0 + h)]}
         elif kind == "structured":
             a["view"] = {"kind": "record", "source": "dicom"}
         else:
             a["view"] = {"kind": "whole", "figure": "0"}
-        a["rationale"] = _WHY[a["outcome"]][int(rng.integers(0, 2))].format(m=rng.choice(["CT", "MRI", "X-ray"]))
+        a["rationale"] = _WHY[a["outcome"]][why[j]].format(m=_MODALITIES[modality[j]])
         if kind != "structured":
             cid = f"{rec['question_id']}-{a['id']}"
             a["calls"] = [cid]
@@ -100,9 +109,9 @@ def agent_like(rec: dict[str, Any], image: Path, rng: np.random.Generator, size:
                     "call_id": cid,
                     "purpose": kind,
                     "model": "bench",
-                    "prompt_tokens": int(rng.integers(260, 380)),
-                    "completion_tokens": int(rng.integers(14, 24)),
-                    "latency_ms": float(rng.uniform(10, 90)),
+                    "prompt_tokens": prompt[j],
+                    "completion_tokens": completion[j],
+                    "latency_ms": latency[j],
                     "tags": {"action": a["id"]},
                 }
             )

@@ -114,7 +114,16 @@ RETRY = re.compile(r"^boe\.client: info: http://127\.0\.0\.1:\d+/v1 \(boe-sim\):
 
 def test_verbose_shows_retries_and_no_key_reaches_a_log(data: Path, failing_sim: str, tmp_path: Path) -> None:
     env = {"BOE_API_KEY": KEY}
-    args = (*batch_args(data, failing_sim, tmp_path / "v.db", "v"), "--max-retries", "8", "--json")
+    fast = tmp_path / "fast.toml"
+    fast.write_text("backoff = 0.02\n")  # what is logged does not depend on how long a retry waits
+    args = (
+        *batch_args(data, failing_sim, tmp_path / "v.db", "v"),
+        "--max-retries",
+        "8",
+        "--json",
+        "--config",
+        str(fast),
+    )
     rc, out, err = boe("-vv", "batch", *args, tmp=tmp_path, env=env)
     assert rc == 0, err
     retries = [line for line in err.splitlines() if RETRY.match(line)]
@@ -122,7 +131,8 @@ def test_verbose_shows_retries_and_no_key_reaches_a_log(data: Path, failing_sim:
     assert json.loads(out)["schema"] == "boe.batch/1"  # stdout holds the JSON document alone
     assert KEY not in out and KEY not in err
     # by default (warnings) a retry that succeeds says nothing
-    rc, out, err = boe("batch", *batch_args(data, failing_sim, tmp_path / "d.db", "d"), tmp=tmp_path, env=env)
+    args = (*batch_args(data, failing_sim, tmp_path / "d.db", "d"), "--config", str(fast))
+    rc, out, err = boe("batch", *args, tmp=tmp_path, env=env)
     assert rc == 0, err
     assert not any(RETRY.match(line) for line in err.splitlines())
 
