@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
@@ -220,11 +222,21 @@ OVERRULE_LEVEL = 0.05
 def overrules_supported(right: float, wrong: float) -> bool:
     """Whether held-out overrules of the raw majority, ``right`` of them right and ``wrong`` wrong, show with
     one-sided 95% confidence (an exact sign test) that such overrules are right more often than not."""
-    r, n = round(right), round(right) + round(wrong)
-    if r == 0:
-        return False
-    tail = sum(math.comb(n, i) for i in range(r, n + 1))  # P(at least r right of n | a coin), times 2^n
-    return bool(tail <= OVERRULE_LEVEL * 2**n)
+    r = round(right)
+    return r > 0 and _sign_test(r, r + round(wrong))
+
+
+@cache
+def _sign_test(r: int, n: int) -> bool:
+    """P(at least r right of n | a coin) <= `OVERRULE_LEVEL`, in exact arithmetic (the level is the float's
+    exact value; 2^n overflows a float from n = 1024 on: thousands of overrules are a large ledger's)."""
+    if 2 * r <= n:
+        return False  # at least half right: a coin does that with probability >= 1/2
+    tail, term = 0, math.comb(n, r)  # the probability times 2^n, one binomial coefficient from the last
+    for i in range(r, n + 1):
+        tail += term
+        term = term * (n - i) // (i + 1)
+    return bool(tail <= Fraction(OVERRULE_LEVEL) * 2**n)
 
 
 def _stance_loglik(parts: Sequence[_StanceParts], prior: PriorParams, claims: ClaimParams) -> tuple[F64, F64]:

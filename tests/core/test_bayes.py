@@ -633,6 +633,18 @@ def test_stance_weight_discounts_redundant_claims():
     assert 0.0 < cp.stance_weight < 1.0  # the values of one slot are one choice, not independent claims
 
 
+def test_the_overrule_sign_test_is_exact_at_any_count():
+    """The one-sided sign test behind `overrules_supported`, exact at every count: 2^n as a float overflowed
+    from 1,024 held-out overrules on (a 3,000-question `misread-coherent` ledger has more) and the replay died."""
+    # n = 20: P(at least 15 right | a coin) = 21,700 / 2^20 = 0.0207, P(at least 14) = 60,460 / 2^20 = 0.0577
+    assert overrules_supported(15, 5) and not overrules_supported(14, 6)
+    assert overrules_supported(14.6, 5.4) and not overrules_supported(0.4, 0)  # counts are rounded
+    # past a float's range: z = 2.0 and 1.3 (n = 2,000), 3.7 and 1.5 (n = 3,000), 2.0 (n = 9,800)
+    assert overrules_supported(1045, 955) and not overrules_supported(1030, 970)
+    assert overrules_supported(1600, 1400) and not overrules_supported(1540, 1460)
+    assert overrules_supported(5000, 4800) and not overrules_supported(0, 3000)
+
+
 def test_check_weight_tempers_checks_that_repeat_one_reading():
     """The fitted check weight: every check recorded three times (one judge reading counted thrice, the
     extreme of correlated checks) is tempered well below the weight of the same ledger with each check once;
