@@ -70,11 +70,13 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
     def grad(t: F64) -> F64:
         return terms(t)[0]
 
-    root = _derivative_root(terms, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start).tolist()
-    # the bisection on Python floats (the same IEEE doubles as numpy's, without an array call per step on a
-    # handful of classes); a class's derivative reads only its own t
-    lo, hi = [0.0] * n_cls, [1.0] * n_cls
-    for _ in range(steps):
+    root = _derivative_root(terms, wd, a0, a1, cls, np.full(n_cls, 0.5) if start is None else start)
+    # the steps before any midpoint comes near a root follow the root alone: jump over them at once
+    first, lo_a, hi_a = _bisect_far(root, steps)
+    # the rest of the bisection on Python floats (the same IEEE doubles as numpy's, without an array call per
+    # step on a handful of classes); a class's derivative reads only its own t
+    lo, hi, root = lo_a.tolist(), hi_a.tolist(), root.tolist()
+    for _ in range(first, steps):
         t = [(a + b) / 2 for a, b in zip(lo, hi, strict=True)]
         up = [x < r for x, r in zip(t, root, strict=True)]
         near = [abs(x - r) <= BISECT_NEAR for x, r in zip(t, root, strict=True)]
@@ -90,6 +92,22 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
 #: Midpoints of `_mixture_weights`'s bisection this close to the Newton root evaluate the derivative's sign
 #: (far above the root's rounding error, so every other step's sign is known).
 BISECT_NEAR = 1e-11
+
+
+def _bisect_far(root: F64, steps: int) -> tuple[int, F64, F64]:
+    """The bisection of (0, 1) towards ``root`` up to the first step whose midpoint, in any class, comes within
+    `BISECT_NEAR` of its root: that step's index (``steps`` if none does) and each class's bracket before it.
+
+    Exact: until a midpoint equals the root (it would be near), step j's bracket is [m, m + 1] / 2^j with
+    m = floor(root 2^j), and every product, floor and quotient here is of a power of two (no rounding).
+    """
+    scale = np.ldexp(1.0, np.arange(steps + 1))  # 2^j: step j + 1 halves a bracket of width 1 / 2^j
+    m = np.floor(root[:, None] * scale)  # (classes, steps + 1)
+    mid = (2 * m[:, :steps] + 1) / (2 * scale[:steps])
+    near = np.abs(mid - root[:, None]) <= BISECT_NEAR
+    first = int(near.argmax(axis=1)[near.any(axis=1)].min()) if near.any() else steps
+    lo: F64 = m[:, first] / scale[first]
+    return first, lo, lo + 1 / scale[first]
 
 
 def _derivative_root(terms: Callable[[F64], tuple[F64, F64]], wd: F64, a0: F64, a1: F64, cls: I64, start: F64) -> F64:

@@ -35,7 +35,8 @@ def monotone_tables(n1: F64, n0: F64) -> tuple[F64, F64, B_]:
     # a verdict not seen once (pseudo-counts included) has no sample: it carries no information either way
     pooled = (n1[..., :2] + n0[..., :2]) <= UNSEEN
     share = (n1 + n0) / (tot1 + tot0)[..., None]
-    t1, t0 = _pooled(n1, n0, pooled, share)
+    # nothing pooled: each latent's own shares (`_pooled`'s 1.0 * n / total, the same numbers)
+    t1, t0 = _pooled(n1, n0, pooled, share) if pooled.any() else (n1 / tot1[..., None], n0 / tot0[..., None])
     var = np.maximum(1 / n1[..., :2] - 1 / tot1[..., None], 0.0) + np.maximum(
         1 / n0[..., :2] - 1 / tot0[..., None], 0.0
     )
@@ -44,7 +45,7 @@ def monotone_tables(n1: F64, n0: F64) -> tuple[F64, F64, B_]:
         with np.errstate(divide="ignore"):
             llr = _SIGNS * (np.log(t1[..., :2]) - np.log(t0[..., :2]))
         more = pooled | ((llr < 0) & (llr + bound >= 0))
-        if np.array_equal(more, pooled):
+        if not (more ^ pooled).any():
             break
         pooled = more
         t1, t0 = _pooled(n1, n0, pooled, share)
@@ -54,11 +55,10 @@ def monotone_tables(n1: F64, n0: F64) -> tuple[F64, F64, B_]:
 def _pooled(n1: F64, n0: F64, pooled: B_, share: F64) -> tuple[F64, F64]:
     """The maximum-likelihood tables with the ``pooled`` verdicts equal under a true and a false latent (``share``:
     each outcome's share of both latents' counts)."""
-    mask = np.concatenate([pooled, np.zeros((*pooled.shape[:-1], 1), dtype=bool)], axis=-1)
+    mask = np.zeros(share.shape, dtype=bool)  # the unresolved outcome (column 2) is never pooled
+    mask[..., :2] = pooled
     left = 1.0 - np.where(mask, share, 0.0).sum(axis=-1, keepdims=True)
-    out = []
-    for n in (n1, n0):
-        rest = np.where(mask, 0.0, n)
-        tot = rest.sum(axis=-1, keepdims=True)
-        out.append(np.where(mask, share, left * rest / np.where(tot > 0, tot, 1.0)))
+    rest = np.where(mask, 0.0, np.array([n1, n0]))  # both latents at once
+    tot = rest.sum(axis=-1, keepdims=True)
+    out = np.where(mask, share, left * rest / np.where(tot > 0, tot, 1.0))
     return out[0], out[1]
