@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 from typing import TextIO
 
 __all__ = ["ROOT", "configure_cli", "get_logger", "level_for", "mask_secret", "redact_text"]
@@ -79,4 +80,9 @@ def configure_cli(verbose: int = 0, quiet: bool = False, stream: TextIO | None =
     log.addHandler(handler)
     log.setLevel(level_for(verbose, quiet))
     log.propagate = False  # the CLI owns the output; an embedding program's root handlers are not involved here
+    # pydicom warns (as Python warnings, with its source lines) about files it reads anyway ("using implicit
+    # VR"); the command says in its own words what it could not read, so they show only at -vv
+    warnings.filterwarnings(
+        "default" if level_for(verbose, quiet) <= logging.DEBUG else "ignore", category=UserWarning, module="pydicom"
+    )
     return handler

@@ -62,6 +62,18 @@ def test_configuration_errors_exit_2(tmp_path: Path) -> None:
     no_traceback(res)
 
 
+def test_an_unreadable_dicom_is_one_error_line_without_the_readers_warnings(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.dcm"
+    bad.write_bytes(b"\0" * 128 + b"DICM" + b"\x02\x00garbage")  # pydicom warns twice, then cannot decode it
+    args = ("ask", str(bad), "what is it?", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    res = boe(*args)
+    no_traceback(res)
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and "bad.dcm" in res.stderr, res.stderr
+    assert "Warning" not in res.stderr and "pydicom" not in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    res = boe("-vv", *args)  # what pydicom said is there for who asks
+    assert res.returncode == 2 and "Expected explicit VR" in res.stderr, res.stderr
+
+
 def test_help_documents_exit_codes() -> None:
     res = boe("--help")
     assert res.returncode == 0
