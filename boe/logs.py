@@ -78,11 +78,10 @@ def configure_cli(verbose: int = 0, quiet: bool = False, stream: TextIO | None =
     handler._boe_cli = True  # type: ignore[attr-defined]
     handler.setFormatter(_Redacting())
     log.addHandler(handler)
-    log.setLevel(level_for(verbose, quiet))
+    level = level_for(verbose, quiet)
+    log.setLevel(level)
     log.propagate = False  # the CLI owns the output; an embedding program's root handlers are not involved here
     # pydicom warns (as Python warnings, with its source lines) about files it reads anyway ("using implicit
     # VR"); the command says in its own words what it could not read, so they show only at -vv
-    warnings.filterwarnings(
-        "default" if level_for(verbose, quiet) <= logging.DEBUG else "ignore", category=UserWarning, module="pydicom"
-    )
+    warnings.filterwarnings("default" if level <= logging.DEBUG else "ignore", category=UserWarning, module="pydicom")
     return handler

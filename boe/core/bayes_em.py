@@ -75,11 +75,11 @@ def _mixture_weights(loglik: F64, cls: I64, w: F64, n_cls: int, start: F64 | Non
     first, lo_a, hi_a = _bisect_far(root, steps)
     # the rest of the bisection on Python floats (the same IEEE doubles as numpy's, without an array call per
     # step on a handful of classes); a class's derivative reads only its own t
-    lo, hi, root = lo_a.tolist(), hi_a.tolist(), root.tolist()
+    lo, hi, roots = lo_a.tolist(), hi_a.tolist(), root.tolist()
     for _ in range(first, steps):
         t = [(a + b) / 2 for a, b in zip(lo, hi, strict=True)]
-        up = [x < r for x, r in zip(t, root, strict=True)]
-        near = [abs(x - r) <= BISECT_NEAR for x, r in zip(t, root, strict=True)]
+        up = [x < r for x, r in zip(t, roots, strict=True)]
+        near = [abs(x - r) <= BISECT_NEAR for x, r in zip(t, roots, strict=True)]
         if any(near):
             g = grad(np.array(t)).tolist()
             up = [g[k] > 0 if near[k] else up[k] for k in range(n_cls)]
@@ -105,7 +105,8 @@ def _bisect_far(root: F64, steps: int) -> tuple[int, F64, F64]:
     m = np.floor(root[:, None] * scale)  # (classes, steps + 1)
     mid = (2 * m[:, :steps] + 1) / (2 * scale[:steps])
     near = np.abs(mid - root[:, None]) <= BISECT_NEAR
-    first = int(near.argmax(axis=1)[near.any(axis=1)].min()) if near.any() else steps
+    near_at = np.nonzero(near.any(axis=0))[0]  # the steps at which some class is near
+    first = int(near_at[0]) if near_at.size else steps
     lo: F64 = m[:, first] / scale[first]
     return first, lo, lo + 1 / scale[first]
 
