@@ -60,15 +60,18 @@ def decode_line(raw: str | bytes, *, source: str | None = None, line: int | None
             raise RecordError(f"not UTF-8 ({exc.reason} at byte {exc.start})", source=source, line=line) from None
     else:
         text = clean_line(raw)  # type: ignore[assignment]
-    if text.count("[") + text.count("{") > MAX_DEPTH and nesting_depth(text) > MAX_DEPTH:
-        # refused by depth, not by whatever stack the reader happens to run on: every reader says the same
-        raise RecordError(f"nested more than {MAX_DEPTH} levels deep", source=source, line=line)
+    # refused by depth, not by whatever stack the reader happens to run on: every reader says the same, and
+    # depth is judged before validity (a line too deep is "nested", wherever its JSON breaks)
+    shallow = text.count("[") + text.count("{") <= MAX_DEPTH
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"not valid JSON ({json_error_text(exc)})", source=source, line=line) from None
-    except RecursionError:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        if isinstance(exc, json.JSONDecodeError) and (shallow or nesting_depth(text) <= MAX_DEPTH):
+            raise RecordError(f"not valid JSON ({json_error_text(exc)})", source=source, line=line) from None
         raise RecordError(f"nested more than {MAX_DEPTH} levels deep", source=source, line=line) from None
+    if not shallow and _deeper_than(value, MAX_DEPTH):
+        raise RecordError(f"nested more than {MAX_DEPTH} levels deep", source=source, line=line)
+    return value
 
 
 #: Deeper JSON is refused (Python's recursion limit would otherwise decide, differently per caller).
@@ -82,6 +85,24 @@ def nesting_depth(text: str) -> int:
     in C, so that Python steps only through the brackets)."""
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     return max(accumulate((1 if c in "[{" else -1 for c in brackets), initial=0))
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests arrays and objects more than ``limit`` deep (level by level: no
+    recursion, and for valid JSON the same depth `nesting_depth` reads in its text, a few times faster)."""
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            v
+            for c in level
+            if type(c) is dict or type(c) is list
+            for v in (c.values() if type(c) is dict else c)
+            if type(v) is dict or type(v) is list
+        ]
+    return False
 
 
 def ledger_name(src: str | Path) -> str:

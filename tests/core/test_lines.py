@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boe.core.ledger import iter_ledger, read_ledger
-from boe.core.lines import nesting_depth
+from boe.core.lines import MAX_DEPTH, decode_line, nesting_depth
 from boe.core.loading import load_ledgers, load_lines
 from boe.errors import LedgerError, RecordError
 from boe.sim.ledgers import pool_ledger
@@ -33,6 +34,8 @@ BAD_LINES = {
     "wrong-format": GOOD[0].replace("boe-ledger/1", "boe-ledger/9"),
     "bad-cost": GOOD[0].replace('"cost": 1.0', '"cost": -1.0', 1),
     "deep": "[" * 100_000 + "]" * 100_000,
+    "deep-within-the-stack": "[" * 600 + "]" * 600,  # json.loads reads it: refused by depth all the same
+    "deep-and-broken": "[" * 600 + "]" * 599,  # too deep is said first, wherever the JSON breaks
 }
 
 
@@ -163,3 +166,53 @@ def test_the_depth_check_counts_brackets_outside_strings_only(text: str) -> None
 )
 def test_the_depth_check_on_its_edge_cases(text: str, depth: int) -> None:
     assert nesting_depth(text) == _literal_depth(text) == depth
+
+
+def _literal_verdict(text: str) -> object:
+    """What a line decodes to as the spec words it: too deep first (outside strings), then JSON's own verdict."""
+    if _literal_depth(text) > MAX_DEPTH:
+        return "nested"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON: {exc.msg} {exc.pos}"
+
+
+def _verdict(text: str) -> object:
+    try:
+        return decode_line(text)
+    except RecordError as exc:
+        if "nested more than" in exc.message:
+            return "nested"
+        assert exc.message.startswith("not valid JSON")
+        return _literal_verdict(text)  # the wording is json's: its position is checked by the other tests
+
+
+_RUNS = st.sampled_from(["[" * 150, "]" * 150, "{" * 150, "}" * 150, '{"a":' * 130, '"[[[' * 40, "]" * 149 + "1"])
+
+
+@given(st.lists(st.one_of(_PIECES, _RUNS, st.sampled_from(["1", ",", '"a":', "[1,2]", '{"k":[]}'])), max_size=12))
+def test_decoding_refuses_depth_exactly_as_the_spec_counts_it(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    want, got = _literal_verdict(text), _verdict(text)
+    assert (got == "nested") == (want == "nested"), text
+    if want != "nested" and not isinstance(want, str):
+        assert got == want
+
+
+@given(st.integers(380, 420), st.integers(0, 2**32), st.sampled_from(["1", "[]", "{}", '"[["']))
+def test_valid_json_near_the_limit_is_refused_exactly_past_it(levels: int, seed: int, inner: str) -> None:
+    rng = random.Random(seed)
+    text = inner
+    for _ in range(levels):  # a value nested in `levels` arrays and objects, beside strings full of brackets
+        if rng.random() < 0.5:
+            text = "[" + rng.choice(["", '"]]}",', "1,"]) + text + "]"
+        else:
+            text = "{" + rng.choice(["", '"x": "[{",', '"]": 2,']) + '"k":' + text + "}"
+    depth = levels + (inner in ("[]", "{}"))
+    assert _literal_depth(text) == depth
+    if depth > MAX_DEPTH:
+        with pytest.raises(RecordError, match=f"nested more than {MAX_DEPTH} levels deep"):
+            decode_line(text)
+    else:
+        assert decode_line(text) == json.loads(text)
