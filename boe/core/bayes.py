@@ -460,14 +460,29 @@ class Bayes:
             keys = list(group_keys)
         self.prepare_fit(questions)
         assert self._data is not None
-        model = fit_bayes_model(questions, keys, train_mask, _data=self._data[1])
-        _fit_check_weight(questions, train_mask, calibration, keys, model, self._data[1])
-        return calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: model.model_dump(mode="json")}})
+        data = self._data[1]
+        # the fit reads none of this policy's options and none of the calibration's extras (the check weight's
+        # states replace the model and read nothing else there): another policy of the family, sharing the
+        # tables, may have fitted this model already on the same training rows, keys and groups
+        key = (train_mask.tobytes(), tuple(keys), calibration.model_copy(update={"extra": {}}).model_dump_json())
+        dumped = data.models.get(key)
+        if dumped is None:
+            model = fit_bayes_model(questions, keys, train_mask, _data=data)
+            _fit_check_weight(questions, train_mask, calibration, keys, model, data)
+            dumped = data.models[key] = model.model_dump(mode="json")
+        return calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: dumped}})
 
-    def prepare_fit(self, questions: Sequence[Question]) -> None:
-        """Build the training tables that every `fit_extra` on ``questions`` shares, unless built already."""
-        if self._data is None or self._data[0] is not questions:
+    def prepare_fit(self, questions: Sequence[Question], shared: dict[str, Any] | None = None) -> None:
+        """Build the training tables that every `fit_extra` on ``questions`` shares, unless built already;
+        ``shared`` (one dict for the policies of one replay) gives them to every policy of the family, whose
+        fits are then made once."""
+        got = shared.get(BAYES_KEY) if shared is not None else None
+        if got is not None and got[0] is questions:
+            self._data = got
+        elif self._data is None or self._data[0] is not questions:
             self._data = (questions, _fit_data(questions))
+        if shared is not None:
+            shared[BAYES_KEY] = self._data
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
         """Whether ``calibration`` carries a valid `bayes` observation model."""

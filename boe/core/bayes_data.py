@@ -55,6 +55,8 @@ class _FitData:
     # `_fit_claims` and `_fit_prior` by their training rows: the stance and check weights' inner folds are the same
     fits: dict[tuple[int, bytes], tuple[ClaimParams, _Channels]] = field(default_factory=dict)
     priors: dict[bytes, PriorParams] = field(default_factory=dict)
+    # `Bayes.fit_extra`'s models (dumped) by training rows, group keys and calibration: policies of the family share
+    models: dict[tuple[bytes, tuple[str, ...], str], dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ report draws; it does no I/O.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -262,10 +263,15 @@ def _plan(
         return cal
 
     def prepare(qs: Sequence[Question]) -> None:
+        shared: dict[str, Any] = {}  # what the policies' fits share with one another (one family's tables)
         for p in fittable:
-            shared = getattr(p, "prepare_fit", None)  # optional: what every fold's fit shares, built once
-            if shared is not None:
-                shared(qs)
+            prepare_fit = getattr(p, "prepare_fit", None)  # optional: what every fold's fit shares, built once
+            if prepare_fit is None:
+                continue
+            if len(inspect.signature(prepare_fit).parameters) > 1:
+                prepare_fit(qs, shared)
+            else:  # a plugin's prepare_fit(questions), as the contract first was
+                prepare_fit(qs)
 
     if not isinstance(calibration, Calibration):
         return plan_calibration(

@@ -76,8 +76,9 @@ class Policy(Protocol):
 class FittablePolicy(Protocol):
     """A policy with parameters of its own beyond the group calibration (``bayes``): fitted beside it.
 
-    It may also have ``prepare_fit(questions)``: build once what its fits on those questions share,
-    before cross-fit folds are fitted (in forked workers, which inherit it)."""
+    It may also have ``prepare_fit(questions, shared)``: build once what its fits on those questions share,
+    before cross-fit folds are fitted (in forked workers, which inherit it); ``shared`` is one dict for every
+    policy of a replay, in which policies whose fits are the same (`bayes`, `bayes-lookahead`) meet."""
 
     name: str
 

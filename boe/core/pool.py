@@ -585,12 +585,12 @@ class _PoolPolicy:
         model = fit_predictive(questions, train_mask)
         return cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: model.model_dump(mode="json")}})
 
-    def prepare_fit(self, questions: Any) -> None:
+    def prepare_fit(self, questions: Any, shared: dict[str, Any] | None = None) -> None:
         """What the controller's fits on ``questions`` share, built once (`Bayes.prepare_fit`)."""
         for pol in {id(p): p for p in (self.inner, getattr(self, "model", None))}.values():
-            shared = getattr(pol, "prepare_fit", None)
-            if shared is not None:
-                shared(questions)
+            prepare = getattr(pol, "prepare_fit", None)
+            if prepare is not None:
+                prepare(questions, shared)
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
         """The controller's parameters are there (a missing predictive is the unseen-dataset default)."""

@@ -26,6 +26,7 @@ from boe.core.experiment import load_questions, run_experiment
 from boe.core.graph import GroupIndex
 from boe.core.ledger import parse_record_dict
 from boe.core.policies import make_policy
+from boe.core.pool import parse_pool
 from boe.core.replay import plan_calibration, replay, transcripts
 from boe.core.state import bind_questions
 from boe.errors import ConfigError
@@ -709,3 +710,29 @@ def test_truthful_answer_checks_overturn_wrong_majorities_in_bayes():
     # 94 where the untempered model rescued 77, with fewer harms (accuracy 0.930 against 0.9275)
     assert fixable and rescued >= 0.75 * len(fixable)
     assert _success(qs, bayes) > _success(qs, raw) + 0.1
+
+
+@pytest.mark.parametrize("pool", [None, "adaptive"])
+def test_bayes_and_lookahead_in_one_replay_fit_each_fold_once_and_replay_as_apart(monkeypatch, pool):
+    import boe.core.bayes as bayes
+
+    monkeypatch.setenv("BOE_WORKERS", "1")  # the fits counted in this process
+    calls = []
+    fit = bayes.fit_bayes_model
+    monkeypatch.setattr(bayes, "fit_bayes_model", lambda *a, **k: calls.append(1) or fit(*a, **k))
+    qs, groups = _questions(list(pool_ledger(60, seed=48)))
+    spec = parse_pool(pool) if pool else None
+    both = run_experiment(
+        qs, groups.keys, ["bayes", "bayes-lookahead"], [8, 16], calibration="crossfit:3", resamples=10, pool=spec
+    )
+    fits = [len(calls)]
+    apart = []
+    for p in ("bayes", "bayes-lookahead"):
+        apart += run_experiment(qs, groups.keys, [p], [8, 16], calibration="crossfit:3", resamples=10, pool=spec).runs
+        fits.append(len(calls) - sum(fits))
+    assert fits[1] == fits[2] > 0, fits
+    if pool is None:
+        assert fits[0] == fits[1], fits  # both policies together fit what either fits alone
+    else:  # the model of the whole pools once; each policy's wrapper still fits the model of its pool sizes
+        assert fits[0] == fits[1] + 3, fits
+    assert [transcripts(r, qs) for r in both.runs] == [transcripts(r, qs) for r in apart]
