@@ -465,12 +465,12 @@ class Bayes:
         # states replace the model and read nothing else there): another policy of the family, sharing the
         # tables, may have fitted this model already on the same training rows, keys and groups
         key = (train_mask.tobytes(), tuple(keys), calibration.model_copy(update={"extra": {}}).model_dump_json())
-        dumped = data.models.get(key)
-        if dumped is None:
+        model = data.models.get(key)
+        if model is None:
             model = fit_bayes_model(questions, keys, train_mask, _data=data)
             _fit_check_weight(questions, train_mask, calibration, keys, model, data)
-            dumped = data.models[key] = model.model_dump(mode="json")
-        return calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: dumped}})
+            data.models[key] = model
+        return calibration.model_copy(update={"extra": {**calibration.extra, BAYES_KEY: model.model_dump(mode="json")}})
 
     def prepare_fit(self, questions: Sequence[Question], shared: dict[str, Any] | None = None) -> None:
         """Build the training tables that every `fit_extra` on ``questions`` shares, unless built already;

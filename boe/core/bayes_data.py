@@ -15,6 +15,7 @@ from boe.core.bayes_model import (
     B_,
     F64,
     I64,
+    BayesModel,
     ClaimParams,
     PriorParams,
     _Channels,
@@ -55,8 +56,8 @@ class _FitData:
     # `_fit_claims` and `_fit_prior` by their training rows: the stance and check weights' inner folds are the same
     fits: dict[tuple[int, bytes], tuple[ClaimParams, _Channels]] = field(default_factory=dict)
     priors: dict[bytes, PriorParams] = field(default_factory=dict)
-    # `Bayes.fit_extra`'s models (dumped) by training rows, group keys and calibration: policies of the family share
-    models: dict[tuple[bytes, tuple[str, ...], str], dict[str, Any]] = field(default_factory=dict)
+    # `Bayes.fit_extra`'s models by training rows, group keys and calibration: the policies of the family share them
+    models: dict[tuple[bytes, tuple[str, ...], str], BayesModel] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
