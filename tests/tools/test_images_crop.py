@@ -52,7 +52,11 @@ def test_dicom_pixels_and_tags(tmp_path):
         pytest.param(lambda d: _write(d / "notes.png", b"hello, not an image"), "not an image", id="not-image"),
         pytest.param(lambda d: _write(d / "empty.png", b""), "is empty", id="empty"),
         pytest.param(
-            lambda d: _write(d / "bad.dcm", b"\0" * 128 + b"DICM" + b"\x02\x00garbage"), "DICOM", id="bad-dicom"
+            lambda d: _write(d / "bad.dcm", b"\0" * 128 + b"DICM" + b"\x02\x00garbage"),
+            "DICOM",
+            id="bad-dicom",
+            # pydicom warns as it reads on: the library leaves warnings to the program (the CLI's are tested)
+            marks=pytest.mark.filterwarnings("ignore::UserWarning:pydicom"),
         ),
     ],
 )
