@@ -6,7 +6,6 @@ report draws; it does no I/O.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ from boe.core.channels import calibration_warnings
 from boe.core.graph import GroupIndex, Question
 from boe.core.ledger import LedgerRecord, RecordDict
 from boe.core.metrics import Comparison, MetricRow, compare, summarize
-from boe.core.policies import FittablePolicy, Policy, make_policy
+from boe.core.policies import FittablePolicy, Policy, make_policy, prepare_fit
 from boe.core.pool import PoolSpec, make_pool_policy
 from boe.core.replay import CalibrationPlan, ReplayRun, fold_replay, plan_calibration, replay
 from boe.core.version import __version__
@@ -265,13 +264,7 @@ def _plan(
     def prepare(qs: Sequence[Question]) -> None:
         shared: dict[str, Any] = {}  # what the policies' fits share with one another (one family's tables)
         for p in fittable:
-            prepare_fit = getattr(p, "prepare_fit", None)  # optional: what every fold's fit shares, built once
-            if prepare_fit is None:
-                continue
-            if len(inspect.signature(prepare_fit).parameters) > 1:
-                prepare_fit(qs, shared)
-            else:  # a plugin's prepare_fit(questions), as the contract first was
-                prepare_fit(qs)
+            prepare_fit(p, qs, shared)  # optional: what every fold's fit shares, built once
 
     if not isinstance(calibration, Calibration):
         return plan_calibration(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import math
 import pkgutil
 from collections.abc import Callable
@@ -38,6 +39,7 @@ __all__ = [
     "ScorePolicy",
     "Whole",
     "make_policy",
+    "prepare_fit",
     "plugin_values",
     "register_policy",
 ]
@@ -89,6 +91,18 @@ class FittablePolicy(Protocol):
     def fit_extra_present(self, calibration: Any) -> bool:
         """Whether ``calibration`` already holds this policy's parameters."""
         ...
+
+
+def prepare_fit(policy: Any, questions: Any, shared: dict[str, Any]) -> None:
+    """``policy.prepare_fit(questions, shared)`` where it has one; a plugin's ``prepare_fit(questions)`` (the
+    contract as it first was) gets the questions alone."""
+    prepare = getattr(policy, "prepare_fit", None)
+    if prepare is None:
+        return
+    if len(inspect.signature(prepare).parameters) > 1:
+        prepare(questions, shared)
+    else:
+        prepare(questions)
 
 
 #: Every policy by name: those of this module, then (on the first listing or miss) those of the other modules of

@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from boe.core.calibration import Calibration
 from boe.core.graph import Question
-from boe.core.policies import FittablePolicy, IntArr, Policy, make_policy
+from boe.core.policies import FittablePolicy, IntArr, Policy, make_policy, prepare_fit
 from boe.core.scoring import first_max
 from boe.core.state import EvidenceState
 from boe.errors import CalibrationError, ConfigError
@@ -588,9 +588,7 @@ class _PoolPolicy:
     def prepare_fit(self, questions: Any, shared: dict[str, Any] | None = None) -> None:
         """What the controller's fits on ``questions`` share, built once (`Bayes.prepare_fit`)."""
         for pol in {id(p): p for p in (self.inner, getattr(self, "model", None))}.values():
-            prepare = getattr(pol, "prepare_fit", None)
-            if prepare is not None:
-                prepare(questions, shared)
+            prepare_fit(pol, questions, {} if shared is None else shared)
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
         """The controller's parameters are there (a missing predictive is the unseen-dataset default)."""

@@ -47,3 +47,39 @@ def test_fit_extra_gets_the_group_keys_on_every_fold(counting, mode, fits):
         assert 0 < n_train <= 30
     if fits > 1:
         assert sum(n for _, n in SEEN) == 2 * 30  # each question trains the two folds it is not held out of
+
+
+PREPARED: list[int] = []
+
+
+class OneArgPrepare(CountingFit):
+    """A plugin written to the first contract: ``prepare_fit(questions)``, one argument."""
+
+    name = "one-arg-prepare"
+
+    def prepare_fit(self, questions):
+        PREPARED.append(len(questions))
+
+
+@pytest.mark.parametrize("pool", [None, "adaptive"])
+def test_a_plugins_one_argument_prepare_fit_is_still_called_beside_bayes(pool):
+    from boe.core.pool import parse_pool
+
+    register_policy("one-arg-prepare")(OneArgPrepare)
+    PREPARED.clear()
+    try:
+        questions, groups = load_questions(pool_ledger(24, seed=4))
+        spec = parse_pool(pool) if pool else None
+        exp = run_experiment(
+            questions,
+            groups.keys,
+            ["one-arg-prepare", "bayes"],
+            [8.0],
+            calibration="crossfit:2",
+            resamples=0,
+            pool=spec,
+        )
+    finally:
+        POLICIES.pop("one-arg-prepare")
+    assert PREPARED == [24]  # once, before the folds
+    assert [r.policy for r in exp.runs] == ["one-arg-prepare", "bayes"]
