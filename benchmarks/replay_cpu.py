@@ -3,6 +3,7 @@
     python benchmarks/replay_cpu.py --baseline cbd214b                 # bayes and bayes-lookahead, 1,000 questions
     python benchmarks/replay_cpu.py --baseline main --ledger tests/data/golden/factor.jsonl --budget 0,4,8,16,24
     python benchmarks/replay_cpu.py --baseline main --policy raw,boe,bayes --calibration fit --repeat 5
+    python benchmarks/replay_cpu.py --baseline main --policy raw,bayes --pool adaptive --budget 8,16
 
 Each tree runs ``python -m boe replay LEDGER --policy P --budget B --calibration C --resamples 0 --json`` in a
 child process (``PYTHONPATH`` = the tree; the cross-fit's forked workers counted with it), the two alternating
@@ -53,10 +54,12 @@ def main() -> None:
     ap.add_argument("--policy", default="bayes,bayes-lookahead")
     ap.add_argument("--budget", default="4,8,16")
     ap.add_argument("--calibration", default="crossfit:5")
+    ap.add_argument("--pool", default="fixed", help="--pool of the replay (e.g. adaptive)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     ledger = (args.ledger or ledger_path(args.n, 0, ROOT / ".benchmarks")).resolve()
     cmd = [str(ledger), "--policy", args.policy, "--budget", args.budget, "--calibration", args.calibration]
+    cmd += ["--pool", args.pool]
     with tempfile.TemporaryDirectory() as tmp:
         base = baseline_tree(args.baseline, Path(tmp))
         cpu: dict[str, list[float]] = {"this tree": [], args.baseline: []}
@@ -67,8 +70,8 @@ def main() -> None:
                 cpu[name].append(c)
                 results.append(rows)
     best = {k: min(v) for k, v in cpu.items()}
-    table = Table(title=f"boe replay {ledger.name} --policy {args.policy} --budget {args.budget} "
-                        f"--calibration {args.calibration}: CPU s, {args.repeat} runs each")  # fmt: skip
+    title = f"boe replay {ledger.name} {' '.join(cmd[1:])}: CPU s, {args.repeat} runs each"
+    table = Table(title=title)
     for col in ("tree", "best", "median", "best / baseline"):
         table.add_column(col, justify="right")
     for k, v in cpu.items():

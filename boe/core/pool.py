@@ -361,8 +361,30 @@ def selected_confidence(model: Any, state: EvidenceState, sel: IntArr | None = N
     return out
 
 
+def _prefixes(
+    questions: Sequence[Question], rows: Sequence[int], k: int, cache: dict[Any, Any] | None
+) -> list[Question]:
+    """`prefix_question` of each row's question at pool size ``k`` under its `sized_key` (kept in ``cache``, by
+    row and size, for the fits of one list of questions: every fold and policy of a replay asks for them)."""
+    if cache is None:
+        return [prefix_question(questions[i], k, sized_key(questions[i].dataset, k)) for i in rows]
+    out = []
+    for i in rows:
+        got = cache.get((i, k))
+        if got is None:
+            q = questions[i]
+            got = cache[i, k] = prefix_question(q, k, sized_key(q.dataset, k))
+        out.append(got)
+    return out
+
+
 def fit_gain_table(
-    questions: Sequence[Question], rows: IntArr, cal: Calibration, group_keys: Sequence[str], sizes: Sequence[int]
+    questions: Sequence[Question],
+    rows: IntArr,
+    cal: Calibration,
+    group_keys: Sequence[str],
+    sizes: Sequence[int],
+    prefixes: dict[Any, Any] | None = None,
 ) -> dict[str, GainTable]:
     """Per dataset, what drawing on from a pool of ``sizes[i]`` to ``sizes[j]`` candidates adds to the chance
     that the selected answer is right, by the probability the posterior gave it (`GainTable`): measured on the
@@ -377,7 +399,7 @@ def fit_gain_table(
     conf = np.zeros((len(sizes), len(picked)))
     right = np.zeros((len(sizes), len(picked)))
     for i, k in enumerate(sizes):
-        sub = [prefix_question(q, k, sized_key(q.dataset, k)) for q in picked]
+        sub = _prefixes(questions, rows.tolist(), k, prefixes)
         state = bind_questions(sub, np.arange(len(sub)), [cal], None, list(group_keys), budget=1.0)
         model = Bayes()
         model.start(state)
@@ -406,15 +428,20 @@ def fit_gain_table(
 
 
 def fit_sized_model(
-    questions: Sequence[Question], train: B_, group_keys: Sequence[str], sizes: Sequence[int], base: Any
+    questions: Sequence[Question],
+    train: B_,
+    group_keys: Sequence[str],
+    sizes: Sequence[int],
+    base: Any,
+    prefixes: dict[Any, Any] | None = None,
 ) -> Any:
     """The `bayes` model of the pools of ``sizes``: fitted on the training pools' prefixes of every size, the
     prior and claim model per (dataset, size) (`sized_key`), the channels on all sizes; each dataset's check
     weight is ``base``'s (fitted on whole pools)."""
     from boe.core.bayes import fit_bayes_model
 
-    picked = [questions[i] for i in _sized_rows(questions, train).tolist()]
-    sub = [prefix_question(q, k, sized_key(q.dataset, k)) for k in sizes for q in picked]
+    rows = _sized_rows(questions, train).tolist()
+    sub = [p for k in sizes for p in _prefixes(questions, rows, k, prefixes)]
     model = fit_bayes_model(sub, group_keys)
     for key, cp in model.claims.items():
         ds = key.rpartition("#k")[0]
@@ -430,20 +457,31 @@ def with_sized_model(
     group_keys: Sequence[str],
     start: int = DEFAULT_START,
     step: int = DEFAULT_STEP,
+    cache: dict[str, Any] | None = None,
 ) -> Calibration:
     """``cal`` (with a fitted `bayes` model) whose pool extra also holds the model of the pool sizes an adaptive
     pool of ``start`` and ``step`` visits (`fit_sized_model`); ``cal`` itself when it has no `bayes` model or
-    the training pools are no larger than ``start``."""
+    the training pools are no larger than ``start``. ``cache`` (one dict for the fits of one list of
+    ``questions``) keeps the prefix pools and the fitted models, by everything they are fitted from."""
     from boe.core.bayes import BAYES_KEY, model_of
 
     k_max = max((q.k for q, t in zip(questions, train, strict=True) if t), default=0)
     if BAYES_KEY not in cal.extra or k_max <= start:
         return cal
-    sizes = pool_sizes(k_max, start, step)
-    sized = fit_sized_model(questions, train, group_keys, sizes, model_of(cal))
-    at_size = cal.model_copy(update={"extra": {**cal.extra, BAYES_KEY: sized}})
-    gain = fit_gain_table(questions, _sized_rows(questions, train), at_size, group_keys, sizes)
-    pm = predictive_of(cal).model_copy(update={"sizes": sizes, "bayes": sized.model_dump(mode="json"), "gain": gain})
+    fitted = None if cache is None else cache.setdefault("sized", {})
+    key = (np.asarray(train, dtype=bool).tobytes(), tuple(group_keys), start, step, cal.model_dump_json())
+    pm = None if fitted is None else fitted.get(key)
+    if pm is None:
+        prefixes = None if cache is None else cache.setdefault("prefixes", {})
+        sizes = pool_sizes(k_max, start, step)
+        sized = fit_sized_model(questions, train, group_keys, sizes, model_of(cal), prefixes)
+        at_size = cal.model_copy(update={"extra": {**cal.extra, BAYES_KEY: sized}})
+        gain = fit_gain_table(questions, _sized_rows(questions, train), at_size, group_keys, sizes, prefixes)
+        pm = predictive_of(cal).model_copy(
+            update={"sizes": sizes, "bayes": sized.model_dump(mode="json"), "gain": gain}
+        )
+        if fitted is not None:
+            fitted[key] = pm
     return cal.model_copy(update={"extra": {**cal.extra, POOL_KEY: pm.model_dump(mode="json")}})
 
 
@@ -542,6 +580,7 @@ class _PoolPolicy:
     def __init__(self, inner: Policy, step: int) -> None:
         self.inner = inner
         self.step = int(step)
+        self._shared: dict[str, Any] | None = None  # what the fits of one replay share (`prepare_fit`)
         self.name = inner.name
         self.deployable = inner.deployable  # type: ignore[misc]
         self.reads_labels = inner.reads_labels  # type: ignore[misc]
@@ -587,8 +626,12 @@ class _PoolPolicy:
 
     def prepare_fit(self, questions: Any, shared: dict[str, Any] | None = None) -> None:
         """What the controller's fits on ``questions`` share, built once (`Bayes.prepare_fit`)."""
+        shared = {} if shared is None else shared
+        self._shared = shared.setdefault(POOL_KEY, {"questions": questions})
+        if self._shared["questions"] is not questions:  # another list: what is kept was fitted on that one
+            self._shared = shared[POOL_KEY] = {"questions": questions}
         for pol in {id(p): p for p in (self.inner, getattr(self, "model", None))}.values():
-            prepare_fit(pol, questions, {} if shared is None else shared)
+            prepare_fit(pol, questions, shared)
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
         """The controller's parameters are there (a missing predictive is the unseen-dataset default)."""
@@ -686,7 +729,8 @@ class AdaptivePool(_PoolPolicy):
 
         train = np.asarray(train_mask, dtype=bool)
         keys = list(group_keys) if group_keys is not None else keys_from_calibration(questions, train, cal)
-        return with_sized_model(cal, questions, train, keys, self.first, self.step)
+        shared = self._shared if self._shared is not None and self._shared["questions"] is questions else None
+        return with_sized_model(cal, questions, train, keys, self.first, self.step, shared)
 
     def fit_extra_present(self, calibration: Calibration) -> bool:
         return super().fit_extra_present(calibration) and bool(self.model.fit_extra_present(calibration))
