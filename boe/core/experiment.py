@@ -320,9 +320,11 @@ def fit_deployable_calibration(
     cal = plan_calibration(questions, keys, "fit", cheap_kappa=cheap_kappa).calibrations[0]
     everyone = np.ones(len(questions), dtype=bool)
     extras = []
+    shared: dict[str, Any] = {}  # policies whose fits are the same (`bayes`, `bayes-lookahead`) fit once
     for name in dict.fromkeys(policies):
         pol = make_policy(name)
         if isinstance(pol, FittablePolicy):
+            prepare_fit(pol, questions, shared)
             cal = pol.fit_extra(questions, everyone, cal, keys)
             extras.append(name)
     from boe.core.pool import POOL_KEY, fit_predictive, with_sized_model

@@ -732,3 +732,18 @@ def test_bayes_and_lookahead_in_one_replay_fit_each_fold_once_and_replay_as_apar
         fits.append(len(calls) - sum(fits))
     assert fits[0] == fits[1] == fits[2] > 0, fits  # both policies together fit what either fits alone
     assert [transcripts(r, qs) for r in both.runs] == [transcripts(r, qs) for r in apart]
+
+
+def test_a_deployable_calibration_of_both_bayes_policies_fits_the_model_once(monkeypatch):
+    import boe.core.bayes as bayes
+    from boe.core.experiment import fit_deployable_calibration
+
+    calls = []
+    fit = bayes.fit_bayes_model
+    monkeypatch.setattr(bayes, "fit_bayes_model", lambda *a, **k: calls.append(1) or fit(*a, **k))
+    qs, groups = _questions(list(pool_ledger(30, seed=49)))
+    one = fit_deployable_calibration(qs, groups.keys, policies=["bayes"])
+    alone = len(calls)
+    both = fit_deployable_calibration(qs, groups.keys, policies=["bayes", "bayes-lookahead"])
+    assert len(calls) == 2 * alone > 0
+    assert both.extra == one.extra
