@@ -90,18 +90,13 @@ def nesting_depth(text: str) -> int:
 def _deeper_than(value: Any, limit: int) -> bool:
     """Whether a parsed JSON value nests arrays and objects more than ``limit`` deep (level by level: no
     recursion, and for valid JSON the same depth `nesting_depth` reads in its text, a few times faster)."""
-    level, depth = [value], 0
+    level = [value] if type(value) is dict or type(value) is list else []  # arrays and objects only
+    depth = 0
     while level:
         depth += 1
         if depth > limit:
             return True
-        level = [
-            v
-            for c in level
-            if type(c) is dict or type(c) is list
-            for v in (c.values() if type(c) is dict else c)
-            if type(v) is dict or type(v) is list
-        ]
+        level = [v for c in level for v in (c.values() if type(c) is dict else c) if type(v) is dict or type(v) is list]
     return False
 
 

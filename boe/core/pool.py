@@ -366,8 +366,7 @@ def _prefixes(
 ) -> list[Question]:
     """`prefix_question` of each row's question at pool size ``k`` under its `sized_key` (kept in ``cache``, by
     row and size, for the fits of one list of questions: every fold and policy of a replay asks for them)."""
-    if cache is None:
-        return [prefix_question(questions[i], k, sized_key(questions[i].dataset, k)) for i in rows]
+    cache = {} if cache is None else cache
     out = []
     for i in rows:
         got = cache.get((i, k))
@@ -627,9 +626,10 @@ class _PoolPolicy:
     def prepare_fit(self, questions: Any, shared: dict[str, Any] | None = None) -> None:
         """What the controller's fits on ``questions`` share, built once (`Bayes.prepare_fit`)."""
         shared = {} if shared is None else shared
-        self._shared = shared.setdefault(POOL_KEY, {"questions": questions})
-        if self._shared["questions"] is not questions:  # another list: what is kept was fitted on that one
-            self._shared = shared[POOL_KEY] = {"questions": questions}
+        got = shared.get(POOL_KEY)
+        if got is None or got["questions"] is not questions:  # another list: what is kept was fitted on that one
+            got = shared[POOL_KEY] = {"questions": questions}
+        self._shared = got
         for pol in {id(p): p for p in (self.inner, getattr(self, "model", None))}.values():
             prepare_fit(pol, questions, shared)
 
