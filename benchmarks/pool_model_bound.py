@@ -39,6 +39,8 @@ SLOTS4 = ("modality", "region", "plane", "finding")
 
 
 def check_ll(outcome: str, truth: bool, acc: float) -> float:
+    """log P(outcome | the latent read is ``truth``) of a channel right with probability ``acc`` when resolved (the
+    unresolved rate does not depend on the truth)."""
     if outcome == "unresolved":
         return 0.0
     right = (outcome == "confirm") == truth
@@ -60,8 +62,9 @@ def wrong_term(counts: list[int], w: np.ndarray) -> float:
     return math.log(tot) - math.log(math.perm(nw, m))
 
 
-def posteriors(rec: dict[str, Any], spec: PoolSpec, checks: str) -> list[tuple[float, bool, float]]:
-    """Per k = 1..K: (P(pick), pick right, P(truth unseen))."""
+def posteriors(rec: dict[str, Any], spec: PoolSpec, checks: str) -> list[tuple[float, bool]]:
+    """Per k = 1..K: the exact posterior probability of the pick (the likeliest answer drawn) and whether it is
+    right. Hypotheses: each answer drawn, and one not drawn yet (any of the others, alike by symmetry)."""
     a_n = spec.answers
     w = 1.0 / np.arange(1, a_n)
     w /= w.sum()
@@ -86,9 +89,9 @@ def posteriors(rec: dict[str, Any], spec: PoolSpec, checks: str) -> list[tuple[f
         corr = np.array([[1.0 if c["answer"] == a else 0.0 for c in rev] for a in hyps])  # H x n
         g = corr * spec.slot_good + (1 - corr) * spec.slot_bad
         lg = np.log(g)
-        lb = np.log((1 - g) / 5)
         for s in SLOTS4:
             vals = SLOT_VALUES[s]
+            lb = np.log((1 - g) / (len(vals) - 1))  # a slot value that is not the truth: one of the rivals
             m = np.zeros((n, len(vals)))
             e = np.zeros(n)
             present = set()
@@ -130,10 +133,10 @@ def posteriors(rec: dict[str, Any], spec: PoolSpec, checks: str) -> list[tuple[f
         p = np.exp(lp)
         p /= p.sum()
         if not seen:
-            out.append((0.0, False, 1.0))
+            out.append((0.0, False))
             continue
         best = int(np.argmax(p[: len(seen)]))
-        out.append((float(p[best]), seen[best] == truth_answer, float(p[-1]) if hyps[-1] is None else 0.0))
+        out.append((float(p[best]), seen[best] == truth_answer))
     return out
 
 
