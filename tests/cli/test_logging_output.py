@@ -116,14 +116,10 @@ def test_verbose_shows_retries_and_no_key_reaches_a_log(data: Path, failing_sim:
     env = {"BOE_API_KEY": KEY}
     fast = tmp_path / "fast.toml"
     fast.write_text("backoff = 0.02\n")  # what is logged does not depend on how long a retry waits
-    args = (
-        *batch_args(data, failing_sim, tmp_path / "v.db", "v"),
-        "--max-retries",
-        "8",
-        "--json",
-        "--config",
-        str(fast),
-    )
+    # one call in three fails: with 12 retries a call fails for good once in 0.3^13 ~ 1.6e-7 calls (with the
+    # default 4 retries, 0.3^5 = 1/412, a run of some 150 calls failed a question now and then)
+    retry = ("--max-retries", "12", "--config", str(fast))
+    args = (*batch_args(data, failing_sim, tmp_path / "v.db", "v"), *retry, "--json")
     rc, out, err = boe("-vv", "batch", *args, tmp=tmp_path, env=env)
     assert rc == 0, err
     retries = [line for line in err.splitlines() if RETRY.match(line)]
@@ -131,7 +127,7 @@ def test_verbose_shows_retries_and_no_key_reaches_a_log(data: Path, failing_sim:
     assert json.loads(out)["schema"] == "boe.batch/1"  # stdout holds the JSON document alone
     assert KEY not in out and KEY not in err
     # by default (warnings) a retry that succeeds says nothing
-    args = (*batch_args(data, failing_sim, tmp_path / "d.db", "d"), "--config", str(fast))
+    args = (*batch_args(data, failing_sim, tmp_path / "d.db", "d"), *retry)
     rc, out, err = boe("batch", *args, tmp=tmp_path, env=env)
     assert rc == 0, err
     assert not any(RETRY.match(line) for line in err.splitlines())
