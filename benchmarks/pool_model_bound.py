@@ -15,8 +15,9 @@ is reachable at what mean number of samples, however many checks are paid for (t
 ``--ours`` runs, for every k, ``boe replay L --policy bayes --pool adaptive --pool-start k --sample-cost 300
 --budget 300 k + 290`` (no draw affordable; the `bayes` controller buys checks until none is worth buying,
 crossfit:5) and applies the same threshold rule to the posterior `bayes` gives its pick: what the deployable
-model could stop on, beside the exact one. Labels are read only to score (and to choose the in-sample
-thresholds).
+model could stop on, beside the exact one, and the exact model reading only the checks `bayes` bought (the
+gap between the two is the posterior's, the rest the checks left unbought). Labels are read only to score (and
+to choose the in-sample thresholds).
 """
 
 from __future__ import annotations
@@ -195,9 +196,10 @@ def frontier(name: str, pm: np.ndarray, ok: np.ndarray) -> None:
     print(" | ".join(f"{a:.3f} @ {s:.2f}" for a, s in cells) + " |")
 
 
-def ours(ledger: Path, workdir: Path, kmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per k, the `bayes` posterior of its pick, whether it is right, and the checks bought (see the docstring)."""
-    pm, ok, spent = [], [], []
+def ours(ledger: Path, workdir: Path, kmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[set[str]]]]:
+    """Per k, the `bayes` posterior of its pick, whether it is right, the design units of checks it bought, and
+    which (see the docstring)."""
+    pm, ok, spent, bought = [], [], [], []
     for k in range(1, kmax + 1):
         out = workdir / f"k{k}.jsonl"
         cmd = ["boe", "replay", str(ledger), "--policy", "bayes", "--pool", "adaptive", "--pool-start", str(k)]
@@ -207,7 +209,21 @@ def ours(ledger: Path, workdir: Path, kmax: int) -> tuple[np.ndarray, np.ndarray
         pm.append([max(r["scores"], default=0.0) for r in rows])
         ok.append([r["utility"] == 1.0 for r in rows])
         spent.append([r["cost"] - 300 * k for r in rows])
-    return np.array(pm).T, np.array(ok, dtype=float).T, np.array(spent, dtype=float).T
+        bought.append([set(r["actions"]) for r in rows])
+    return np.array(pm).T, np.array(ok, dtype=float).T, np.array(spent, dtype=float).T, bought
+
+
+def exact_with(records: list[dict[str, Any]], spec: PoolSpec, bought: list[list[set[str]]]) -> tuple[Any, Any]:
+    """The exact model at every k reading only the checks `bayes` bought there: which part of the gap is the
+    checks left unbought, which the posterior."""
+    pm = np.zeros((len(records), len(bought)))
+    ok = np.zeros_like(pm)
+    for i, rec in enumerate(records):
+        for k, at_k in enumerate(bought, start=1):
+            sub = {**rec, "candidates": rec["candidates"][:k]}
+            sub["actions"] = [a for a in rec["actions"] if a["id"] in at_k[i]]
+            pm[i, k - 1], ok[i, k - 1] = posteriors(sub, spec, "all")[k - 1]
+    return pm, ok
 
 
 def main() -> None:
@@ -241,12 +257,17 @@ def main() -> None:
             path = Path(tmp) / "pool.jsonl"
             with path.open("w") as fh:
                 write_jsonl(iter(records), fh)
-            opm, ook, spent = ours(path, Path(tmp), kmax)
+            opm, ook, spent, bought = ours(path, Path(tmp), kmax)
+        epm, eok = exact_with(records, spec, bought)
         print("\n| k | " + " | ".join(str(k) for k in range(1, kmax + 1)) + " |")
         print("|---|" + "---|" * kmax)
         print("| bayes, accuracy | " + " | ".join(f"{x:.3f}" for x in ook.mean(axis=0)) + " |")
         print("| bayes, checks bought | " + " | ".join(f"{x:.0f}" for x in spent.mean(axis=0)) + " |")
         frontier("bayes (fitted, crossfit:5)", opm, ook)
+        print(
+            "| exact model, the checks bayes bought, accuracy | " + " | ".join(f"{x:.3f}" for x in eok.mean(0)) + " |"
+        )
+        frontier("the exact model reading only the checks bayes bought", epm, eok)
 
 
 if __name__ == "__main__":
