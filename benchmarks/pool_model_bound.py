@@ -1,16 +1,17 @@
-"""How few samples could ANY stopping rule draw on the simulator (issue 26)? A bound from the simulator's own model.
+"""How few samples does a stopping rule on the EXACT posterior need (issue 26)? The simulator's own model as a bound.
 
     python benchmarks/pool_model_bound.py --n 3000 --seed 41                 # the exact model, every check bought
     python benchmarks/pool_model_bound.py --n 1000 --seed 26 --ours          # ... and `bayes` beside it
 
 For every question of ``boe sim ledger --kind pool --profile P --n N --k 16 --seed S`` and every first k of its
 candidates (k = 1..16), the exact posterior over the true answer under the generator's own `PoolSpec`: the Beta
-prior on a question's P(correct), the Zipf law of the wrong answers under an unknown ranking, the slot
-channels of correct and wrong candidates (a slot's values exclusive, the true one uniform), and every check the
-first k candidates' claims and responses offer, bought (``--checks none``: none). No fitted model can read these
-observations better; a stopping rule that stops a question at the first k whose pick has posterior >= tau (one
-tau for every k, and per-k thresholds chosen in-sample on the labels, an optimistic figure) shows what accuracy
-is reachable at what mean number of samples, however many checks are paid for (their mean cost is printed).
+prior on a question's P(correct), the Zipf law of the wrong answers under an unknown ranking, the slot channels of
+correct and wrong candidates (a slot's values exclusive, the true one uniform), and every check the first k
+candidates' claims and responses offer, bought (``--checks none``: none). No model reads these observations better
+(an exact posterior is calibrated, and its pick is the likeliest answer); a stopping rule that stops a question at
+the first k whose pick has posterior >= tau (one tau for every k, and per-k thresholds chosen in-sample on the
+labels, an optimistic figure) shows what accuracy is reachable at what mean number of samples, however many checks
+are paid for (their mean cost is printed).
 
 ``--ours`` runs, for every k, ``boe replay L --policy bayes --pool adaptive --pool-start k --sample-cost 300
 --budget 300 k + 290`` (no draw affordable; the `bayes` controller buys checks until none is worth buying,
