@@ -65,81 +65,81 @@ def wrong_term(counts: list[int], w: np.ndarray) -> float:
 
 
 def posteriors(rec: dict[str, Any], spec: PoolSpec, checks: str) -> list[tuple[float, bool]]:
-    """Per k = 1..K: the exact posterior probability of the pick (the likeliest answer drawn) and whether it is
-    right. Hypotheses: each answer drawn, and one not drawn yet (any of the others, alike by symmetry)."""
+    """`posterior_at` every pool size k = 1..K."""
+    return [posterior_at(rec, spec, checks, k) for k in range(1, len(rec["candidates"]) + 1)]
+
+
+def posterior_at(rec: dict[str, Any], spec: PoolSpec, checks: str, k: int) -> tuple[float, bool]:
+    """The exact posterior probability of the pick among the first k candidates (the likeliest answer drawn),
+    reading the checks of ``rec``'s actions that those candidates offer, and whether the pick is right.
+    Hypotheses: each answer drawn, and one not drawn yet (any of the others, alike by symmetry)."""
     a_n = spec.answers
     w = 1.0 / np.arange(1, a_n)
     w /= w.sum()
     al, be = spec.difficulty
     acts = {a["id"]: a for a in rec["actions"]}
-    truth_answer = rec["reference"]
-    out = []
-    cands = rec["candidates"]
-    for k in range(1, len(cands) + 1):
-        rev = [c for c in cands[:k] if c["valid"]]
-        answers = [c["answer"] for c in rev]
-        seen = list(dict.fromkeys(answers))
-        hyps: list[str | None] = list(seen) + ([None] if len(seen) < a_n else [])
-        n = len(rev)
-        ll = np.zeros(len(hyps))
-        for h, a in enumerate(hyps):
-            c = sum(1 for x in answers if x == a)
-            ll[h] += math.lgamma(c + al) + math.lgamma(n - c + be) - math.lgamma(n + al + be)
-            counts = [answers.count(x) for x in seen if x != a]
-            ll[h] += wrong_term(counts, w)
-        # slots: correctness of each revealed candidate under each hypothesis
-        corr = np.array([[1.0 if c["answer"] == a else 0.0 for c in rev] for a in hyps])  # H x n
-        g = corr * spec.slot_good + (1 - corr) * spec.slot_bad
-        lg = np.log(g)
-        for s in SLOTS4:
-            vals = SLOT_VALUES[s]
-            lb = np.log((1 - g) / (len(vals) - 1))  # a slot value that is not the truth: one of the rivals
-            m = np.zeros((n, len(vals)))
-            e = np.zeros(n)
-            present = set()
-            for i, c in enumerate(rev):
-                v = c["slots"].get(s)
-                if v is not None:
-                    m[i, vals.index(v)] = 1
-                    e[i] = 1
-                    present.add(v)
-            lt = (lg - lb) @ m + (lb * e).sum(axis=1)[:, None]  # H x T
-            if checks == "all":
-                ct = np.zeros(len(vals))
-                for v in present:
-                    for tag, ch in (("s", spec.structured), ("v", spec.vlm), ("g", spec.grounded)):
-                        act = acts.get(f"{tag}:{s}={v}")
-                        if act is None:
-                            continue
-                        for t, tv in enumerate(vals):
-                            ct[t] += check_ll(act["outcome"], tv == v, ch.acc)
-                lt = lt + ct[None, :]
-            mx = lt.max(axis=1, keepdims=True)
-            ll += (mx[:, 0] + np.log(np.exp(lt - mx).sum(axis=1))) - math.log(len(vals))
+    rev = [c for c in rec["candidates"][:k] if c["valid"]]
+    answers = [c["answer"] for c in rev]
+    seen = list(dict.fromkeys(answers))
+    if not seen:
+        return 0.0, False
+    hyps: list[str | None] = list(seen) + ([None] if len(seen) < a_n else [])
+    n = len(rev)
+    ll = np.zeros(len(hyps))
+    for h, a in enumerate(hyps):
+        c = sum(1 for x in answers if x == a)
+        ll[h] += math.lgamma(c + al) + math.lgamma(n - c + be) - math.lgamma(n + al + be)
+        counts = [answers.count(x) for x in seen if x != a]
+        ll[h] += wrong_term(counts, w)
+    # slots: correctness of each revealed candidate under each hypothesis
+    corr = np.array([[1.0 if c["answer"] == a else 0.0 for c in rev] for a in hyps])  # H x n
+    g = corr * spec.slot_good + (1 - corr) * spec.slot_bad
+    lg = np.log(g)
+    for s in SLOTS4:
+        vals = SLOT_VALUES[s]
+        lb = np.log((1 - g) / (len(vals) - 1))  # a slot value that is not the truth: one of the rivals
+        m = np.zeros((n, len(vals)))
+        e = np.zeros(n)
+        present = set()
+        for i, c in enumerate(rev):
+            v = c["slots"].get(s)
+            if v is not None:
+                m[i, vals.index(v)] = 1
+                e[i] = 1
+                present.add(v)
+        lt = (lg - lb) @ m + (lb * e).sum(axis=1)[:, None]  # H x T
         if checks == "all":
-            for h, a in enumerate(hyps):
-                for x in seen:
-                    for tag, ch in (("v", spec.vlm), ("g", spec.grounded)):
-                        act = acts.get(f"{tag}:attribute={x}")
-                        if act is not None:
-                            ll[h] += check_ll(act["outcome"], x == a, ch.acc)
-                for c in rev:
-                    act = acts.get(f"w:{c['index']}")
+            ct = np.zeros(len(vals))
+            for v in present:
+                for tag, ch in (("s", spec.structured), ("v", spec.vlm), ("g", spec.grounded)):
+                    act = acts.get(f"{tag}:{s}={v}")
+                    if act is None:
+                        continue
+                    for t, tv in enumerate(vals):
+                        ct[t] += check_ll(act["outcome"], tv == v, ch.acc)
+            lt = lt + ct[None, :]
+        mx = lt.max(axis=1, keepdims=True)
+        ll += (mx[:, 0] + np.log(np.exp(lt - mx).sum(axis=1))) - math.log(len(vals))
+    if checks == "all":
+        for h, a in enumerate(hyps):
+            for x in seen:
+                for tag, ch in (("v", spec.vlm), ("g", spec.grounded)):
+                    act = acts.get(f"{tag}:attribute={x}")
                     if act is not None:
-                        ll[h] += check_ll(act["outcome"], c["answer"] == a, spec.whole.acc)
-        prior = np.zeros(len(hyps))
-        if hyps and hyps[-1] is None:
-            prior[-1] = math.log(a_n - len(seen))
-        lp = ll + prior
-        lp -= lp.max()
-        p = np.exp(lp)
-        p /= p.sum()
-        if not seen:
-            out.append((0.0, False))
-            continue
-        best = int(np.argmax(p[: len(seen)]))
-        out.append((float(p[best]), seen[best] == truth_answer))
-    return out
+                        ll[h] += check_ll(act["outcome"], x == a, ch.acc)
+            for c in rev:
+                act = acts.get(f"w:{c['index']}")
+                if act is not None:
+                    ll[h] += check_ll(act["outcome"], c["answer"] == a, spec.whole.acc)
+    prior = np.zeros(len(hyps))
+    if hyps and hyps[-1] is None:
+        prior[-1] = math.log(a_n - len(seen))
+    lp = ll + prior
+    lp -= lp.max()
+    p = np.exp(lp)
+    p /= p.sum()
+    best = int(np.argmax(p[: len(seen)]))
+    return float(p[best]), seen[best] == rec["reference"]
 
 
 def all_checks_cost(rec: dict[str, Any], k: int) -> float:
@@ -221,9 +221,8 @@ def exact_with(records: list[dict[str, Any]], spec: PoolSpec, bought: list[list[
     ok = np.zeros_like(pm)
     for i, rec in enumerate(records):
         for k, at_k in enumerate(bought, start=1):
-            sub = {**rec, "candidates": rec["candidates"][:k]}
-            sub["actions"] = [a for a in rec["actions"] if a["id"] in at_k[i]]
-            pm[i, k - 1], ok[i, k - 1] = posteriors(sub, spec, "all")[k - 1]
+            sub = {**rec, "actions": [a for a in rec["actions"] if a["id"] in at_k[i]]}
+            pm[i, k - 1], ok[i, k - 1] = posterior_at(sub, spec, "all", k)
     return pm, ok
 
 
